@@ -1,0 +1,725 @@
+/* The kernel API: builders and registration, kernel construction (attribute
+ * getters), and the kernel context used inside compute functions. */
+#include <limits.h>
+
+#include "internal.h"
+
+struct TF_KernelBuilder {
+  pg_kernel_def def;
+};
+
+struct TF_OpKernelConstruction {
+  pg_kernel_def* def;
+  pg_device* dev;
+  const pg_attrs* attrs;
+  TF_Status* status;
+};
+
+#define PG_MAX_ARGS 64
+
+struct pg_kernel {
+  pg_kernel_def* def;
+  pg_device* dev;
+  void* state;
+  int num_inputs, num_outputs;
+  char* input_names[PG_MAX_ARGS];
+  unsigned char in_host[PG_MAX_ARGS];
+  unsigned char out_host[PG_MAX_ARGS];
+  TF_DataType out_types[PG_MAX_ARGS];
+};
+
+struct TF_OpKernelContext {
+  pg_kernel* k;
+  TF_Tensor* const* inputs;
+  TF_Tensor** outputs;
+  TF_Status* status;
+  int64_t step;
+};
+
+static int current_plugin_id = -1;
+static atomic_llong step_counter;
+
+int pg_current_plugin(void) { return current_plugin_id; }
+
+static TF_StringView view(const char* s) {
+  TF_StringView v = {s, s ? strlen(s) : 0};
+  return v;
+}
+
+/*** Registration ***/
+
+TF_KernelBuilder* TF_NewKernelBuilder(
+    const char* op_name, const char* device_name,
+    void* (*create_func)(TF_OpKernelConstruction*),
+    void (*compute_func)(void*, TF_OpKernelContext*),
+    void (*delete_func)(void*)) {
+  TF_KernelBuilder* b = calloc(1, sizeof(TF_KernelBuilder));
+  if (b == NULL) return NULL;
+  pg_copy_str(b->def.op_name, sizeof b->def.op_name, op_name);
+  pg_copy_str(b->def.device_type, sizeof b->def.device_type, device_name);
+  if (op_name == NULL || device_name == NULL) b->def.overflow = 1;
+  b->def.create_func = create_func;
+  b->def.compute_func = compute_func;
+  b->def.delete_func = delete_func;
+  b->def.plugin_id = current_plugin_id;
+  return b;
+}
+
+void TF_KernelBuilder_TypeConstraint(TF_KernelBuilder* b, const char* attr_name,
+                                     const TF_DataType type,
+                                     TF_Status* status) {
+  if (b == NULL || attr_name == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_KernelBuilder_TypeConstraint: builder and attr_name must "
+                  "not be NULL");
+    return;
+  }
+  pg_kernel_def* d = &b->def;
+  if (d->num_constraints == PG_MAX_CONSTRAINTS) {
+    d->overflow = 1;
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "kernel %s: more than %d type constraints", d->op_name,
+                  PG_MAX_CONSTRAINTS);
+    return;
+  }
+  pg_copy_str(d->constraint_attr[d->num_constraints], 64, attr_name);
+  d->constraint_type[d->num_constraints] = type;
+  d->num_constraints++;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+void TF_KernelBuilder_HostMemory(TF_KernelBuilder* b, const char* arg_name) {
+  if (b == NULL || arg_name == NULL) return;
+  if (b->def.num_host_args == PG_MAX_HOST_ARGS) {
+    b->def.overflow = 1;
+    return;
+  }
+  pg_copy_str(b->def.host_args[b->def.num_host_args++], 64, arg_name);
+}
+
+void TF_KernelBuilder_Priority(TF_KernelBuilder* b, int32_t priority_number) {
+  if (b != NULL) b->def.priority = priority_number;
+}
+
+void TF_KernelBuilder_Label(TF_KernelBuilder* b, const char* label) {
+  if (b != NULL) pg_copy_str(b->def.label, sizeof b->def.label, label);
+}
+
+void TF_RegisterKernelBuilder(const char* kernel_name, TF_KernelBuilder* b,
+                              TF_Status* status) {
+  (void)kernel_name;
+  TF_SetStatus(status, TF_OK, "");
+  if (b == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_RegisterKernelBuilder: builder is NULL");
+    return;
+  }
+  if (b->def.compute_func == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "kernel for op '%s' on %s has no compute function",
+                  b->def.op_name, b->def.device_type);
+    free(b);
+    return;
+  }
+  TF_Status* local = status != NULL ? status : TF_NewStatus();
+  /* Python validates against the op registry and keeps the definition. */
+  int kept = pg_hook_register_kernel(&b->def, local);
+  if (!kept) free(b);
+  if (local != status) TF_DeleteStatus(local);
+}
+
+void TF_RegisterKernelBuilderWithKernelDef(const char* serialized_kernel_def,
+                                           const char* name,
+                                           TF_KernelBuilder* builder,
+                                           TF_Status* status) {
+  (void)serialized_kernel_def;
+  (void)name;
+  free(builder);
+  pg_set_status(status, TF_UNIMPLEMENTED,
+                "TF_RegisterKernelBuilderWithKernelDef is not supported: use "
+                "TF_RegisterKernelBuilder with type constraints");
+}
+
+void TF_DeleteKernelBuilder(TF_KernelBuilder* builder) { free(builder); }
+
+void pg_call_init_kernel(void* tf_init_kernel, int plugin_id) {
+  int saved = current_plugin_id;
+  current_plugin_id = plugin_id;
+  ((void (*)(void))tf_init_kernel)();
+  current_plugin_id = saved;
+}
+
+/*** Construction ***/
+
+void TF_OpKernelConstruction_Failure(TF_OpKernelConstruction* ctx,
+                                     TF_Status* status) {
+  if (ctx == NULL || status == NULL || TF_GetCode(status) == TF_OK) return;
+  TF_SetStatus(ctx->status, TF_GetCode(status), TF_Message(status));
+}
+
+TF_StringView TF_OpKernelConstruction_GetName(TF_OpKernelConstruction* ctx) {
+  return view(ctx != NULL ? ctx->def->op_name : "");
+}
+
+TF_Bool TF_OpKernelConstruction_HasAttr(TF_OpKernelConstruction* ctx,
+                                        const char* attr_name,
+                                        TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  if (ctx == NULL || attr_name == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_OpKernelConstruction_HasAttr: NULL argument");
+    return 0;
+  }
+  return pg_attrs_find(ctx->attrs, attr_name) != NULL;
+}
+
+static const char* kind_name(pg_attr_kind k) {
+  static const char* names[] = {"int", "float", "bool", "type", "string",
+                                "list(int)", "list(float)", "list(bool)",
+                                "list(type)", "list(string)"};
+  return names[k];
+}
+
+/* Finds attribute `name` of kind `kind`; sets `status` and returns NULL if it
+ * is missing or of another kind. */
+static const pg_attr* get_attr(TF_OpKernelConstruction* ctx, const char* name,
+                               pg_attr_kind kind, TF_Status* status) {
+  if (ctx == NULL || name == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute getter called with a NULL context or name");
+    return NULL;
+  }
+  const pg_attr* a = pg_attrs_find(ctx->attrs, name);
+  if (a == NULL) {
+    pg_set_status(status, TF_NOT_FOUND, "op '%s' has no attribute '%s'",
+                  ctx->def->op_name, name);
+    return NULL;
+  }
+  if (a->kind != kind) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute '%s' of op '%s' is a %s, not a %s", name,
+                  ctx->def->op_name, kind_name(a->kind), kind_name(kind));
+    return NULL;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  return a;
+}
+
+void TF_OpKernelConstruction_GetAttrSize(TF_OpKernelConstruction* ctx,
+                                         const char* attr_name,
+                                         int32_t* list_size,
+                                         int32_t* total_size,
+                                         TF_Status* status) {
+  if (ctx == NULL || attr_name == NULL || list_size == NULL ||
+      total_size == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_OpKernelConstruction_GetAttrSize: NULL argument");
+    return;
+  }
+  const pg_attr* a = pg_attrs_find(ctx->attrs, attr_name);
+  if (a == NULL) {
+    pg_set_status(status, TF_NOT_FOUND, "op '%s' has no attribute '%s'",
+                  ctx->def->op_name, attr_name);
+    return;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  *list_size = -1;
+  *total_size = -1;
+  switch (a->kind) {
+    case PG_ATTR_STRING:
+      *total_size = (int32_t)a->str_len;
+      break;
+    case PG_ATTR_STRING_LIST: {
+      size_t total = 0;
+      for (int i = 0; i < a->n; ++i) total += a->str_lens[i];
+      *list_size = a->n;
+      *total_size = (int32_t)total;
+      break;
+    }
+    case PG_ATTR_INT_LIST: case PG_ATTR_FLOAT_LIST: case PG_ATTR_BOOL_LIST:
+    case PG_ATTR_TYPE_LIST:
+      *list_size = a->n;
+      break;
+    default:
+      break;
+  }
+}
+
+void TF_OpKernelConstruction_GetAttrType(TF_OpKernelConstruction* ctx,
+                                         const char* attr_name,
+                                         TF_DataType* val, TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_TYPE, status);
+  if (a != NULL && val != NULL) *val = (TF_DataType)a->i;
+}
+
+void TF_OpKernelConstruction_GetAttrInt32(TF_OpKernelConstruction* ctx,
+                                          const char* attr_name, int32_t* val,
+                                          TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_INT, status);
+  if (a == NULL || val == NULL) return;
+  if (a->i < INT32_MIN || a->i > INT32_MAX) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute '%s' = %lld does not fit in int32", attr_name,
+                  (long long)a->i);
+    return;
+  }
+  *val = (int32_t)a->i;
+}
+
+void TF_OpKernelConstruction_GetAttrInt64(TF_OpKernelConstruction* ctx,
+                                          const char* attr_name, int64_t* val,
+                                          TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_INT, status);
+  if (a != NULL && val != NULL) *val = a->i;
+}
+
+void TF_OpKernelConstruction_GetAttrFloat(TF_OpKernelConstruction* ctx,
+                                          const char* attr_name, float* val,
+                                          TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_FLOAT, status);
+  if (a != NULL && val != NULL) *val = a->f;
+}
+
+void TF_OpKernelConstruction_GetAttrBool(TF_OpKernelConstruction* ctx,
+                                         const char* attr_name, TF_Bool* val,
+                                         TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_BOOL, status);
+  if (a != NULL && val != NULL) *val = (TF_Bool)a->i;
+}
+
+void TF_OpKernelConstruction_GetAttrString(TF_OpKernelConstruction* ctx,
+                                           const char* attr_name, char* val,
+                                           size_t max_length,
+                                           TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_STRING, status);
+  if (a == NULL) return;
+  if (val == NULL || max_length < a->str_len) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute '%s' needs %zu bytes, max_length is %zu",
+                  attr_name, a->str_len, max_length);
+    return;
+  }
+  memcpy(val, a->str, a->str_len);
+}
+
+void TF_OpKernelConstruction_GetAttrTensor(TF_OpKernelConstruction* ctx,
+                                           const char* attr_name,
+                                           TF_Tensor** val, TF_Status* status) {
+  (void)val;
+  if (ctx == NULL || attr_name == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "NULL argument");
+    return;
+  }
+  pg_set_status(status, TF_NOT_FOUND,
+                "op '%s' has no tensor attribute '%s' (tensor attributes are "
+                "not used by pluggable ops)", ctx->def->op_name, attr_name);
+}
+
+/* Copies a numeric list attribute into `vals`, converting each element. */
+#define LIST_GETTER(SUFFIX, CTYPE, KIND, SRC_TYPE)                           \
+  void TF_OpKernelConstruction_GetAttr##SUFFIX##List(                        \
+      TF_OpKernelConstruction* ctx, const char* attr_name, CTYPE* vals,      \
+      int max_vals, TF_Status* status) {                                     \
+    const pg_attr* a = get_attr(ctx, attr_name, KIND, status);               \
+    if (a == NULL) return;                                                   \
+    if (vals == NULL && max_vals > 0) {                                      \
+      pg_set_status(status, TF_INVALID_ARGUMENT, "vals is NULL");            \
+      return;                                                                \
+    }                                                                        \
+    const SRC_TYPE* src = (const SRC_TYPE*)a->list;                          \
+    int n = a->n < max_vals ? a->n : max_vals;                               \
+    for (int i = 0; i < n; ++i) vals[i] = (CTYPE)src[i];                     \
+  }
+
+LIST_GETTER(Type, TF_DataType, PG_ATTR_TYPE_LIST, TF_DataType)
+LIST_GETTER(Int64, int64_t, PG_ATTR_INT_LIST, int64_t)
+LIST_GETTER(Float, float, PG_ATTR_FLOAT_LIST, float)
+LIST_GETTER(Bool, TF_Bool, PG_ATTR_BOOL_LIST, int)
+
+void TF_OpKernelConstruction_GetAttrInt32List(TF_OpKernelConstruction* ctx,
+                                              const char* attr_name,
+                                              int32_t* vals, int max_vals,
+                                              TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_INT_LIST, status);
+  if (a == NULL) return;
+  if (vals == NULL && max_vals > 0) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "vals is NULL");
+    return;
+  }
+  const int64_t* src = a->list;
+  int n = a->n < max_vals ? a->n : max_vals;
+  for (int i = 0; i < n; ++i) {
+    if (src[i] < INT32_MIN || src[i] > INT32_MAX) {
+      pg_set_status(status, TF_INVALID_ARGUMENT,
+                    "attribute '%s'[%d] = %lld does not fit in int32",
+                    attr_name, i, (long long)src[i]);
+      return;
+    }
+    vals[i] = (int32_t)src[i];
+  }
+}
+
+void TF_OpKernelConstruction_GetAttrStringList(
+    TF_OpKernelConstruction* ctx, const char* attr_name, char** vals,
+    size_t* lengths, int max_values, void* storage, size_t storage_size,
+    TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_STRING_LIST, status);
+  if (a == NULL) return;
+  int n = a->n < max_values ? a->n : max_values;
+  if (n > 0 && (vals == NULL || lengths == NULL || storage == NULL)) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "NULL output array");
+    return;
+  }
+  char* out = storage;
+  size_t used = 0;
+  for (int i = 0; i < n; ++i) {
+    if (used + a->str_lens[i] > storage_size) {
+      pg_set_status(status, TF_INVALID_ARGUMENT,
+                    "attribute '%s': storage_size %zu is too small", attr_name,
+                    storage_size);
+      return;
+    }
+    memcpy(out + used, a->strs[i], a->str_lens[i]);
+    vals[i] = out + used;
+    lengths[i] = a->str_lens[i];
+    used += a->str_lens[i];
+  }
+}
+
+void TF_OpKernelConstruction_GetAttrTensorList(TF_OpKernelConstruction* ctx,
+                                               const char* attr_name,
+                                               TF_Tensor** vals, int max_values,
+                                               TF_Status* status) {
+  (void)vals;
+  (void)max_values;
+  TF_OpKernelConstruction_GetAttrTensor(ctx, attr_name, NULL, status);
+}
+
+/*** Kernel instances ***/
+
+pg_kernel* pg_kernel_create(pg_kernel_def* def, pg_device* dev,
+                            pg_attrs* attrs, int num_inputs,
+                            const char* const* input_names,
+                            const unsigned char* in_host, int num_outputs,
+                            const TF_DataType* out_types,
+                            const unsigned char* out_host, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  if (num_inputs > PG_MAX_ARGS || num_outputs > PG_MAX_ARGS) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "too many op arguments");
+    return NULL;
+  }
+  pg_kernel* k = calloc(1, sizeof(pg_kernel));
+  if (k == NULL) {
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
+    return NULL;
+  }
+  k->def = def;
+  k->dev = dev;
+  k->num_inputs = num_inputs;
+  k->num_outputs = num_outputs;
+  for (int i = 0; i < num_inputs; ++i) {
+    const char* n = input_names != NULL ? input_names[i] : "";
+    k->input_names[i] = malloc(strlen(n) + 1);
+    if (k->input_names[i] != NULL) strcpy(k->input_names[i], n);
+    k->in_host[i] = in_host != NULL ? in_host[i] : 0;
+  }
+  for (int i = 0; i < num_outputs; ++i) {
+    k->out_types[i] = out_types[i];
+    k->out_host[i] = out_host != NULL ? out_host[i] : 0;
+  }
+  if (def->create_func != NULL) {
+    TF_OpKernelConstruction c = {def, dev, attrs, status};
+    k->state = def->create_func(&c);
+    if (TF_GetCode(status) != TF_OK) {
+      if (k->state != NULL && def->delete_func != NULL)
+        def->delete_func(k->state);
+      k->state = NULL;
+      pg_kernel_free(k);
+      return NULL;
+    }
+  }
+  return k;
+}
+
+void pg_kernel_free(pg_kernel* k) {
+  if (k == NULL) return;
+  if (k->state != NULL && k->def->delete_func != NULL)
+    k->def->delete_func(k->state);
+  for (int i = 0; i < k->num_inputs; ++i) free(k->input_names[i]);
+  free(k);
+}
+
+void pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
+                   TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  for (int i = 0; i < k->num_outputs; ++i) outputs[i] = NULL;
+  TF_OpKernelContext ctx = {k, inputs, outputs, status,
+                            atomic_fetch_add(&step_counter, 1) + 1};
+  __atomic_fetch_add(&k->def->calls, 1, __ATOMIC_RELAXED);
+  k->def->compute_func(k->state, &ctx);
+  if (TF_GetCode(status) == TF_OK) {
+    for (int i = 0; i < k->num_outputs; ++i) {
+      if (outputs[i] == NULL) {
+        pg_set_status(status, TF_INTERNAL,
+                      "the kernel returned without setting output %d; a "
+                      "kernel must call TF_AllocateOutput or TF_SetOutput for "
+                      "every output", i);
+        break;
+      }
+    }
+  }
+  if (TF_GetCode(status) != TF_OK) {
+    for (int i = 0; i < k->num_outputs; ++i) {
+      TF_DeleteTensor(outputs[i]);
+      outputs[i] = NULL;
+    }
+  }
+}
+
+/*** Context ***/
+
+/* Validates ctx and an index; sets `status` and returns 0 when invalid. */
+static int check_index(TF_OpKernelContext* ctx, int i, int n, const char* fn,
+                       TF_Status* status) {
+  if (ctx == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "%s: context is NULL", fn);
+    return 0;
+  }
+  if (i < 0 || i >= n) {
+    pg_set_status(status, TF_OUT_OF_RANGE,
+                  "%s: index %d is out of range for op '%s' (valid: 0..%d)", fn,
+                  i, ctx->k->def->op_name, n - 1);
+    return 0;
+  }
+  return 1;
+}
+
+SP_Stream TF_GetStream(TF_OpKernelContext* ctx, TF_Status* status) {
+  if (ctx == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "TF_GetStream: NULL context");
+    return NULL;
+  }
+  TF_SetStatus(status, TF_OK, "");
+  return ctx->k->dev->stream;
+}
+
+int TF_NumInputs(TF_OpKernelContext* ctx) {
+  return ctx == NULL ? 0 : ctx->k->num_inputs;
+}
+
+int TF_NumOutputs(TF_OpKernelContext* ctx) {
+  return ctx == NULL ? 0 : ctx->k->num_outputs;
+}
+
+void TF_GetInput(TF_OpKernelContext* ctx, int i, TF_Tensor** tensor,
+                 TF_Status* status) {
+  if (tensor == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "TF_GetInput: tensor is NULL");
+    return;
+  }
+  *tensor = NULL;
+  if (!check_index(ctx, i, TF_NumInputs(ctx), "TF_GetInput", status)) return;
+  *tensor = pg_tensor_ref(ctx->inputs[i]);
+  TF_SetStatus(status, TF_OK, "");
+}
+
+TF_DataType TF_InputDatatype(TF_OpKernelContext* ctx, int index) {
+  if (ctx == NULL || index < 0 || index >= ctx->k->num_inputs) return 0;
+  return ctx->inputs[index]->dtype;
+}
+
+/* Checks that `t` may become output `i`: right dtype, right memory. */
+static int check_output(TF_OpKernelContext* ctx, int i, const TF_Tensor* t,
+                        TF_Status* status) {
+  pg_kernel* k = ctx->k;
+  if (k->out_types[i] != 0 && t->dtype != k->out_types[i]) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "output %d of op '%s' must have dtype %d, got %d", i,
+                  k->def->op_name, (int)k->out_types[i], (int)t->dtype);
+    return 0;
+  }
+  pg_device* where = pg_tensor_device(t);
+  if (k->out_host[i] ? where != NULL : where != k->dev) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "output %d of op '%s' must be in %s memory", i,
+                  k->def->op_name, k->out_host[i] ? "host" : k->dev->name);
+    return 0;
+  }
+  return 1;
+}
+
+void TF_SetOutput(TF_OpKernelContext* ctx, int i, const TF_Tensor* tensor,
+                  TF_Status* status) {
+  if (!check_index(ctx, i, TF_NumOutputs(ctx), "TF_SetOutput", status)) return;
+  if (tensor == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "TF_SetOutput: tensor is NULL");
+    return;
+  }
+  if (!check_output(ctx, i, tensor, status)) return;
+  TF_DeleteTensor(ctx->outputs[i]);
+  ctx->outputs[i] = pg_tensor_ref(tensor);
+  TF_SetStatus(status, TF_OK, "");
+}
+
+TF_Tensor* TF_GetMutableOutput(TF_OpKernelContext* ctx, int i,
+                               TF_Status* status) {
+  if (!check_index(ctx, i, TF_NumOutputs(ctx), "TF_GetMutableOutput", status))
+    return NULL;
+  TF_SetStatus(status, TF_OK, "");
+  return pg_tensor_ref(ctx->outputs[i]);
+}
+
+TF_DataType TF_ExpectedOutputDataType(TF_OpKernelContext* ctx, int i) {
+  if (ctx == NULL || i < 0 || i >= ctx->k->num_outputs) return 0;
+  return ctx->k->out_types[i];
+}
+
+TF_Bool TF_IsHostMemoryInput(TF_OpKernelContext* ctx, int i,
+                             TF_Status* status) {
+  if (!check_index(ctx, i, TF_NumInputs(ctx), "TF_IsHostMemoryInput", status))
+    return 0;
+  TF_SetStatus(status, TF_OK, "");
+  return ctx->k->in_host[i];
+}
+
+TF_Bool TF_IsHostMemoryOutput(TF_OpKernelContext* ctx, int i,
+                              TF_Status* status) {
+  if (!check_index(ctx, i, TF_NumOutputs(ctx), "TF_IsHostMemoryOutput", status))
+    return 0;
+  TF_SetStatus(status, TF_OK, "");
+  return ctx->k->out_host[i];
+}
+
+void TF_OpKernelContext_Failure(TF_OpKernelContext* ctx, TF_Status* status) {
+  if (ctx == NULL || status == NULL || TF_GetCode(status) == TF_OK) return;
+  if (TF_GetCode(ctx->status) != TF_OK) return; /* keep the first failure */
+  TF_SetStatus(ctx->status, TF_GetCode(status), TF_Message(status));
+}
+
+int64_t TF_StepId(TF_OpKernelContext* ctx) {
+  return ctx == NULL ? 0 : ctx->step;
+}
+
+TF_StringView TF_GetOpKernelName(TF_OpKernelContext* ctx) {
+  return view(ctx != NULL ? ctx->k->def->op_name : "");
+}
+
+TF_StringView TF_GetOpKernelRequestedInput(TF_OpKernelContext* ctx,
+                                           size_t index) {
+  if (ctx == NULL || index >= (size_t)ctx->k->num_inputs) return view("");
+  return view(ctx->k->input_names[index]);
+}
+
+int TF_GetDeviceId(TF_OpKernelContext* ctx) {
+  return ctx == NULL ? -1 : ctx->k->dev->ordinal;
+}
+
+TF_StringView TF_GetDeviceName(TF_OpKernelContext* ctx) {
+  return view(ctx != NULL ? ctx->k->dev->name : "");
+}
+
+/* Frees a host scratch buffer once the stream has passed the work that was
+ * enqueued before the buffer was released. */
+static void deferred_host_free(void* data, size_t len, void* arg) {
+  (void)len;
+  pg_device* dev = arg;
+  if (!dev->se->host_callback(dev->device, dev->stream, pg_free_callback,
+                              data)) {
+    TF_Status* st = TF_NewStatus();
+    dev->se->synchronize_all_activity(dev->device, st);
+    TF_DeleteStatus(st);
+    pg_host_free(data);
+  }
+}
+
+/* Allocates a buffer on the kernel's device, or on the host. Host scratch
+ * memory (`temp`) is released in stream order like device memory. */
+static TF_Tensor* alloc(TF_OpKernelContext* ctx, int on_host, int temp,
+                        TF_DataType dtype, const int64_t* dims, int num_dims,
+                        TF_Status* status) {
+  if (on_host) {
+    int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, status);
+    if (nbytes < 0) return NULL;
+    pg_buffer* b = NULL;
+    if (temp) {
+      void* data = pg_host_alloc((size_t)nbytes);
+      if (data != NULL)
+        b = pg_buffer_new_external(data, (size_t)nbytes, deferred_host_free,
+                                   ctx->k->dev);
+      if (b == NULL) pg_host_free(data);
+    } else {
+      b = pg_buffer_new_host((size_t)nbytes);
+    }
+    if (b == NULL) {
+      pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
+      return NULL;
+    }
+    TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, b, status);
+    pg_buffer_unref(b);
+    return t;
+  }
+  return pg_device_alloc_tensor(ctx->k->dev, dtype, dims, num_dims, status);
+}
+
+TF_Tensor* TF_AllocateOutput(TF_OpKernelContext* ctx, int index,
+                             TF_DataType dtype, const int64_t* dims,
+                             int num_dims, size_t len, TF_Status* status) {
+  if (!check_index(ctx, index, TF_NumOutputs(ctx), "TF_AllocateOutput", status))
+    return NULL;
+  pg_kernel* k = ctx->k;
+  if (k->out_types[index] != 0 && dtype != k->out_types[index]) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_AllocateOutput: output %d of op '%s' has dtype %d, "
+                  "asked for %d", index, k->def->op_name,
+                  (int)k->out_types[index], (int)dtype);
+    return NULL;
+  }
+  int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, status);
+  if (nbytes < 0) return NULL;
+  if ((size_t)nbytes != len) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_AllocateOutput: len is %zu but the shape and dtype of "
+                  "output %d of op '%s' need %lld bytes", len, index,
+                  k->def->op_name, (long long)nbytes);
+    return NULL;
+  }
+  TF_Tensor* t =
+      alloc(ctx, k->out_host[index], 0, dtype, dims, num_dims, status);
+  if (t == NULL) return NULL;
+  TF_DeleteTensor(ctx->outputs[index]);
+  ctx->outputs[index] = t;
+  TF_SetStatus(status, TF_OK, "");
+  return pg_tensor_ref(t);
+}
+
+TF_Tensor* TF_ForwardInputOrAllocateOutput(
+    TF_OpKernelContext* ctx, const int* candidate_input_indices,
+    int num_candidate_input_indices, int output_index,
+    const int64_t* output_dims, int output_num_dims, int* forwarded_input,
+    TF_Status* status) {
+  (void)candidate_input_indices;
+  (void)num_candidate_input_indices;
+  /* Inputs are always observable from Python, so they are never forwarded. */
+  if (forwarded_input != NULL) *forwarded_input = -1;
+  TF_DataType dt = TF_ExpectedOutputDataType(ctx, output_index);
+  int64_t nbytes = pg_shape_nbytes(dt, output_dims, output_num_dims, status);
+  if (nbytes < 0) return NULL;
+  return TF_AllocateOutput(ctx, output_index, dt, output_dims, output_num_dims,
+                           (size_t)nbytes, status);
+}
+
+TF_Tensor* TF_AllocateTemp(TF_OpKernelContext* ctx, TF_DataType dtype,
+                           const int64_t* dims, int num_dims,
+                           TF_AllocatorAttributes* alloc_attrs,
+                           TF_Status* status) {
+  if (ctx == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "TF_AllocateTemp: NULL context");
+    return NULL;
+  }
+  int on_host = alloc_attrs != NULL &&
+                alloc_attrs->struct_size >= TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE &&
+                alloc_attrs->on_host;
+  TF_Tensor* t = alloc(ctx, on_host, 1, dtype, dims, num_dims, status);
+  if (t != NULL) TF_SetStatus(status, TF_OK, "");
+  return t;
+}

@@ -1,0 +1,231 @@
+/* The core runtime's interface to the Python layer.
+ *
+ * Everything here is private to pluggable: plugins see only the TF_* API of
+ * c_api/include. The cffi build script feeds this file (without preprocessor
+ * lines) to `ffibuilder.cdef`, so Python's view of these declarations is the
+ * same text the C compiler reads. */
+#ifndef PLUGGABLE_PG_CORE_H_
+#define PLUGGABLE_PG_CORE_H_
+
+#include <stdint.h>
+
+#include "kernels.h"
+#include "ops.h"
+#include "stream_executor.h"
+#include "tf_datatype.h"
+#include "tf_status.h"
+#include "tf_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*** Plugins and devices ***/
+
+/* One loaded platform (the SE_InitPlugin side of a plugin). */
+typedef struct pg_platform {
+  SE_PlatformRegistrationParams params;
+  SP_Platform* platform;
+  SP_PlatformFns* fns;
+  SP_TimerFns* timer_fns;
+  int has_timers;
+  int device_count;
+  int plugin_id;
+} pg_platform;
+
+/* Per-device statistics of the core's caching allocator. */
+typedef struct pg_alloc_stats {
+  int64_t bytes_in_use;     /* bytes held by live tensors and buffers */
+  int64_t peak_bytes_in_use;
+  int64_t bytes_cached;     /* bytes held in free lists for reuse */
+  int64_t bytes_reserved;   /* bytes obtained from the plugin, in use or cached */
+  int64_t num_allocs;       /* allocations served */
+  int64_t num_cache_hits;   /* of those, served from the free lists */
+  int64_t num_plugin_allocs;  /* calls to SP_StreamExecutor.allocate */
+  int64_t num_plugin_frees;   /* calls to SP_StreamExecutor.deallocate */
+  int64_t num_ooms;           /* allocations that failed after retrying */
+} pg_alloc_stats;
+
+/* One device of a platform, with its stream executor and default stream. */
+typedef struct pg_device {
+  pg_platform* platform;
+  int ordinal;
+  SP_Device* device;
+  SP_DeviceFns* device_fns;
+  SP_StreamExecutor* se;
+  SP_Stream stream;         /* the default stream: ops and copies run here */
+  char name[96];            /* "/device:MY_DEVICE:0" */
+  void* allocator;          /* private: the caching allocator */
+  pg_alloc_stats stats;
+} pg_device;
+
+/* Opens a shared library with RTLD_NOW | RTLD_LOCAL. Returns NULL and writes
+ * the loader's message into err[errlen] on failure. */
+void* pg_dlopen(const char* path, char* err, size_t errlen);
+void* pg_dlsym(void* handle, const char* name);
+
+/* Calls SE_InitPlugin and validates what it filled (versions, struct sizes,
+ * required callbacks, names), then creates the timer fns and reads the device
+ * count. Returns NULL with `status` set (the message names the field) on any
+ * failure. */
+pg_platform* pg_platform_init(void* se_init_plugin, int plugin_id,
+                              TF_Status* status);
+
+/* Creates device `ordinal`: SP_Device, SP_DeviceFns, SP_StreamExecutor
+ * (validated), the default stream and the caching allocator. */
+pg_device* pg_device_create(pg_platform* p, int ordinal, TF_Status* status);
+
+/* Calls TF_InitKernel of a plugin; registrations made during the call are
+ * attributed to `plugin_id`. */
+void pg_call_init_kernel(void* tf_init_kernel, int plugin_id);
+
+/*** Memory ***/
+
+/* Allocates `nbytes` of device memory through the caching allocator.
+ * `status` is RESOURCE_EXHAUSTED (naming the size and the bytes in use) when
+ * even an emptied cache cannot serve it. */
+TF_Tensor* pg_device_alloc_tensor(pg_device* dev, TF_DataType dtype,
+                                  const int64_t* dims, int num_dims,
+                                  TF_Status* status);
+/* Frees every cached block (after synchronising the default stream). */
+void pg_device_empty_cache(pg_device* dev, TF_Status* status);
+/* Waits for the default stream, reporting (and clearing) its error. */
+void pg_device_sync(pg_device* dev, TF_Status* status);
+
+/* Tensor <-> host. */
+TF_Tensor* pg_tensor_from_host(pg_device* dev, TF_DataType dtype,
+                               const int64_t* dims, int num_dims,
+                               const void* src, size_t nbytes,
+                               TF_Status* status);
+void pg_tensor_to_host(const TF_Tensor* t, void* dst, size_t nbytes,
+                       TF_Status* status);
+/* Copies `src` (on any device or the host) to a new tensor on `dev`. */
+TF_Tensor* pg_tensor_copy_to_device(const TF_Tensor* src, pg_device* dev,
+                                    TF_Status* status);
+/* Wraps host memory owned by the caller (kept alive by the caller). */
+TF_Tensor* pg_tensor_wrap_host(TF_DataType dtype, const int64_t* dims,
+                               int num_dims, void* data, size_t nbytes);
+pg_device* pg_tensor_device(const TF_Tensor* t);
+/* Describes the memory of a device tensor as the plugin allocated it. */
+void pg_tensor_mem(const TF_Tensor* t, SP_DeviceMemoryBase* mem);
+const int64_t* pg_tensor_dims(const TF_Tensor* t);
+/* A new handle sharing the buffer of `t`. */
+TF_Tensor* pg_tensor_ref(const TF_Tensor* t);
+
+/*** Attributes ***/
+
+typedef struct pg_attrs pg_attrs;
+pg_attrs* pg_attrs_new(void);
+void pg_attrs_free(pg_attrs* a);
+void pg_attrs_set_int(pg_attrs* a, const char* name, int64_t v);
+void pg_attrs_set_float(pg_attrs* a, const char* name, float v);
+void pg_attrs_set_bool(pg_attrs* a, const char* name, int v);
+void pg_attrs_set_type(pg_attrs* a, const char* name, TF_DataType v);
+void pg_attrs_set_string(pg_attrs* a, const char* name, const char* v,
+                         size_t len);
+void pg_attrs_set_int_list(pg_attrs* a, const char* name, const int64_t* v,
+                           int n);
+void pg_attrs_set_float_list(pg_attrs* a, const char* name, const float* v,
+                             int n);
+void pg_attrs_set_bool_list(pg_attrs* a, const char* name, const int* v,
+                            int n);
+void pg_attrs_set_type_list(pg_attrs* a, const char* name,
+                            const TF_DataType* v, int n);
+void pg_attrs_set_string_list(pg_attrs* a, const char* name,
+                              const char* const* v, const size_t* lens, int n);
+
+/*** Kernels ***/
+
+#define PG_MAX_CONSTRAINTS 8
+#define PG_MAX_HOST_ARGS 8
+
+/* A registered kernel (the registered TF_KernelBuilder). */
+typedef struct pg_kernel_def {
+  char op_name[128];
+  char device_type[64];
+  char label[64];
+  void* (*create_func)(TF_OpKernelConstruction*);
+  void (*compute_func)(void*, TF_OpKernelContext*);
+  void (*delete_func)(void*);
+  int num_constraints;
+  char constraint_attr[PG_MAX_CONSTRAINTS][64];
+  TF_DataType constraint_type[PG_MAX_CONSTRAINTS];
+  int num_host_args;
+  char host_args[PG_MAX_HOST_ARGS][64];
+  int32_t priority;
+  int plugin_id;
+  int64_t calls;     /* times compute_func was called */
+  int overflow;      /* too many constraints / host args were given */
+} pg_kernel_def;
+
+/* A kernel instance for one device and one set of attributes. */
+typedef struct pg_kernel pg_kernel;
+
+/* Runs create_func. `in_host` / `out_host` flag host-memory arguments;
+ * `out_types` are the expected output dtypes; `input_names` name each input.
+ * Returns NULL with `status` set if create_func failed. */
+pg_kernel* pg_kernel_create(pg_kernel_def* def, pg_device* dev,
+                            pg_attrs* attrs, int num_inputs,
+                            const char* const* input_names,
+                            const unsigned char* in_host, int num_outputs,
+                            const TF_DataType* out_types,
+                            const unsigned char* out_host, TF_Status* status);
+void pg_kernel_free(pg_kernel* k);
+
+/* Runs compute_func on `inputs`; on success fills `outputs` with new handles
+ * (owned by the caller). On failure sets `status`, naming op and device. */
+void pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
+                   TF_Status* status);
+
+/*** Op definitions ***/
+
+/* What TF_NewOpDefinitionBuilder collected, handed to Python on
+ * registration. */
+typedef struct pg_op_builder {
+  char* name;
+  int num_attrs, num_inputs, num_outputs;
+  char** attrs;
+  char** inputs;
+  char** outputs;
+  int is_commutative, is_aggregate, is_stateful, allows_uninitialized_input;
+  int deprecated_version;
+  char* deprecation;
+  void (*shape_fn)(TF_ShapeInferenceContext*, TF_Status*);
+  int plugin_id;
+} pg_op_builder;
+
+/* Runs a C shape function. Input shapes: ranks in_ranks[num_inputs] and the
+ * dims of all inputs concatenated; outputs are written likewise (rank -1 =
+ * unknown; out_dims has room for num_outputs * TF_MAX_DIMS). */
+void pg_run_shape_fn(void (*fn)(TF_ShapeInferenceContext*, TF_Status*),
+                     int num_inputs, const int* in_ranks,
+                     const int64_t* in_dims, pg_attrs* attrs, int num_outputs,
+                     int* out_ranks, int64_t* out_dims, TF_Status* status);
+
+/*** Registration hooks (implemented in Python) ***/
+
+/* Called by TF_RegisterKernelBuilder / TF_RegisterOpDefinition. Python
+ * validates, stores, and sets `status` on rejection; it takes ownership of
+ * `def` / `b` only when the status stays OK. */
+int pg_hook_register_kernel(pg_kernel_def* def, TF_Status* status);
+int pg_hook_register_op(pg_op_builder* b, TF_Status* status);
+
+/* Runs a Python callable given to a stream's host_callback (the argument is
+ * a handle made by ffi.new_handle). */
+void pg_hook_host_callback(void* arg, TF_Status* status);
+
+void pg_op_builder_free(pg_op_builder* b);
+
+/*** Host-side helpers the Python layer hands to streams ***/
+
+/* A host callback that frees its argument (a malloc'ed staging buffer). */
+void pg_free_callback(void* arg, TF_Status* status);
+/* Aligned host memory for host tensors. */
+void* pg_host_alloc(size_t nbytes);
+void pg_host_free(void* p);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PLUGGABLE_PG_CORE_H_ */

@@ -1,0 +1,163 @@
+/* Synchronisation and copies between the host and devices. */
+#include "internal.h"
+
+/* Copies up to this size are staged through a core-owned host buffer so the
+ * caller's memory can be released at once and the copy stays asynchronous. */
+#define STAGING_LIMIT ((size_t)1 << 20)
+
+void pg_free_callback(void* arg, TF_Status* status) {
+  (void)status;
+  free(arg);
+}
+
+void pg_device_sync(pg_device* dev, TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  if (dev->se->block_host_until_done != NULL) {
+    dev->se->block_host_until_done(dev->device, dev->stream, status);
+    return;
+  }
+  /* Default: wait on an event recorded at the end of the stream. */
+  SP_Event ev = NULL;
+  dev->se->create_event(dev->device, &ev, status);
+  if (TF_GetCode(status) != TF_OK) return;
+  dev->se->record_event(dev->device, dev->stream, ev, status);
+  if (TF_GetCode(status) == TF_OK)
+    dev->se->block_host_for_event(dev->device, ev, status);
+  dev->se->destroy_event(dev->device, ev);
+  if (TF_GetCode(status) == TF_OK)
+    dev->se->get_stream_status(dev->device, dev->stream, status);
+}
+
+/* Prefixes a failed status with what was being done. */
+static void annotate(TF_Status* status, const char* what, const pg_device* dev) {
+  if (TF_GetCode(status) == TF_OK) return;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s on %s: %s", what, dev->name, TF_Message(status));
+  TF_SetStatus(status, TF_GetCode(status), msg);
+}
+
+TF_Tensor* pg_tensor_from_host(pg_device* dev, TF_DataType dtype,
+                               const int64_t* dims, int num_dims,
+                               const void* src, size_t nbytes,
+                               TF_Status* status) {
+  TF_Tensor* t = pg_device_alloc_tensor(dev, dtype, dims, num_dims, status);
+  if (t == NULL) return NULL;
+  if (TF_TensorByteSize(t) != nbytes) {
+    TF_DeleteTensor(t);
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "host data holds %zu bytes, the shape needs %zu", nbytes,
+                  TF_TensorByteSize(t));
+    return NULL;
+  }
+  if (nbytes == 0) return t;
+  SP_DeviceMemoryBase mem;
+  pg_buffer_mem(t->buf, &mem);
+  if (nbytes <= STAGING_LIMIT) {
+    void* staging = malloc(nbytes);
+    if (staging == NULL) {
+      TF_DeleteTensor(t);
+      pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
+      return NULL;
+    }
+    memcpy(staging, src, nbytes);
+    dev->se->memcpy_htod(dev->device, dev->stream, &mem, staging, nbytes,
+                         status);
+    if (TF_GetCode(status) != TF_OK) {
+      /* The copy was not enqueued, so nothing reads the staging buffer. */
+      free(staging);
+      annotate(status, "copy to device", dev);
+      TF_DeleteTensor(t);
+      return NULL;
+    }
+    if (!dev->se->host_callback(dev->device, dev->stream, pg_free_callback,
+                                staging)) {
+      pg_device_sync(dev, status);
+      free(staging);
+    }
+  } else {
+    /* The caller's buffer is used directly: wait until the copy is done. */
+    dev->se->memcpy_htod(dev->device, dev->stream, &mem, src, nbytes, status);
+    if (TF_GetCode(status) == TF_OK) pg_device_sync(dev, status);
+  }
+  if (TF_GetCode(status) != TF_OK) {
+    annotate(status, "copy to device", dev);
+    TF_DeleteTensor(t);
+    return NULL;
+  }
+  return t;
+}
+
+void pg_tensor_to_host(const TF_Tensor* t, void* dst, size_t nbytes,
+                       TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  if (t == NULL || (dst == NULL && nbytes != 0)) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "copy to host: NULL argument");
+    return;
+  }
+  if (nbytes != TF_TensorByteSize(t)) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "copy to host: destination holds %zu bytes, tensor %zu",
+                  nbytes, TF_TensorByteSize(t));
+    return;
+  }
+  pg_device* dev = t->buf != NULL ? t->buf->device : NULL;
+  if (dev == NULL) {
+    if (nbytes != 0) memcpy(dst, t->buf->data, nbytes);
+    return;
+  }
+  if (nbytes != 0) {
+    SP_DeviceMemoryBase mem;
+    pg_buffer_mem(t->buf, &mem);
+    dev->se->memcpy_dtoh(dev->device, dev->stream, dst, &mem, nbytes, status);
+  }
+  if (TF_GetCode(status) == TF_OK) pg_device_sync(dev, status);
+  annotate(status, "copy to host", dev);
+}
+
+TF_Tensor* pg_tensor_copy_to_device(const TF_Tensor* src, pg_device* dev,
+                                    TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  pg_device* from = pg_tensor_device(src);
+  size_t nbytes = TF_TensorByteSize(src);
+  if (from == dev) return pg_tensor_ref(src);
+  if (from == NULL)
+    return pg_tensor_from_host(dev, src->dtype, src->dims, src->num_dims,
+                               src->buf->data, nbytes, status);
+  if (from->platform == dev->platform) {
+    /* Same plugin: a device-to-device copy, ordered after the producer. */
+    pg_device_sync(from, status);
+    if (TF_GetCode(status) != TF_OK) return NULL;
+    TF_Tensor* t =
+        pg_device_alloc_tensor(dev, src->dtype, src->dims, src->num_dims, status);
+    if (t == NULL) return NULL;
+    if (nbytes != 0) {
+      SP_DeviceMemoryBase dst_mem, src_mem;
+      pg_buffer_mem(t->buf, &dst_mem);
+      pg_buffer_mem(src->buf, &src_mem);
+      dev->se->memcpy_dtod(dev->device, dev->stream, &dst_mem, &src_mem, nbytes,
+                           status);
+      /* The source may be freed once this returns: wait for the copy. */
+      if (TF_GetCode(status) == TF_OK) pg_device_sync(dev, status);
+    }
+    if (TF_GetCode(status) != TF_OK) {
+      annotate(status, "device-to-device copy", dev);
+      TF_DeleteTensor(t);
+      return NULL;
+    }
+    return t;
+  }
+  /* Different plugins: through a host buffer. */
+  void* host = pg_host_alloc(nbytes);
+  if (host == NULL) {
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
+    return NULL;
+  }
+  pg_tensor_to_host(src, host, nbytes, status);
+  TF_Tensor* t = NULL;
+  if (TF_GetCode(status) == TF_OK)
+    t = pg_tensor_from_host(dev, src->dtype, src->dims, src->num_dims, host,
+                            nbytes, status);
+  /* from_host copies large buffers synchronously and stages small ones. */
+  pg_host_free(host);
+  return t;
+}

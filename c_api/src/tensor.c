@@ -1,0 +1,271 @@
+/* TF_Tensor handles, their reference-counted buffers, and TF_DataTypeSize. */
+#include "internal.h"
+
+size_t TF_DataTypeSize(TF_DataType dt) {
+  switch (dt) {
+    case TF_BOOL: case TF_INT8: case TF_UINT8: case TF_QINT8: case TF_QUINT8:
+      return 1;
+    case TF_INT16: case TF_UINT16: case TF_HALF: case TF_BFLOAT16:
+    case TF_QINT16: case TF_QUINT16:
+      return 2;
+    case TF_FLOAT: case TF_INT32: case TF_UINT32: case TF_QINT32:
+      return 4;
+    case TF_DOUBLE: case TF_INT64: case TF_UINT64: case TF_COMPLEX64:
+      return 8;
+    case TF_COMPLEX128:
+      return 16;
+    default:
+      return 0;
+  }
+}
+
+void* pg_host_alloc(size_t nbytes) {
+  void* p = NULL;
+  /* Round up so aligned_alloc's size rule holds; never ask for 0 bytes. */
+  size_t n = (nbytes + 63) & ~(size_t)63;
+  if (n == 0) n = 64;
+  if (posix_memalign(&p, 64, n) != 0) return NULL;
+  return p;
+}
+
+void pg_host_free(void* p) { free(p); }
+
+static pg_buffer* buffer_new(pg_mem_kind kind, void* data, size_t nbytes) {
+  pg_buffer* b = calloc(1, sizeof(pg_buffer));
+  if (b == NULL) return NULL;
+  atomic_init(&b->refs, 1);
+  b->kind = kind;
+  b->data = data;
+  b->nbytes = nbytes;
+  return b;
+}
+
+pg_buffer* pg_buffer_new_host(size_t nbytes) {
+  void* data = pg_host_alloc(nbytes);
+  if (data == NULL) return NULL;
+  pg_buffer* b = buffer_new(PG_MEM_HOST, data, nbytes);
+  if (b == NULL) pg_host_free(data);
+  return b;
+}
+
+pg_buffer* pg_buffer_new_external(void* data, size_t nbytes,
+                                  void (*dealloc)(void*, size_t, void*),
+                                  void* arg) {
+  pg_buffer* b = buffer_new(PG_MEM_EXTERNAL, data, nbytes);
+  if (b == NULL) return NULL;
+  b->deallocator = dealloc;
+  b->deallocator_arg = arg;
+  return b;
+}
+
+void pg_buffer_unref(pg_buffer* b) {
+  if (b == NULL) return;
+  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  switch (b->kind) {
+    case PG_MEM_HOST:
+      pg_host_free(b->data);
+      break;
+    case PG_MEM_EXTERNAL:
+      if (b->deallocator != NULL)
+        b->deallocator(b->data, b->nbytes, b->deallocator_arg);
+      break;
+    case PG_MEM_DEVICE:
+      pg_device_free_block(b->device, b->block);
+      break;
+  }
+  free(b);
+}
+
+int64_t pg_shape_nbytes(TF_DataType dtype, const int64_t* dims, int num_dims,
+                        TF_Status* status) {
+  size_t esize = TF_DataTypeSize(dtype);
+  if (esize == 0) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "data type %d has no fixed element size; pluggable tensors "
+                  "support bool, int8/16/32/64, uint8, float16, bfloat16, "
+                  "float32 and float64", (int)dtype);
+    return -1;
+  }
+  if (num_dims < 0 || num_dims > TF_MAX_DIMS) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "a tensor has 0 to %d dimensions, got num_dims=%d",
+                  TF_MAX_DIMS, num_dims);
+    return -1;
+  }
+  if (num_dims > 0 && dims == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "dims is NULL but num_dims is %d", num_dims);
+    return -1;
+  }
+  int64_t count = 1;
+  for (int i = 0; i < num_dims; ++i) {
+    if (dims[i] < 0) {
+      pg_set_status(status, TF_INVALID_ARGUMENT,
+                    "dimension %d is negative (%lld)", i, (long long)dims[i]);
+      return -1;
+    }
+    if (dims[i] != 0 && count > INT64_MAX / 16 / dims[i]) {
+      pg_set_status(status, TF_INVALID_ARGUMENT,
+                    "shape is too large (dimension %d overflows)", i);
+      return -1;
+    }
+    count *= dims[i];
+  }
+  return count * (int64_t)esize;
+}
+
+TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims,
+                         pg_buffer* buf, TF_Status* status) {
+  int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, status);
+  if (nbytes < 0) return NULL;
+  if (buf != NULL && (uint64_t)nbytes > buf->nbytes) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "shape needs %lld bytes but the buffer holds %zu",
+                  (long long)nbytes, buf->nbytes);
+    return NULL;
+  }
+  TF_Tensor* t = calloc(1, sizeof(TF_Tensor));
+  if (t == NULL) {
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
+    return NULL;
+  }
+  t->dtype = dtype;
+  t->num_dims = num_dims;
+  for (int i = 0; i < num_dims; ++i) t->dims[i] = dims[i];
+  t->buf = buf;
+  if (buf != NULL) atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+  return t;
+}
+
+TF_Tensor* TF_NewTensor(TF_DataType dtype, const int64_t* dims, int num_dims,
+                        void* data, size_t len,
+                        void (*deallocator)(void* data, size_t len, void* arg),
+                        void* deallocator_arg) {
+  int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, NULL);
+  if (nbytes < 0 || (size_t)nbytes != len || (data == NULL && len != 0)) {
+    if (deallocator != NULL) deallocator(data, len, deallocator_arg);
+    return NULL;
+  }
+  pg_buffer* b = pg_buffer_new_external(data, len, deallocator, deallocator_arg);
+  if (b == NULL) {
+    if (deallocator != NULL) deallocator(data, len, deallocator_arg);
+    return NULL;
+  }
+  TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, b, NULL);
+  pg_buffer_unref(b);
+  return t;
+}
+
+TF_Tensor* TF_AllocateTensor(TF_DataType dtype, const int64_t* dims,
+                             int num_dims, size_t len) {
+  int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, NULL);
+  if (nbytes < 0 || (size_t)nbytes != len) return NULL;
+  pg_buffer* b = pg_buffer_new_host(len);
+  if (b == NULL) return NULL;
+  TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, b, NULL);
+  pg_buffer_unref(b);
+  return t;
+}
+
+TF_Tensor* TF_TensorMaybeMove(TF_Tensor* t) {
+  if (t == NULL || t->buf == NULL) return NULL;
+  return atomic_load(&t->buf->refs) == 1 ? t : NULL;
+}
+
+void TF_DeleteTensor(TF_Tensor* t) {
+  if (t == NULL) return;
+  pg_buffer_unref(t->buf);
+  free(t);
+}
+
+TF_DataType TF_TensorType(const TF_Tensor* t) {
+  return t == NULL ? (TF_DataType)0 : t->dtype;
+}
+
+void TF_SetShape(TF_Tensor* t, const int64_t* dims, int num_dims) {
+  if (t == NULL) return;
+  int64_t nbytes = pg_shape_nbytes(t->dtype, dims, num_dims, NULL);
+  size_t cap = t->buf != NULL ? t->buf->nbytes : 0;
+  if (nbytes < 0 || (size_t)nbytes > cap) return;
+  t->num_dims = num_dims;
+  for (int i = 0; i < num_dims; ++i) t->dims[i] = dims[i];
+}
+
+int TF_NumDims(const TF_Tensor* t) { return t == NULL ? 0 : t->num_dims; }
+
+int64_t TF_Dim(const TF_Tensor* t, int dim_index) {
+  if (t == NULL || dim_index < 0 || dim_index >= t->num_dims) return -1;
+  return t->dims[dim_index];
+}
+
+int64_t TF_TensorElementCount(const TF_Tensor* t) {
+  if (t == NULL) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < t->num_dims; ++i) n *= t->dims[i];
+  return n;
+}
+
+size_t TF_TensorByteSize(const TF_Tensor* t) {
+  if (t == NULL) return 0;
+  return (size_t)TF_TensorElementCount(t) * TF_DataTypeSize(t->dtype);
+}
+
+void* TF_TensorData(const TF_Tensor* t) {
+  return (t == NULL || t->buf == NULL) ? NULL : t->buf->data;
+}
+
+void TF_TensorBitcastFrom(const TF_Tensor* from, TF_DataType type,
+                          TF_Tensor* to, const int64_t* new_dims,
+                          int num_new_dims, TF_Status* status) {
+  if (from == NULL || to == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_TensorBitcastFrom: `from` and `to` must not be NULL");
+    return;
+  }
+  int64_t nbytes = pg_shape_nbytes(type, new_dims, num_new_dims, status);
+  if (nbytes < 0) return;
+  if ((size_t)nbytes != TF_TensorByteSize(from)) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "TF_TensorBitcastFrom: the new shape holds %lld bytes but "
+                  "the source holds %zu", (long long)nbytes,
+                  TF_TensorByteSize(from));
+    return;
+  }
+  pg_buffer* old = to->buf;
+  to->buf = from->buf;
+  if (to->buf != NULL) atomic_fetch_add(&to->buf->refs, 1);
+  pg_buffer_unref(old);
+  to->dtype = type;
+  to->num_dims = num_new_dims;
+  for (int i = 0; i < num_new_dims; ++i) to->dims[i] = new_dims[i];
+  TF_SetStatus(status, TF_OK, "");
+}
+
+TF_Bool TF_TensorIsAligned(const TF_Tensor* t) {
+  void* p = TF_TensorData(t);
+  return ((uintptr_t)p % 64) == 0;
+}
+
+TF_Tensor* pg_tensor_wrap_host(TF_DataType dtype, const int64_t* dims,
+                               int num_dims, void* data, size_t nbytes) {
+  pg_buffer* b = pg_buffer_new_external(data, nbytes, NULL, NULL);
+  if (b == NULL) return NULL;
+  TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, b, NULL);
+  pg_buffer_unref(b);
+  return t;
+}
+
+pg_device* pg_tensor_device(const TF_Tensor* t) {
+  return (t == NULL || t->buf == NULL) ? NULL : t->buf->device;
+}
+
+const int64_t* pg_tensor_dims(const TF_Tensor* t) { return t->dims; }
+
+TF_Tensor* pg_tensor_ref(const TF_Tensor* t) {
+  if (t == NULL) return NULL;
+  return pg_tensor_new(t->dtype, t->dims, t->num_dims, t->buf, NULL);
+}
+
+void pg_tensor_mem(const TF_Tensor* t, SP_DeviceMemoryBase* mem) {
+  pg_buffer_mem(t->buf, mem);
+}

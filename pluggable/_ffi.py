@@ -1,0 +1,92 @@
+"""Access to the core C runtime (cffi) and the hooks it calls into Python."""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from . import _core
+
+ffi = _core.ffi
+lib = _core.lib
+
+# Plugins are built with the TF_* symbols unresolved. Re-opening the core with
+# RTLD_GLOBAL puts its symbols in the global scope, so that every plugin
+# loaded afterwards binds to them.
+ctypes.CDLL(_core.__file__, mode=os.RTLD_NOW | os.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
+
+_tls = threading.local()
+
+
+def status():
+    """A TF_Status owned by the calling thread, reset to OK."""
+    st = getattr(_tls, "status", None)
+    if st is None:
+        st = _tls.status = ffi.gc(lib.TF_NewStatus(), lib.TF_DeleteStatus)
+    return st
+
+
+def code_and_message(st) -> tuple[int, str]:
+    return lib.TF_GetCode(st), ffi.string(lib.TF_Message(st)).decode("utf-8", "replace")
+
+
+def set_status(st, code: int, message: str) -> None:
+    lib.TF_SetStatus(st, code, message.encode("utf-8", "replace"))
+
+
+def cstr(p) -> str | None:
+    return None if p == ffi.NULL else ffi.string(p).decode("utf-8", "replace")
+
+
+def _fail_hook(st, exc: BaseException) -> int:
+    set_status(st, 13, f"internal error in pluggable while registering: {exc!r}")
+    return 0
+
+
+@ffi.def_extern()
+def pg_hook_register_kernel(cdef, st):
+    try:
+        from . import plugin_loader as plugins
+        return plugins.on_register_kernel(cdef, st)
+    except BaseException as exc:  # never let an exception cross into C
+        return _fail_hook(st, exc)
+
+
+@ffi.def_extern()
+def pg_hook_register_op(builder, st):
+    try:
+        from . import plugin_loader as plugins
+        return plugins.on_register_op(builder, st)
+    except BaseException as exc:
+        return _fail_hook(st, exc)
+
+
+_callbacks: dict[int, object] = {}
+_callbacks_lock = threading.Lock()
+
+
+def make_host_callback(fn) -> tuple[object, object]:
+    """Returns (C function, argument) that run `fn()` once from a stream. The
+    handle stays referenced here until the callback has run."""
+    handle = ffi.new_handle(fn)
+    with _callbacks_lock:
+        _callbacks[int(ffi.cast("uintptr_t", handle))] = handle
+    return lib.pg_hook_host_callback, handle
+
+
+def drop_host_callback(handle) -> None:
+    """Forgets a callback that the plugin refused to enqueue."""
+    with _callbacks_lock:
+        _callbacks.pop(int(ffi.cast("uintptr_t", handle)), None)
+
+
+@ffi.def_extern()
+def pg_hook_host_callback(arg, st):
+    with _callbacks_lock:
+        handle = _callbacks.pop(int(ffi.cast("uintptr_t", arg)), None)
+    if handle is None:
+        return
+    try:
+        ffi.from_handle(handle)()
+    except BaseException as exc:
+        set_status(st, 2, f"host callback raised {exc!r}")

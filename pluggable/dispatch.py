@@ -1,0 +1,373 @@
+"""Dispatch: op call -> attributes and types -> placement -> kernel -> run.
+
+The first call with a given (op, scope, input dtypes and devices, explicit
+attributes) builds a ``Plan``: validated attributes with defaults and type
+attributes filled in, the chosen device, the kernel and (for plugins) its
+kernel instance, and the copies each input needs. Later calls with the same
+signature reuse the plan: the hot path is a dict lookup, the copies, the
+shape function and one call into the core.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import config, dtypes, errors, placement, registry
+from ._ffi import code_and_message, ffi, lib, status
+from .device import CpuDevice, Device
+from .registry import KernelDef, OpDef
+from .tensor import Tensor, to_array
+
+_plans: dict = {}
+_instances: dict = {}
+
+
+def invalidate() -> None:
+    """Forgets cached plans (after registrations or config changes)."""
+    _plans.clear()
+
+
+class Plan:
+    __slots__ = ("op", "device", "kernel", "kinst", "moves", "attrs", "out_dtypes",
+                 "value_idx", "note", "n_out", "host_in")
+
+
+# ------------------------------------------------------------------ attributes
+
+def _check_attr(op: OpDef, a: registry.AttrDef, v: Any) -> Any:
+    where = f"{op.name}: attribute {a.name!r}"
+    k = a.kind
+    try:
+        if k == "type":
+            v = dtypes.as_dtype(v)
+            if a.allowed is not None and v not in a.allowed:
+                raise errors.InvalidArgumentError(
+                    f"{where} = {v.name} is not allowed; allowed: "
+                    f"{', '.join(d.name for d in a.allowed)}", op=op.name)
+        elif k == "bool":
+            if not isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"{where} must be a bool, got {v!r}")
+            v = bool(v)
+        elif k == "int":
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"{where} must be an int, got {v!r}")
+            v = int(v)
+            if a.minimum is not None and v < a.minimum:
+                raise errors.InvalidArgumentError(f"{where} = {v} must be >= {a.minimum}", op=op.name)
+        elif k == "float":
+            v = float(v)
+        elif k == "string":
+            if isinstance(v, bytes):
+                v = v.decode()
+            if not isinstance(v, str):
+                raise TypeError(f"{where} must be a string, got {v!r}")
+            if a.allowed is not None and v not in a.allowed:
+                raise errors.InvalidArgumentError(
+                    f"{where} = {v!r} is not allowed; allowed: {', '.join(map(repr, a.allowed))}",
+                    op=op.name)
+        elif k.startswith("list(") or k == "shape":
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+                raise TypeError(f"{where} must be a list, got {v!r}")
+            inner = "int" if k == "shape" else k[5:-1]
+            item = registry.AttrDef(a.name, inner, allowed=a.allowed)
+            v = tuple(_check_attr(op, item, x) for x in v)
+            if a.minimum is not None and len(v) < a.minimum:
+                raise errors.InvalidArgumentError(
+                    f"{where} needs at least {a.minimum} elements, got {len(v)}", op=op.name)
+    except TypeError as exc:
+        raise TypeError(str(exc)) from None
+    return v
+
+
+def resolve_attrs(op: OpDef, given: dict, inputs: list[Tensor]) -> dict:
+    """Validates explicit attributes, infers type attributes from the inputs,
+    and fills defaults."""
+    attrs = {}
+    for name, v in given.items():
+        a = op.attrs.get(name)
+        if a is None:
+            raise TypeError(f"{op.name} got an unexpected attribute {name!r}; its attributes "
+                            f"are: {', '.join(op.attrs) or 'none'}")
+        attrs[name] = _check_attr(op, a, v)
+    for arg, t in zip(op.inputs, inputs):
+        if arg.type_attr is not None:
+            seen = attrs.get(arg.type_attr)
+            if seen is None:
+                attrs[arg.type_attr] = _check_attr(op, op.attrs[arg.type_attr], t.dtype)
+            elif seen is not t.dtype:
+                raise errors.InvalidArgumentError(
+                    f"{op.name}: input {arg.name!r} has dtype {t.dtype.name} but {arg.type_attr} "
+                    f"is {seen.name} (all inputs of type {arg.type_attr} must match)", op=op.name)
+        elif t.dtype is not arg.dtype:
+            raise errors.InvalidArgumentError(
+                f"{op.name}: input {arg.name!r} must be {arg.dtype.name}, got {t.dtype.name}",
+                op=op.name)
+    for name, a in op.attrs.items():
+        if name not in attrs:
+            if not a.has_default:
+                raise TypeError(f"{op.name} needs attribute {name!r} ({a.kind})")
+            attrs[name] = _check_attr(op, a, a.default) if a.kind != "type" else a.default
+    return attrs
+
+
+def _attrs_key(given: dict) -> tuple:
+    if not given:
+        return ()
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in given.items()))
+
+
+def make_c_attrs(attrs: dict, op: OpDef | None = None):
+    """The core's pg_attrs for an attribute dict (kinds from the op def)."""
+    c = ffi.gc(lib.pg_attrs_new(), lib.pg_attrs_free)
+    for name, v in attrs.items():
+        kind = op.attrs[name].kind if op is not None and name in op.attrs else _guess_kind(v)
+        n = name.encode()
+        if kind == "type":
+            lib.pg_attrs_set_type(c, n, v.enum)
+        elif kind == "bool":
+            lib.pg_attrs_set_bool(c, n, int(v))
+        elif kind == "int":
+            lib.pg_attrs_set_int(c, n, v)
+        elif kind == "float":
+            lib.pg_attrs_set_float(c, n, v)
+        elif kind == "string":
+            b = v.encode()
+            lib.pg_attrs_set_string(c, n, b, len(b))
+        elif kind in ("list(int)", "shape"):
+            lib.pg_attrs_set_int_list(c, n, ffi.new("int64_t[]", list(v) or [0]), len(v))
+        elif kind == "list(float)":
+            lib.pg_attrs_set_float_list(c, n, ffi.new("float[]", list(v) or [0]), len(v))
+        elif kind == "list(bool)":
+            lib.pg_attrs_set_bool_list(c, n, ffi.new("int[]", [int(x) for x in v] or [0]), len(v))
+        elif kind == "list(type)":
+            lib.pg_attrs_set_type_list(c, n, ffi.new("TF_DataType[]", [x.enum for x in v] or [0]), len(v))
+        elif kind == "list(string)":
+            bs = [x.encode() for x in v]
+            ptrs = [ffi.new("char[]", b) for b in bs]
+            lib.pg_attrs_set_string_list(c, n, ffi.new("char*[]", ptrs or [ffi.NULL]),
+                                         ffi.new("size_t[]", [len(b) for b in bs] or [0]), len(v))
+    return c
+
+
+def _guess_kind(v: Any) -> str:
+    if isinstance(v, dtypes.DType):
+        return "type"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "string"
+    return "list(int)"
+
+
+# ------------------------------------------------------------------- placement
+
+def _type_attrs(op: OpDef, attrs: dict) -> dict:
+    return {k: v for k, v in attrs.items() if op.attrs[k].kind == "type"}
+
+
+def _choose(op: OpDef, attrs: dict, inputs: list[Tensor], scope) -> tuple[Any, KernelDef, str]:
+    """Picks (device, kernel, note) for a call."""
+    types = _type_attrs(op, attrs)
+    if scope is not None:
+        k = registry.find_kernel(op.name, scope.device_type, types)
+        if k is not None:
+            return scope, k, ""
+        sig = ", ".join(f"{n}={v.name}" for n, v in sorted(types.items()))
+        if isinstance(scope, CpuDevice) or not config.get_soft_device_placement():
+            raise errors.NotFoundError(
+                f"no kernel for op {op.name} with {sig or 'these attributes'} on "
+                f"{scope.short_name}. Registered kernels: {registry.describe_kernels(op.name)}. "
+                "Place the op on another device, or turn on soft placement "
+                "(pg.config.set_soft_device_placement(True)) to fall back to CPU.",
+                op=op.name, device=scope.name)
+        k = registry.find_kernel(op.name, "CPU", types)
+        return placement.CPU, k, f"soft placement: no {scope.short_name} kernel for {sig}"
+    candidates = [t._dev for t in inputs if isinstance(t._dev, Device)]
+    candidates += [d for d in placement.all_devices() if isinstance(d, Device)]
+    for d in candidates:
+        k = registry.find_kernel(op.name, d.device_type, types)
+        if k is not None:
+            return d, k, ""
+    k = registry.find_kernel(op.name, "CPU", types)
+    if k is None:
+        raise errors.NotFoundError(
+            f"no kernel for op {op.name} on any device; registered kernels: "
+            f"{registry.describe_kernels(op.name)}", op=op.name)
+    return placement.CPU, k, ""
+
+
+def _kernel_instance(op: OpDef, k: KernelDef, dev: Device, attrs: dict):
+    key = (id(k), dev, _attrs_key(attrs), config.tensor_float_32_execution_enabled())
+    inst = _instances.get(key)
+    if inst is not None:
+        return inst
+    full = dict(attrs)
+    full["_allow_tf32"] = config.tensor_float_32_execution_enabled()
+    cattrs = make_c_attrs(full, op)
+    names = [ffi.new("char[]", a.name.encode()) for a in op.inputs]
+    in_host = bytes(1 if a.name in k.host_args else 0 for a in op.inputs)
+    out_host = bytes(1 if a.name in k.host_args else 0 for a in op.outputs)
+    out_types = [_out_dtype(op, a, attrs).enum for a in op.outputs]
+    st = status()
+    inst = lib.pg_kernel_create(k.cdef, dev._c, cattrs, len(op.inputs),
+                                ffi.new("char*[]", names or [ffi.NULL]), in_host or b"\0",
+                                len(op.outputs), ffi.new("TF_DataType[]", out_types or [0]),
+                                out_host or b"\0", st)
+    code, msg = code_and_message(st)
+    if inst == ffi.NULL:
+        raise errors.make_error(code or 13, f"{op.name} on {dev.short_name}: creating the kernel "
+                                f"from {k.plugin.path if k.plugin else '?'} failed: {msg}",
+                                op=op.name, device=dev.name)
+    _instances[key] = inst
+    return inst
+
+
+def _out_dtype(op: OpDef, arg: registry.ArgDef, attrs: dict) -> dtypes.DType:
+    return attrs[arg.type_attr] if arg.type_attr is not None else arg.dtype
+
+
+def _build_plan(op: OpDef, inputs: list[Tensor], given: dict, scope) -> Plan:
+    attrs = resolve_attrs(op, given, inputs)
+    dev, k, note = _choose(op, attrs, inputs, scope)
+    p = Plan()
+    p.op, p.device, p.kernel, p.attrs, p.note = op, dev, k, attrs, note
+    p.out_dtypes = [_out_dtype(op, a, attrs) for a in op.outputs]
+    p.n_out = len(op.outputs)
+    p.host_in = tuple(a.name in k.host_args for a in op.inputs)
+    p.moves = tuple(
+        (placement.CPU if (h or isinstance(dev, CpuDevice)) else dev)
+        if (placement.CPU if (h or isinstance(dev, CpuDevice)) else dev) is not t._dev else None
+        for t, h in zip(inputs, p.host_in))
+    p.value_idx = {n: op.input_index(n) for n in op.host_value_inputs}
+    for n, i in p.value_idx.items():
+        if not p.host_in[i]:
+            raise errors.InternalError(
+                f"{op.name}: the kernel on {dev.short_name} does not take {n!r} in host memory")
+    p.kinst = _kernel_instance(op, k, dev, attrs) if isinstance(dev, Device) else None
+    if op.shape_fn is not None and hasattr(op.shape_fn, "num_outputs"):
+        op.shape_fn.num_outputs = p.n_out
+    return p
+
+
+# ------------------------------------------------------------------- execution
+
+def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
+    """Turns non-Tensor inputs into CPU tensors, using the dtype of a Tensor
+    input (or attribute) of the same type attribute when there is one."""
+    if all(type(x) is Tensor for x in inputs):
+        return inputs
+    hints: dict = {}
+    for arg, x in zip(op.inputs, inputs):
+        if type(x) is Tensor and arg.type_attr:
+            hints.setdefault(arg.type_attr, x.dtype)
+    out = []
+    for arg, x in zip(op.inputs, inputs):
+        if type(x) is Tensor:
+            out.append(x)
+            continue
+        dt = arg.dtype or given.get(arg.type_attr) or hints.get(arg.type_attr)
+        try:
+            a = to_array(x, dt)
+        except TypeError as exc:
+            raise TypeError(f"{op.name}: input {arg.name!r}: {exc}") from None
+        out.append(Tensor._from_array(a, placement.CPU))
+    return out
+
+
+def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
+    """Runs `op` on `inputs` (in op-definition order) with attributes `given`."""
+    inputs = convert_inputs(op, inputs, given)
+    scope = placement._scope.get()
+    key = (op.name, scope, tuple([(t._dtype, t._dev) for t in inputs]),
+           _attrs_key(given) if given else (), config.version[0])
+    p = _plans.get(key)
+    if p is None:
+        p = _plans[key] = _build_plan(op, inputs, given, scope)
+    moves = p.moves
+    for i, m in enumerate(moves):
+        if m is not None:
+            inputs[i] = inputs[i]._copy_to(m)
+            if config._log_placement:
+                config.record_placement("_Copy", m.name, f"input {op.inputs[i].name} of {op.name}")
+    shapes = None
+    if op.shape_fn is not None:
+        values = {n: inputs[i]._a for n, i in p.value_idx.items()} if p.value_idx else {}
+        shapes = op.shape_fn([t._shape for t in inputs], p.attrs, values)
+    dev = p.device
+    if p.kinst is None:
+        outs = _run_cpu(p, inputs, shapes)
+    else:
+        outs = _run_plugin(p, inputs, shapes)
+    if config._log_placement:
+        config.record_placement(op.name, dev.name, p.note)
+    return outs
+
+
+def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
+    arrays = [t._a for t in inputs]
+    p.kernel._cpu_calls += 1
+    try:
+        res = p.kernel.fn(arrays, p.attrs)
+    except errors.OpError:
+        raise
+    except (ValueError, FloatingPointError, ArithmeticError) as exc:
+        raise errors.InvalidArgumentError(f"{p.op.name} on CPU:0: {exc}", op=p.op.name) from None
+    out = []
+    for i, r in enumerate(res):
+        r = np.asarray(r)
+        if r.dtype != p.out_dtypes[i].as_numpy_dtype:
+            r = r.astype(p.out_dtypes[i].as_numpy_dtype)
+        out.append(Tensor._from_array(r, placement.CPU))
+    return out
+
+
+def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
+    dev = p.device
+    temps = []
+    handles = []
+    for t, h in zip(inputs, p.host_in):
+        if h:
+            a = t._a
+            dims = ffi.new("int64_t[]", list(a.shape) or [0])
+            w = lib.pg_tensor_wrap_host(t._dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
+            temps.append(w)
+            handles.append(w)
+        else:
+            if dev._poisoned:
+                dev.check_result(t._seq)
+            handles.append(t._h)
+    outs = ffi.new("TF_Tensor*[]", p.n_out or 1)
+    st = status()
+    lib.pg_kernel_run(p.kinst, handles, outs, st)
+    for w in temps:
+        lib.TF_DeleteTensor(w)
+    code, msg = code_and_message(st)
+    if code:
+        where = p.kernel.plugin.path if p.kernel.plugin is not None else "?"
+        raise errors.make_error(code, f"{p.op.name} on {dev.short_name}: {msg} "
+                                f"(kernel from {where})", op=p.op.name, device=dev.name)
+    seq = dev.next_seq()
+    result = []
+    for i in range(p.n_out):
+        h = outs[i]
+        nd = lib.TF_NumDims(h)
+        dims = lib.pg_tensor_dims(h)
+        shape = tuple(dims[j] for j in range(nd))
+        if shapes is not None and shapes[i] is not None and shapes[i] != shape:
+            lib.TF_DeleteTensor(h)
+            raise errors.InternalError(
+                f"{p.op.name} on {dev.short_name}: the kernel produced output {i} with shape "
+                f"{list(shape)} but the op's shape function gives {list(shapes[i])}",
+                op=p.op.name, device=dev.name)
+        if lib.pg_tensor_device(h) == ffi.NULL:
+            # host-memory output: becomes a CPU tensor sharing the buffer
+            t = Tensor._from_handle(h, dev, p.out_dtypes[i], shape, seq)
+            result.append(Tensor._from_array(t.numpy().copy(), placement.CPU))
+        else:
+            result.append(Tensor._from_handle(h, dev, p.out_dtypes[i], shape, seq))
+    return result

@@ -1,0 +1,70 @@
+"""Element types: one DType per supported TF_DataType, with numpy mapping."""
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+
+class DType:
+    """An element type. Compare with ``==``; ``as_numpy_dtype`` gives numpy's."""
+
+    __slots__ = ("name", "enum", "as_numpy_dtype", "size", "is_floating",
+                 "is_integer", "is_bool")
+
+    def __init__(self, name: str, enum: int, np_type: Any, kind: str):
+        self.name = name
+        self.enum = enum
+        self.as_numpy_dtype = np.dtype(np_type)
+        self.size = self.as_numpy_dtype.itemsize
+        self.is_floating = kind == "float"
+        self.is_integer = kind == "int"
+        self.is_bool = kind == "bool"
+
+    def __repr__(self) -> str:
+        return f"pg.{self.name}"
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+
+bool_ = DType("bool", 10, np.bool_, "bool")
+int8 = DType("int8", 6, np.int8, "int")
+uint8 = DType("uint8", 4, np.uint8, "int")
+int16 = DType("int16", 5, np.int16, "int")
+int32 = DType("int32", 3, np.int32, "int")
+int64 = DType("int64", 9, np.int64, "int")
+float16 = DType("float16", 19, np.float16, "float")
+bfloat16 = DType("bfloat16", 14, ml_dtypes.bfloat16, "float")
+float32 = DType("float32", 1, np.float32, "float")
+float64 = DType("float64", 2, np.float64, "float")
+
+ALL = (bool_, int8, uint8, int16, int32, int64, float16, bfloat16, float32, float64)
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_})
+_BY_ENUM = {d.enum: d for d in ALL}
+_BY_NUMPY = {d.as_numpy_dtype: d for d in ALL}
+
+
+def as_dtype(value: Any) -> DType:
+    """Converts a DType, a name ("float32", "float", "half"), a TF_DataType
+    number, or a numpy dtype/type into a DType; raises TypeError otherwise."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
+    if isinstance(value, int) and not isinstance(value, bool) and value in _BY_ENUM:
+        return _BY_ENUM[value]
+    try:
+        found = _BY_NUMPY.get(np.dtype(value))
+    except TypeError:
+        found = None
+    if found is None:
+        names = ", ".join(d.name for d in ALL)
+        raise TypeError(f"{value!r} is not a supported dtype; use one of: {names}")
+    return found
+
+
+def from_enum(enum: int) -> DType:
+    return _BY_ENUM[enum]

@@ -1,0 +1,4 @@
+"""``pg.math``: elementwise and reduction ops."""
+from .math_ops import (abs, add, divide, exp, log, maximum, minimum, multiply,  # noqa: F401
+                       negative, realdiv, reduce_max, reduce_mean, reduce_min, reduce_sum,
+                       sigmoid, sqrt, subtract, tanh)

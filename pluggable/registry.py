@@ -1,0 +1,313 @@
+"""The op registry and the kernel registry.
+
+Op definitions come from the built-in op set (``pluggable.builtin_ops``) and
+from plugins (``TF_RegisterOpDefinition``); both are written in TensorFlow's
+op-spec syntax and parsed here. Kernels come from plugins
+(``TF_RegisterKernelBuilder``) and from the built-in CPU device.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import threading
+from typing import Any, Callable
+
+from . import dtypes
+
+_TYPE_SETS = {
+    "realnumbertype": ("float32", "float64", "int32", "uint8", "int16", "int8",
+                       "int64", "bfloat16", "float16"),
+    "numbertype": ("float32", "float64", "int32", "uint8", "int16", "int8",
+                   "int64", "bfloat16", "float16"),
+    "floatingpoint": ("float16", "bfloat16", "float32", "float64"),
+}
+_SCALAR_KINDS = ("type", "int", "float", "bool", "string", "shape")
+_LIST_KINDS = tuple(f"list({k})" for k in _SCALAR_KINDS)
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+class OpSpecError(ValueError):
+    """An op-spec string does not parse."""
+
+
+def _type_name(text: str) -> dtypes.DType:
+    text = text.strip()
+    if text.upper().startswith("DT_"):
+        text = text[3:].lower()
+    try:
+        return dtypes.as_dtype(text)
+    except TypeError:
+        raise OpSpecError(f"unknown type {text!r}") from None
+
+
+@dataclasses.dataclass
+class AttrDef:
+    name: str
+    kind: str                       # "type", "int", ..., "list(int)", ...
+    default: Any = None
+    has_default: bool = False
+    allowed: tuple | None = None    # allowed DTypes, or allowed strings
+    minimum: int | None = None
+
+    @property
+    def is_type(self) -> bool:
+        return self.kind == "type"
+
+
+@dataclasses.dataclass
+class ArgDef:
+    name: str
+    type_attr: str | None = None    # "T" for "x: T"
+    dtype: dtypes.DType | None = None  # fixed type for "x: float"
+
+
+def _parse_value(kind: str, text: str) -> Any:
+    text = text.strip()
+    if kind.startswith("list("):
+        inner = kind[5:-1]
+        if not (text.startswith("[") and text.endswith("]")):
+            raise OpSpecError(f"default of a {kind} attribute must be a [list], got {text!r}")
+        body = text[1:-1].strip()
+        return [] if not body else [_parse_value(inner, p) for p in body.split(",")]
+    if kind == "type":
+        return _type_name(text)
+    if kind == "bool":
+        if text not in ("true", "false"):
+            raise OpSpecError(f"bool default must be true or false, got {text!r}")
+        return text == "true"
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text)
+    if kind == "string":
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+            return text[1:-1]
+        raise OpSpecError(f"string default must be quoted, got {text!r}")
+    if kind == "shape":
+        return _parse_value("list(int)", text)
+    raise OpSpecError(f"unknown attribute kind {kind!r}")
+
+
+def parse_attr(spec: str) -> AttrDef:
+    """Parses "name: kind [>= min] [= default]" (TensorFlow op-spec syntax)."""
+    m = re.fullmatch(rf"\s*({_NAME})\s*:\s*(.+?)\s*", spec or "")
+    if not m:
+        raise OpSpecError(f"attribute spec {spec!r} is not 'name: type'")
+    name, rest = m.group(1), m.group(2)
+    default_text = None
+    if "=" in rest.replace(">=", ""):
+        idx = [i for i, c in enumerate(rest) if c == "=" and rest[i - 1:i] != ">"]
+        if idx:
+            rest, default_text = rest[:idx[0]].strip(), rest[idx[0] + 1:].strip()
+    minimum = None
+    mm = re.fullmatch(r"(.+?)\s*>=\s*(-?\d+)", rest)
+    if mm:
+        rest, minimum = mm.group(1).strip(), int(mm.group(2))
+    allowed = None
+    if rest.startswith("{") and rest.endswith("}"):
+        items = [s.strip() for s in rest[1:-1].split(",") if s.strip()]
+        if items and items[0][0] in "'\"":
+            kind = "string"
+            allowed = tuple(_parse_value("string", s) for s in items)
+        else:
+            kind = "type"
+            allowed = tuple(_type_name(s) for s in items)
+    elif rest in _TYPE_SETS:
+        kind, allowed = "type", tuple(dtypes.as_dtype(n) for n in _TYPE_SETS[rest])
+    elif rest in _SCALAR_KINDS or rest in _LIST_KINDS:
+        kind = rest
+    elif rest.startswith("list(") and rest.endswith(")") and rest[5:-1].startswith("{"):
+        kind = "list(type)"
+        allowed = tuple(_type_name(s) for s in rest[6:-2].split(",") if s.strip())
+    else:
+        raise OpSpecError(f"attribute spec {spec!r}: unknown kind {rest!r}")
+    attr = AttrDef(name, kind, allowed=allowed, minimum=minimum)
+    if default_text is not None:
+        attr.default = _parse_value(kind, default_text)
+        attr.has_default = True
+    return attr
+
+
+def parse_arg(spec: str) -> tuple[str, str]:
+    """Parses "name: T" / "name: float"; returns (name, type text)."""
+    m = re.fullmatch(rf"\s*({_NAME})\s*:\s*(.+?)\s*", spec or "")
+    if not m:
+        raise OpSpecError(f"argument spec {spec!r} is not 'name: type'")
+    if "*" in m.group(2) or "Ref(" in m.group(2):
+        raise OpSpecError(f"argument spec {spec!r}: list and reference "
+                          "arguments are not supported")
+    return m.group(1), m.group(2)
+
+
+ShapeFn = Callable[[list, dict, dict], list]
+
+
+@dataclasses.dataclass
+class OpDef:
+    name: str
+    inputs: list[ArgDef]
+    outputs: list[ArgDef]
+    attrs: dict[str, AttrDef]
+    shape_fn: ShapeFn | None = None
+    host_value_inputs: tuple[str, ...] = ()  # inputs whose values shape fns read
+    source: str = "built-in"
+    is_commutative: bool = False
+    is_stateful: bool = False
+    deprecation: str | None = None
+
+    def input_index(self, name: str) -> int | None:
+        for i, a in enumerate(self.inputs):
+            if a.name == name:
+                return i
+        return None
+
+    def output_index(self, name: str) -> int | None:
+        for i, a in enumerate(self.outputs):
+            if a.name == name:
+                return i
+        return None
+
+
+def make_op_def(name: str, inputs: list[str], outputs: list[str], attrs: list[str],
+                **kw: Any) -> OpDef:
+    """Builds an OpDef from spec strings, checking that they fit together."""
+    if not re.fullmatch(r"[A-Z][A-Za-z0-9_]*", name or ""):
+        raise OpSpecError(f"op name {name!r} must be UpperCamelCase "
+                          "(a capital letter, then letters, digits, underscores)")
+    attr_defs: dict[str, AttrDef] = {}
+    for spec in attrs:
+        a = parse_attr(spec)
+        if a.name in attr_defs:
+            raise OpSpecError(f"attribute {a.name!r} is declared twice")
+        attr_defs[a.name] = a
+
+    def args(specs: list[str], what: str) -> list[ArgDef]:
+        out = []
+        for spec in specs:
+            n, t = parse_arg(spec)
+            if any(x.name == n for x in out):
+                raise OpSpecError(f"{what} {n!r} is declared twice")
+            if t in attr_defs:
+                if not attr_defs[t].is_type:
+                    raise OpSpecError(f"{what} spec {spec!r}: attribute {t!r} is a "
+                                      f"{attr_defs[t].kind}, not a type")
+                out.append(ArgDef(n, type_attr=t))
+            else:
+                try:
+                    out.append(ArgDef(n, dtype=_type_name(t)))
+                except OpSpecError:
+                    raise OpSpecError(f"{what} spec {spec!r}: {t!r} is neither a "
+                                      "declared type attribute nor a type") from None
+        return out
+
+    return OpDef(name, args(inputs, "input"), args(outputs, "output"), attr_defs, **kw)
+
+
+@dataclasses.dataclass
+class KernelDef:
+    """A kernel: from a plugin (``cdef`` is its pg_kernel_def*) or built-in CPU
+    (``fn`` is a Python function)."""
+    op: str
+    device_type: str
+    constraints: dict[str, dtypes.DType]
+    host_args: frozenset[str]
+    priority: int = 0
+    label: str = ""
+    plugin: Any = None            # PluginRecord for plugin kernels
+    cdef: Any = None              # pg_kernel_def* (plugin kernels)
+    fn: Callable | None = None    # CPU kernels
+    _cpu_calls: int = 0
+
+    @property
+    def calls(self) -> int:
+        """How many times this kernel's compute function ran."""
+        return int(self.cdef.calls) if self.cdef is not None else self._cpu_calls
+
+    def matches(self, type_attrs: dict) -> bool:
+        return all(type_attrs.get(k) is v for k, v in self.constraints.items())
+
+
+_lock = threading.RLock()
+OPS: dict[str, OpDef] = {}
+KERNELS: dict[tuple[str, str], list[KernelDef]] = {}
+generation = [0]  # bumped on every registration; dispatch caches compare it
+
+
+def register_op(op: OpDef) -> None:
+    with _lock:
+        if op.name in OPS:
+            from .errors import AlreadyExistsError
+            raise AlreadyExistsError(
+                f"op {op.name!r} is already defined (by {OPS[op.name].source}); "
+                "choose another name")
+        OPS[op.name] = op
+        generation[0] += 1
+
+
+def check_kernel(k: KernelDef) -> str | None:
+    """Returns why kernel `k` cannot be registered, or None if it can."""
+    op = OPS.get(k.op)
+    if op is None:
+        return (f"kernel for unknown op {k.op!r} on {k.device_type}: define the op "
+                "first (built-in op or TF_RegisterOpDefinition before the kernel)")
+    if not re.fullmatch(r"[A-Z][A-Z_]*", k.device_type):
+        return (f"kernel for op {k.op!r}: device type {k.device_type!r} is not "
+                "valid (upper-case letters and underscores)")
+    for attr, dt in k.constraints.items():
+        a = op.attrs.get(attr)
+        if a is None:
+            return (f"kernel for op {k.op!r} on {k.device_type}: type constraint on "
+                    f"unknown attribute {attr!r} (the op has: "
+                    f"{', '.join(op.attrs) or 'no attributes'})")
+        if not a.is_type:
+            return (f"kernel for op {k.op!r} on {k.device_type}: type constraint on "
+                    f"attribute {attr!r}, which is a {a.kind}, not a type")
+        if dt is None:
+            return (f"kernel for op {k.op!r} on {k.device_type}: type constraint "
+                    f"{attr!r} names a data type pluggable does not support")
+        if a.allowed is not None and dt not in a.allowed:
+            return (f"kernel for op {k.op!r} on {k.device_type}: {attr}={dt.name} is "
+                    f"not allowed by the op (allowed: "
+                    f"{', '.join(d.name for d in a.allowed)})")
+    names = {a.name for a in op.inputs} | {a.name for a in op.outputs}
+    for h in k.host_args:
+        if h not in names:
+            return (f"kernel for op {k.op!r} on {k.device_type}: host-memory "
+                    f"argument {h!r} is not an input or output of the op")
+    for other in KERNELS.get((k.op, k.device_type), []):
+        if other.constraints == k.constraints and other.priority == k.priority \
+                and other.label == k.label:
+            who = other.plugin.path if other.plugin is not None else "the built-in CPU device"
+            return (f"duplicate kernel for op {k.op!r} on {k.device_type} with "
+                    f"{_fmt_constraints(k.constraints)} (already registered by {who}); "
+                    "use TF_KernelBuilder_Priority to register an alternative")
+    return None
+
+
+def _fmt_constraints(c: dict) -> str:
+    return ", ".join(f"{k}={v.name}" for k, v in sorted(c.items())) or "no type constraints"
+
+
+def register_kernel(k: KernelDef) -> None:
+    with _lock:
+        lst = KERNELS.setdefault((k.op, k.device_type), [])
+        lst.append(k)
+        lst.sort(key=lambda x: -x.priority)
+        generation[0] += 1
+
+
+def find_kernel(op: str, device_type: str, type_attrs: dict) -> KernelDef | None:
+    for k in KERNELS.get((op, device_type), ()):
+        if k.matches(type_attrs):
+            return k
+    return None
+
+
+def describe_kernels(op: str) -> str:
+    """A human-readable list of the kernels registered for `op`."""
+    rows = []
+    for (name, dev), ks in sorted(KERNELS.items()):
+        if name == op:
+            for k in ks:
+                rows.append(f"{dev} [{_fmt_constraints(k.constraints)}]")
+    return "; ".join(rows) or "none"

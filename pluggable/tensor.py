@@ -1,0 +1,239 @@
+"""Tensors: immutable n-d arrays on a device.
+
+A CPU tensor holds a numpy array (zero-copy in both directions: ``numpy()``
+returns a read-only view). A plugin-device tensor holds a TF_Tensor handle of
+the core; reading its value (``numpy()``, ``item()``, printing) waits for the
+device and raises any asynchronous error of the work that produced it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtypes, errors
+from ._ffi import ffi, lib, status
+from .device import CpuDevice, Device
+
+
+class Tensor:
+    """An immutable n-d array placed on a device."""
+
+    __slots__ = ("_h", "_a", "_dev", "_dtype", "_shape", "_seq", "__weakref__")
+
+    # ----------------------------------------------------------- construction
+    @staticmethod
+    def _from_array(a: np.ndarray, dev: CpuDevice) -> "Tensor":
+        t = Tensor.__new__(Tensor)
+        t._a = np.asarray(a, order="C")
+        t._h = None
+        t._dev = dev
+        t._dtype = dtypes.as_dtype(t._a.dtype)
+        t._shape = t._a.shape
+        t._seq = 0
+        return t
+
+    @staticmethod
+    def _from_handle(h: Any, dev: Device, dtype: dtypes.DType, shape: tuple, seq: int) -> "Tensor":
+        t = Tensor.__new__(Tensor)
+        t._h = ffi.gc(h, lib.TF_DeleteTensor)
+        t._a = None
+        t._dev = dev
+        t._dtype = dtype
+        t._shape = shape
+        t._seq = seq
+        return t
+
+    # ------------------------------------------------------------- properties
+    @property
+    def dtype(self) -> dtypes.DType:
+        return self._dtype
+
+    @property
+    def shape(self) -> tuple:
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self._shape:
+            n *= d
+        return n
+
+    @property
+    def device(self) -> str:
+        """Full device name, e.g. "/job:localhost/replica:0/task:0/device:MY_DEVICE:0"."""
+        return self._dev.name
+
+    @property
+    def device_object(self):
+        return self._dev
+
+    # ----------------------------------------------------------------- values
+    def numpy(self) -> np.ndarray:
+        """The value as a numpy array: a read-only view for CPU tensors, a new
+        array (after waiting for the device) for device tensors."""
+        if self._a is not None:
+            v = self._a.view()
+            v.flags.writeable = False
+            return v
+        out = np.empty(self._shape, self._dtype.as_numpy_dtype)
+        st = status()
+        lib.pg_tensor_to_host(self._h, ffi.from_buffer(out, require_writable=True), out.nbytes, st)
+        self._dev.check_sync(st, "reading a tensor", synced=True)
+        self._dev.check_result(self._seq)
+        return out
+
+    def item(self) -> Any:
+        if self.size != 1:
+            raise errors.InvalidArgumentError(
+                f"item() needs a tensor with one element, this one has shape {list(self._shape)}")
+        return self.numpy().reshape(()).item()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack__(self, stream=None):
+        """DLPack export of the host value (device tensors are copied to host)."""
+        return np.asarray(self.numpy(), order="C").__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
+
+    # -------------------------------------------------------------- movement
+    def to(self, device: Any) -> "Tensor":
+        """A copy of this tensor on `device` (itself if it is already there)."""
+        from . import placement
+        return self._copy_to(placement.get_device(device))
+
+    def _copy_to(self, dev) -> "Tensor":
+        if dev is self._dev:
+            return self
+        if isinstance(dev, CpuDevice):
+            return Tensor._from_array(self.numpy(), dev)
+        st = status()
+        dims = ffi.new("int64_t[]", list(self._shape) or [0])
+        if self._a is not None:
+            a = self._a
+            h = lib.pg_tensor_from_host(dev._c, self._dtype.enum, dims, len(self._shape),
+                                        ffi.from_buffer(a), a.nbytes, st)
+        else:
+            self._dev.check_result(self._seq)
+            h = lib.pg_tensor_copy_to_device(self._h, dev._c, st)
+        if h == ffi.NULL:
+            if isinstance(self._dev, Device):
+                self._dev.check_sync(st, f"copying a tensor to {dev.short_name}", synced=False)
+            dev.check_sync(st, "copying a tensor to the device", synced=False)
+            raise errors.InternalError(f"copy to {dev.short_name} failed without a status")
+        return Tensor._from_handle(h, dev, self._dtype, self._shape, dev.next_seq())
+
+    # ------------------------------------------------------------------ misc
+    def __repr__(self) -> str:
+        try:
+            value = np.array2string(self.numpy(), separator=", ", threshold=20)
+        except errors.PluggableError as exc:
+            value = f"<error: {exc}>"
+        dev = self._dev.short_name
+        return f"<pg.Tensor: shape={self._shape}, dtype={self._dtype.name}, device={dev}, numpy={value}>"
+
+    def __str__(self) -> str:
+        return str(self.numpy())
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if not self._dtype.is_integer:
+            raise TypeError(f"only integer tensors can be used as an index, not {self._dtype.name}")
+        return int(self.item())
+
+    # operators are attached by pluggable.math_ops
+    __hash__ = object.__hash__
+
+
+def _default_array(value: Any) -> np.ndarray:
+    """Python values follow TensorFlow's defaults: floats -> float32, ints ->
+    int32 (int64 if they do not fit); numpy arrays keep their dtype."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        return np.asarray(value)
+    a = np.asarray(value)
+    if a.dtype == np.float64:
+        return a.astype(np.float32)
+    if a.dtype.kind == "i" and a.dtype != np.int32:
+        if a.size == 0 or (a.min() >= np.iinfo(np.int32).min and a.max() <= np.iinfo(np.int32).max):
+            return a.astype(np.int32)
+        return a.astype(np.int64)
+    return a
+
+
+def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
+    """Converts a Python value or array to a numpy array of a supported dtype."""
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    if dtype is not None:
+        dtype = dtypes.as_dtype(dtype)
+        src = np.asarray(value)
+        if src.dtype.kind in "fc" and dtype.is_integer and not np.all(np.isfinite(src)):
+            raise errors.InvalidArgumentError(f"cannot convert non-finite values to {dtype.name}")
+        if src.dtype.kind == "f" and dtype.is_integer and np.any(src != np.trunc(src)):
+            raise TypeError(f"cannot convert {value!r} to {dtype.name} without losing the fraction")
+        return np.asarray(src.astype(dtype.as_numpy_dtype), order="C")
+    a = _default_array(value)
+    if a.dtype.kind in "OUSVc" and str(a.dtype) != "bfloat16":
+        raise TypeError(f"cannot make a tensor from {type(value).__name__} values of dtype "
+                        f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
+    dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes
+    return np.asarray(a, order="C")
+
+
+def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
+    """Creates a tensor from a numpy array, a scalar or nested lists, on the
+    device of the current ``pg.device`` scope (CPU when there is none).
+    `shape` broadcasts a scalar or reshapes a matching number of elements."""
+    from . import placement
+    a = to_array(value, dtype)
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+        if a.size == 1:
+            a = np.full(shape, a.reshape(()), a.dtype)
+        elif a.size == int(np.prod(shape, dtype=np.int64)):
+            a = a.reshape(shape)
+        else:
+            raise errors.InvalidArgumentError(
+                f"constant: {a.size} values cannot fill shape {list(shape)}")
+    t = Tensor._from_array(a, placement.CPU)
+    dev = placement.current()
+    return t if dev is None or dev is placement.CPU else t._copy_to(dev)
+
+
+def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
+    """Returns `value` if it is a Tensor (checking `dtype`), else a CPU tensor."""
+    from . import placement
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype is not dtypes.as_dtype(dtype):
+            raise errors.InvalidArgumentError(
+                f"tensor has dtype {value.dtype.name}, expected {dtypes.as_dtype(dtype).name}")
+        return value
+    return Tensor._from_array(to_array(value, dtype), placement.CPU)
+
+
+def from_dlpack(obj: Any) -> Tensor:
+    """Imports a host array through DLPack (zero-copy where numpy allows)."""
+    from . import placement
+    return Tensor._from_array(np.from_dlpack(obj), placement.CPU)

@@ -1,0 +1,153 @@
+"""Build of the core runtime (cffi) and of the reference device plugins.
+
+`pip install .` compiles:
+  * pluggable._core: the core C runtime (c_api/src) through cffi;
+  * pluggable/plugins/libpluggable_my_device.so: the host reference plugin;
+  * pluggable/plugins/libpluggable_cuda.so: the CUDA reference plugin, when
+    nvcc is found (PLUGGABLE_BUILD_CUDA=0 skips it; PLUGGABLE_CUDA_ARCHS, e.g.
+    "90" or "80;90", picks the GPU architectures).
+Plugins are built like third-party plugins: shared objects with the TF_*
+symbols left unresolved, bound to the core when loaded.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import pathlib
+import shutil
+import subprocess
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = pathlib.Path(__file__).resolve().parent
+INCLUDE = ROOT / "c_api" / "include"
+OBJ_CACHE = ROOT / "build" / "plugin-objects"
+DEFAULT_CUDA_ARCHS = ["80", "90"]
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"command failed: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
+
+
+def _stale(obj: pathlib.Path, deps: list[pathlib.Path]) -> bool:
+    if not obj.exists():
+        return True
+    t = obj.stat().st_mtime
+    return any(d.stat().st_mtime > t for d in deps)
+
+
+def _compile_all(jobs: list[tuple[list[str], pathlib.Path, list[pathlib.Path]]]) -> None:
+    """Runs the compile commands whose object is older than its inputs."""
+    todo = [cmd for cmd, obj, deps in jobs if _stale(obj, deps)]
+    workers = max(1, os.cpu_count() or 1)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for f in [pool.submit(_run, c) for c in todo]:
+            f.result()
+
+
+def _headers(src_dir: pathlib.Path) -> list[pathlib.Path]:
+    found = list(INCLUDE.glob("*.h")) + list(src_dir.glob("*.h")) + list(src_dir.glob("*.cuh"))
+    return found + [ROOT / "setup.py"]
+
+
+def build_host_plugin(out: pathlib.Path) -> None:
+    src = ROOT / "reference_device" / "host"
+    if os.environ.get("PLUGGABLE_BUILD_HOST", "1") == "0":
+        print("pluggable: PLUGGABLE_BUILD_HOST=0, skipping the host reference plugin")
+        return
+    objdir = OBJ_CACHE / "host"
+    objdir.mkdir(parents=True, exist_ok=True)
+    deps = _headers(src)
+    jobs, objs = [], []
+    for c in sorted(src.glob("*.c")):
+        obj = objdir / (c.stem + ".o")
+        objs.append(str(obj))
+        cmd = ["cc", "-O2", "-std=gnu11", "-fPIC", "-pthread", "-Wall", "-Wextra",
+               f"-I{INCLUDE}", f"-I{src}", "-c", str(c), "-o", str(obj)]
+        jobs.append((cmd, obj, deps + [c]))
+    _compile_all(jobs)
+    _run(["cc", "-shared", "-pthread", "-o", str(out / "libpluggable_my_device.so"), *objs, "-lm"])
+
+
+def _cuda_archs() -> list[str]:
+    env = os.environ.get("PLUGGABLE_CUDA_ARCHS")
+    if env:
+        return [a.strip().replace(".", "") for a in env.replace(",", ";").split(";") if a.strip()]
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True)
+        caps = sorted({l.strip().replace(".", "") for l in proc.stdout.splitlines() if l.strip()})
+        if proc.returncode == 0 and caps:
+            return caps
+    return DEFAULT_CUDA_ARCHS
+
+
+def build_cuda_plugin(out: pathlib.Path) -> None:
+    src = ROOT / "reference_device" / "cuda"
+    nvcc = shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    if os.environ.get("PLUGGABLE_BUILD_CUDA", "1") == "0":
+        print("pluggable: PLUGGABLE_BUILD_CUDA=0, skipping the CUDA reference plugin")
+        return
+    if nvcc is None or not any(src.glob("*.cu")):
+        print("pluggable: no CUDA toolkit (nvcc) found, skipping the CUDA reference plugin")
+        return
+    archs = _cuda_archs()
+    gencode = []
+    for a in archs:
+        gencode += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+    gencode += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
+    objdir = OBJ_CACHE / ("cuda-" + "-".join(archs))
+    objdir.mkdir(parents=True, exist_ok=True)
+    deps = _headers(src)
+    jobs, objs = [], []
+    for f in sorted(src.iterdir()):
+        obj = objdir / (f.name + ".o")
+        if f.suffix == ".cu":
+            cmd = [nvcc, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", f"-I{INCLUDE}", f"-I{src}",
+                   *gencode, "-c", str(f), "-o", str(obj)]
+        elif f.suffix in (".c", ".cc", ".cpp"):
+            compiler = "cc" if f.suffix == ".c" else "c++"
+            cuda_inc = pathlib.Path(nvcc).resolve().parent.parent / "include"
+            cmd = [compiler, "-O2", "-fPIC", "-Wall", f"-I{INCLUDE}", f"-I{src}", f"-I{cuda_inc}",
+                   "-c", str(f), "-o", str(obj)]
+        else:
+            continue
+        objs.append(str(obj))
+        jobs.append((cmd, obj, deps + [f]))
+    _compile_all(jobs)
+    _run([nvcc, "-shared", "-cudart", "static", "-o", str(out / "libpluggable_cuda.so"), *objs,
+          "-ldl", "-lpthread"])
+    print(f"pluggable: built the CUDA reference plugin for sm_{', sm_'.join(archs)}")
+
+
+def copy_headers(pkg: pathlib.Path) -> None:
+    """Ships the public headers inside the package (pluggable.get_include())."""
+    dest = pkg / "include"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(INCLUDE, dest)
+
+
+class BuildExtWithPlugins(build_ext):
+    """Builds the cffi core, then the reference plugins and the headers."""
+
+    def run(self) -> None:
+        super().run()
+        targets = {pathlib.Path(self.build_lib) / "pluggable"}
+        if self.inplace or getattr(self, "editable_mode", False):
+            targets.add(ROOT / "pluggable")
+        for pkg in targets:
+            plugins = pkg / "plugins"
+            plugins.mkdir(parents=True, exist_ok=True)
+            build_host_plugin(plugins)
+            build_cuda_plugin(plugins)
+            copy_headers(pkg)
+
+
+setup(cffi_modules=["pluggable/_build_core.py:ffibuilder"],
+      cmdclass={"build_ext": BuildExtWithPlugins})
