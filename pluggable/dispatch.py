@@ -186,6 +186,11 @@ def _choose(op: OpDef, attrs: dict, inputs: list[Tensor], scope) -> tuple[Any, K
                 "(pg.config.set_soft_device_placement(True)) to fall back to CPU.",
                 op=op.name, device=scope.name)
         k = registry.find_kernel(op.name, "CPU", types)
+        if k is None:
+            raise errors.NotFoundError(
+                f"no kernel for op {op.name} with {sig or 'these attributes'} on "
+                f"{scope.short_name}, and no CPU kernel to fall back to. Registered kernels: "
+                f"{registry.describe_kernels(op.name)}.", op=op.name, device=scope.name)
         return placement.CPU, k, f"soft placement: no {scope.short_name} kernel for {sig}"
     candidates = [t._dev for t in inputs if isinstance(t._dev, Device)]
     candidates += [d for d in placement.all_devices() if isinstance(d, Device)]

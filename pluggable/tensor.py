@@ -98,9 +98,18 @@ class Tensor:
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
-    def __dlpack__(self, stream=None):
-        """DLPack export of the host value (device tensors are copied to host)."""
-        return np.asarray(self.numpy(), order="C").__dlpack__()
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export of the host value (device tensors are copied to the
+        host first). Consumers that understand DLPack 1.0 get a read-only
+        zero-copy view of a CPU tensor; older ones get a copy."""
+        v = self.numpy()
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            try:
+                return v.__dlpack__(stream=stream, max_version=max_version,
+                                    dl_device=dl_device, copy=copy)
+            except TypeError:
+                pass
+        return v.copy().__dlpack__()
 
     def __dlpack_device__(self):
         return (1, 0)  # kDLCPU

@@ -1,0 +1,63 @@
+"""A plugin compiled at test time defines a new op through ops.h (with a C
+shape function) and a kernel for it; the op is callable from pg.raw_ops."""
+import pathlib
+
+import numpy as np
+import pytest
+
+import pluggable as pg
+from plugin_build import build_plugin
+
+SRC = pathlib.Path(__file__).parent / "plugins" / "sync_device.c"
+
+
+@pytest.fixture(scope="module")
+def sync_plugin():
+    rec = pg.load_plugin(build_plugin(SRC, "sync_device"))
+    assert rec.status == "loaded", rec.reason
+    return rec
+
+
+def test_plugin_registers_device_op_and_kernels(sync_plugin):
+    assert sync_plugin.device_type == "SYNC_DEVICE"
+    assert sync_plugin.ops == 1 and sync_plugin.kernels == 2
+    assert pg.list_physical_devices("SYNC_DEVICE") == [
+        pg.PhysicalDevice("/physical_device:SYNC_DEVICE:0", "SYNC_DEVICE")]
+    assert "ScaleAndShift" in dir(pg.raw_ops)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_custom_op_runs_its_kernel(sync_plugin, dtype):
+    rng = np.random.default_rng()
+    x = rng.standard_normal((3, 5)).astype(dtype)
+    with pg.device("SYNC_DEVICE:0"):
+        with pg.testing.expect_kernel("ScaleAndShift", "SYNC_DEVICE"):
+            y = pg.raw_ops.ScaleAndShift(x=pg.constant(x), scale=3.0, shift=-1.5)
+    assert y.device.endswith("SYNC_DEVICE:0")
+    assert y.dtype == pg.as_dtype(dtype)
+    np.testing.assert_allclose(y.numpy(), x * np.float32(3.0) - 1.5, rtol=1e-6)
+
+
+def test_custom_op_defaults_and_auto_placement(sync_plugin):
+    x = np.arange(4, dtype=np.float32)
+    with pg.testing.expect_kernel("ScaleAndShift", "SYNC_DEVICE"):
+        y = pg.raw_ops.ScaleAndShift(x=x)  # no scope: the only device with a kernel
+    np.testing.assert_array_equal(y.numpy(), x * 2)
+
+
+def test_custom_op_shape_function_rejects(sync_plugin):
+    with pytest.raises(pg.errors.InvalidArgumentError, match="rank at most 4"):
+        pg.raw_ops.ScaleAndShift(x=np.zeros((1, 1, 1, 1, 1), np.float32))
+
+
+def test_custom_op_attribute_checks(sync_plugin):
+    with pytest.raises(pg.errors.InvalidArgumentError, match="not allowed"):
+        pg.raw_ops.ScaleAndShift(x=np.zeros(3, np.int32))
+    with pytest.raises(TypeError, match="unexpected attribute 'bias'"):
+        pg.raw_ops.ScaleAndShift(x=np.zeros(3, np.float32), bias=1.0)
+
+
+def test_custom_op_without_kernel_on_requested_device(sync_plugin):
+    with pg.device("MY_DEVICE:0"):
+        with pytest.raises(pg.errors.NotFoundError, match="ScaleAndShift"):
+            pg.raw_ops.ScaleAndShift(x=np.zeros(3, np.float32))

@@ -1,0 +1,187 @@
+"""Device names, scopes (nesting, threads), automatic, soft and strict
+placement, and the placement log."""
+import threading
+
+import numpy as np
+import pytest
+
+import pluggable as pg
+
+FULL = "/job:localhost/replica:0/task:0/device:MY_DEVICE:0"
+
+
+@pytest.fixture
+def strict():
+    pg.config.set_soft_device_placement(False)
+    yield
+    pg.config.set_soft_device_placement(True)
+
+
+@pytest.fixture
+def placement_log():
+    pg.config.set_log_device_placement(True)
+    pg.config.placement_log(clear=True)
+    yield
+    pg.config.set_log_device_placement(False)
+
+
+def test_list_physical_devices_cpu_first_with_details():
+    devs = pg.list_physical_devices()
+    assert devs[0] == pg.PhysicalDevice("/physical_device:CPU:0", "CPU")
+    assert pg.PhysicalDevice("/physical_device:MY_DEVICE:0", "MY_DEVICE") in devs
+    assert pg.list_physical_devices("my_device") == [
+        pg.PhysicalDevice("/physical_device:MY_DEVICE:0", "MY_DEVICE")]
+    d = pg.get_device("MY_DEVICE:0")
+    assert d.platform_name == "MY_PLATFORM"
+    assert d.hardware_name and d.vendor
+    free, total = d.memory_usage()
+    assert 0 <= free <= total
+
+
+@pytest.mark.parametrize("name", ["MY_DEVICE:0", "my_device:0", "/MY_DEVICE:0",
+                                  "/device:MY_DEVICE:0", FULL, "MY_DEVICE"])
+def test_scope_accepts_every_spelling(name):
+    x = np.random.default_rng().standard_normal(7).astype(np.float32)
+    with pg.device(name):
+        with pg.testing.expect_kernel("Relu", "MY_DEVICE"):
+            y = pg.nn.relu(x)
+    assert y.device == FULL
+    np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("name", ["MY_DEVICE:7", "NOPE:0", "GPU:99"])
+def test_unknown_or_out_of_range_device_lists_available(name):
+    with pytest.raises(pg.errors.InvalidArgumentError) as info:
+        pg.device(name)
+    assert "CPU:0" in str(info.value) and "MY_DEVICE:0" in str(info.value)
+
+
+def test_bad_device_name():
+    with pytest.raises(pg.errors.InvalidArgumentError, match="cannot parse"):
+        pg.device("MY_DEVICE:zero")
+    with pytest.raises(TypeError):
+        pg.device(3)
+
+
+def test_scopes_nest_and_restore():
+    x = np.ones(3, np.float32)
+    with pg.device("MY_DEVICE:0"):
+        with pg.device("CPU:0"):
+            assert pg.nn.relu(x).device.endswith("CPU:0")
+        assert pg.nn.relu(x).device == FULL
+        with pg.device(None):
+            assert pg.placement.current() is None
+    assert pg.placement.current() is None
+
+
+def test_scope_is_per_thread():
+    seen = {}
+    inside = threading.Event()
+    done = threading.Event()
+
+    def other():
+        inside.wait()
+        seen["other"] = pg.placement.current()
+        seen["tensor"] = pg.constant([1.0]).device
+        done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    with pg.device("MY_DEVICE:0"):
+        inside.set()
+        done.wait(10)
+        mine = pg.placement.current()
+    t.join()
+    assert mine is pg.get_device("MY_DEVICE:0")
+    assert seen["other"] is None
+    assert seen["tensor"].endswith("CPU:0")
+
+
+def test_threads_running_ops_concurrently():
+    rng = np.random.default_rng()
+    data = [rng.standard_normal((64, 64)).astype(np.float32) for _ in range(4)]
+    results = [None] * 4
+
+    def work(i):
+        with pg.device("MY_DEVICE:0"):
+            y = pg.constant(data[i])
+            for _ in range(20):
+                y = pg.nn.relu(y) + 1.0
+            results[i] = y.numpy()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(4):
+        ref = data[i]
+        for _ in range(20):
+            ref = np.maximum(ref, 0) + 1.0
+        np.testing.assert_allclose(results[i], ref, rtol=1e-6)
+
+
+def test_automatic_placement_prefers_plugin_device():
+    x = np.random.default_rng().standard_normal(5).astype(np.float32)
+    with pg.testing.expect_kernel("Exp", "MY_DEVICE"):
+        y = pg.exp(x)
+    assert y.device == FULL
+    np.testing.assert_allclose(y.numpy(), np.exp(x), rtol=1e-6)
+
+
+def test_automatic_placement_falls_back_to_cpu_without_plugin_kernel():
+    # int8 AddV2 has a CPU kernel only.
+    a = np.arange(5, dtype=np.int8)
+    with pg.testing.expect_kernel("AddV2", "CPU"):
+        y = pg.add(a, a)
+    assert y.device.endswith("CPU:0")
+    np.testing.assert_array_equal(y.numpy(), a + a)
+
+
+def test_soft_placement_falls_back_to_cpu_and_logs(placement_log):
+    a = np.arange(5, dtype=np.int8)
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(a)              # lives on MY_DEVICE
+        with pg.testing.expect_kernel("AddV2", "CPU"):
+            y = pg.add(x, x)
+    assert y.device.endswith("CPU:0")
+    np.testing.assert_array_equal(y.numpy(), a + a)
+    log = pg.config.placement_log()
+    assert ("AddV2", pg.placement.CPU.name, "soft placement: no MY_DEVICE:0 kernel for T=int8") in log
+    assert any(op == "_Copy" and dev.endswith("CPU:0") for op, dev, _ in log)
+
+
+def test_strict_placement_raises(strict):
+    with pg.device("MY_DEVICE:0"):
+        with pytest.raises(pg.errors.NotFoundError) as info:
+            pg.add(np.arange(3, dtype=np.int8), np.arange(3, dtype=np.int8))
+    msg = str(info.value)
+    assert "AddV2" in msg and "MY_DEVICE:0" in msg and "T=int8" in msg
+    assert "soft placement" in msg
+
+
+def test_placement_log_shows_each_op(placement_log):
+    x = np.ones((2, 2), np.float32)
+    with pg.device("MY_DEVICE:0"):
+        pg.matmul(pg.nn.relu(x), x)
+    with pg.device("CPU:0"):
+        pg.nn.relu(x)
+    ops = [(op, dev) for op, dev, _ in pg.config.placement_log()]
+    assert ("Relu", FULL) in ops and ("MatMul", FULL) in ops
+    assert ("Relu", pg.placement.CPU.name) in ops
+
+
+def test_inputs_follow_the_op_across_devices():
+    rng = np.random.default_rng()
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    with pg.device("CPU:0"):
+        x = pg.constant(a)
+    with pg.device("MY_DEVICE:0"):
+        y = pg.identity(x)              # copies to the device
+        z = pg.multiply(y, x)           # mixes a device and a CPU input
+    assert y.device == FULL and z.device == FULL
+    np.testing.assert_array_equal(y.numpy(), a)
+    np.testing.assert_allclose(z.numpy(), a * a, rtol=1e-6)
+    back = z.to("CPU:0")
+    assert back.device.endswith("CPU:0")
+    np.testing.assert_allclose(back.numpy(), a * a, rtol=1e-6)
