@@ -30,7 +30,7 @@ def invalidate() -> None:
 
 class Plan:
     __slots__ = ("op", "device", "kernel", "kinst", "moves", "attrs", "out_dtypes",
-                 "value_idx", "note", "n_out", "host_in")
+                 "value_idx", "note", "n_out", "host_in", "any_host_in", "out_host")
 
 
 # ------------------------------------------------------------------ attributes
@@ -244,10 +244,14 @@ def _build_plan(op: OpDef, inputs: list[Tensor], given: dict, scope) -> Plan:
     p.out_dtypes = [_out_dtype(op, a, attrs) for a in op.outputs]
     p.n_out = len(op.outputs)
     p.host_in = tuple(a.name in k.host_args for a in op.inputs)
+    p.any_host_in = any(p.host_in)
+    p.out_host = tuple(a.name in k.host_args for a in op.outputs)
     p.moves = tuple(
         (placement.CPU if (h or isinstance(dev, CpuDevice)) else dev)
         if (placement.CPU if (h or isinstance(dev, CpuDevice)) else dev) is not t._dev else None
         for t, h in zip(inputs, p.host_in))
+    if not any(m is not None for m in p.moves):
+        p.moves = None
     p.value_idx = {n: op.input_index(n) for n in op.host_value_inputs}
     for n, i in p.value_idx.items():
         if not p.host_in[i]:
@@ -264,8 +268,6 @@ def _build_plan(op: OpDef, inputs: list[Tensor], given: dict, scope) -> Plan:
 def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     """Turns non-Tensor inputs into CPU tensors, using the dtype of a Tensor
     input (or attribute) of the same type attribute when there is one."""
-    if all(type(x) is Tensor for x in inputs):
-        return inputs
     hints: dict = {}
     for arg, x in zip(op.inputs, inputs):
         if type(x) is Tensor and arg.type_attr:
@@ -286,31 +288,37 @@ def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
 
 def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     """Runs `op` on `inputs` (in op-definition order) with attributes `given`."""
-    inputs = convert_inputs(op, inputs, given)
-    scope = placement._scope.get()
+    for x in inputs:
+        if type(x) is not Tensor:
+            inputs = convert_inputs(op, inputs, given)
+            break
+    scope = _scope_get()
     key = (op.name, scope, tuple([(t._dtype, t._dev) for t in inputs]),
            _attrs_key(given) if given else (), config.version[0])
     p = _plans.get(key)
     if p is None:
         p = _plans[key] = _build_plan(op, inputs, given, scope)
-    moves = p.moves
-    for i, m in enumerate(moves):
-        if m is not None:
-            inputs[i] = inputs[i]._copy_to(m)
-            if config._log_placement:
-                config.record_placement("_Copy", m.name, f"input {op.inputs[i].name} of {op.name}")
+    if p.moves is not None:
+        for i, m in enumerate(p.moves):
+            if m is not None:
+                inputs[i] = inputs[i]._copy_to(m)
+                if config._log_placement:
+                    config.record_placement("_Copy", m.name,
+                                            f"input {op.inputs[i].name} of {op.name}")
     shapes = None
     if op.shape_fn is not None:
-        values = {n: inputs[i]._a for n, i in p.value_idx.items()} if p.value_idx else {}
+        values = {n: inputs[i]._a for n, i in p.value_idx.items()} if p.value_idx else None
         shapes = op.shape_fn([t._shape for t in inputs], p.attrs, values)
-    dev = p.device
     if p.kinst is None:
         outs = _run_cpu(p, inputs, shapes)
     else:
         outs = _run_plugin(p, inputs, shapes)
     if config._log_placement:
-        config.record_placement(op.name, dev.name, p.note)
+        config.record_placement(op.name, p.device.name, p.note)
     return outs
+
+
+_scope_get = placement._scope.get
 
 
 def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
@@ -324,17 +332,16 @@ def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
         raise errors.InvalidArgumentError(f"{p.op.name} on CPU:0: {exc}", op=p.op.name) from None
     out = []
     for i, r in enumerate(res):
+        dt = p.out_dtypes[i]
         r = np.asarray(r)
-        if r.dtype != p.out_dtypes[i].as_numpy_dtype:
-            r = r.astype(p.out_dtypes[i].as_numpy_dtype)
-        out.append(Tensor._from_array(r, placement.CPU))
+        if r.dtype != dt.as_numpy_dtype:
+            r = r.astype(dt.as_numpy_dtype)
+        out.append(Tensor._from_array(r, placement.CPU, dt))
     return out
 
 
-def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
-    dev = p.device
-    temps = []
-    handles = []
+def _wrap_host_inputs(p: Plan, inputs: list[Tensor]) -> tuple[list, list]:
+    temps, handles = [], []
     for t, h in zip(inputs, p.host_in):
         if h:
             a = t._a
@@ -343,36 +350,48 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
             temps.append(w)
             handles.append(w)
         else:
-            if dev._poisoned:
-                dev.check_result(t._seq)
             handles.append(t._h)
-    outs = ffi.new("TF_Tensor*[]", p.n_out or 1)
+    return temps, handles
+
+
+def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
+    dev = p.device
+    if dev._poisoned:
+        for t in inputs:
+            if t._dev is dev:
+                dev.check_result(t._seq)
+    if p.any_host_in:
+        temps, handles = _wrap_host_inputs(p, inputs)
+    else:
+        temps, handles = None, [t._h for t in inputs]
+    n_out = p.n_out
+    outs = ffi.new("TF_Tensor*[]", n_out or 1)
     st = status()
     lib.pg_kernel_run(p.kinst, handles, outs, st)
-    for w in temps:
-        lib.TF_DeleteTensor(w)
-    code, msg = code_and_message(st)
-    if code:
+    if temps:
+        for w in temps:
+            lib.TF_DeleteTensor(w)
+    if lib.TF_GetCode(st):
+        code, msg = code_and_message(st)
         where = p.kernel.plugin.path if p.kernel.plugin is not None else "?"
         raise errors.make_error(code, f"{p.op.name} on {dev.short_name}: {msg} "
                                 f"(kernel from {where})", op=p.op.name, device=dev.name)
-    seq = dev.next_seq()
+    dev._seq += 1
+    seq = dev._seq
     result = []
-    for i in range(p.n_out):
+    for i in range(n_out):
         h = outs[i]
-        nd = lib.TF_NumDims(h)
-        dims = lib.pg_tensor_dims(h)
-        shape = tuple(dims[j] for j in range(nd))
+        v = ffi.cast("pg_tensor_view*", h)
+        shape = tuple(v.dims[0:v.num_dims])
         if shapes is not None and shapes[i] is not None and shapes[i] != shape:
             lib.TF_DeleteTensor(h)
             raise errors.InternalError(
                 f"{p.op.name} on {dev.short_name}: the kernel produced output {i} with shape "
                 f"{list(shape)} but the op's shape function gives {list(shapes[i])}",
                 op=p.op.name, device=dev.name)
-        if lib.pg_tensor_device(h) == ffi.NULL:
-            # host-memory output: becomes a CPU tensor sharing the buffer
-            t = Tensor._from_handle(h, dev, p.out_dtypes[i], shape, seq)
-            result.append(Tensor._from_array(t.numpy().copy(), placement.CPU))
-        else:
-            result.append(Tensor._from_handle(h, dev, p.out_dtypes[i], shape, seq))
+        t = Tensor._from_handle(h, dev, p.out_dtypes[i], shape, seq)
+        if p.out_host[i]:
+            # a host-memory output becomes a CPU tensor
+            t = Tensor._from_array(t.numpy().copy(), placement.CPU, p.out_dtypes[i])
+        result.append(t)
     return result

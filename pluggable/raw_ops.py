@@ -17,30 +17,26 @@ _cache: dict[str, Any] = {}
 
 
 def _make(op_name: str):
+    """Builds the function for one op, with the op's inputs and attributes as
+    keyword-only parameters (so calls cost no more than a plain function)."""
+    from .dispatch import execute
     op = registry.OPS[op_name]
-    input_names = [a.name for a in op.inputs]
-
-    def fn(*args: Any, **kwargs: Any):
-        from . import dispatch
-        if args:
-            raise TypeError(f"raw_ops.{op_name} takes keyword arguments only "
-                            f"({', '.join(input_names + list(op.attrs))})")
-        name = kwargs.pop("name", None)  # accepted for TensorFlow compatibility
-        del name
-        try:
-            inputs = [kwargs.pop(n) for n in input_names]
-        except KeyError as exc:
-            raise TypeError(f"raw_ops.{op_name} missing input {exc.args[0]!r}; inputs: "
-                            f"{', '.join(input_names)}") from None
-        outs = dispatch.execute(op, inputs, kwargs)
-        return outs[0] if len(outs) == 1 else tuple(outs)
-
-    fn.__name__ = op_name
+    inputs = [a.name for a in op.inputs]
+    type_attrs = {a.type_attr for a in op.inputs if a.type_attr}
+    params = ", ".join(f"{n}" for n in inputs)
+    code = (f"def {op_name}(*, {params + ', ' if params else ''}name=None, **attrs):\n"
+            f"    outs = execute(op, [{params}], attrs)\n"
+            f"    return outs[0] if len(outs) == 1 else tuple(outs)\n")
+    scope = {"execute": execute, "op": op}
+    exec(compile(code, f"<raw_ops.{op_name}>", "exec"), scope)
+    fn = scope[op_name]
     fn.__qualname__ = op_name
+    fn.__module__ = __name__
     sig = ", ".join(f"{a.name}: {a.type_attr or a.dtype.name}" for a in op.inputs)
     attrs = ", ".join(f"{a.name}: {a.kind}" + (f" = {a.default!r}" if a.has_default else "")
-                      for a in op.attrs.values() if a.name not in {x.type_attr for x in op.inputs})
-    fn.__doc__ = (f"Op {op_name} ({op.source}).\n\nInputs: {sig or 'none'}\n"
+                      for a in op.attrs.values() if a.name not in type_attrs)
+    fn.__doc__ = (f"Op {op_name} (defined by {op.source}).\n\n"
+                  f"Inputs (keyword arguments): {sig or 'none'}\n"
                   f"Attributes: {attrs or 'none'}\n"
                   f"Outputs: {', '.join(a.name for a in op.outputs)}")
     return fn
@@ -58,6 +54,7 @@ class _RawOps(types.ModuleType):
                 raise AttributeError(f"no op named {name!r} is registered; ops: "
                                      f"{', '.join(sorted(registry.OPS))}")
             fn = _cache[name] = _make(name)
+            setattr(self, name, fn)  # later lookups skip __getattr__
         return fn
 
     def __dir__(self):
@@ -65,6 +62,10 @@ class _RawOps(types.ModuleType):
 
 
 def refresh() -> None:
+    """Drops the cached functions (an op was registered)."""
+    mod = sys.modules[__name__]
+    for name in list(_cache):
+        mod.__dict__.pop(name, None)
     _cache.clear()
 
 

@@ -23,12 +23,12 @@ class Tensor:
 
     # ----------------------------------------------------------- construction
     @staticmethod
-    def _from_array(a: np.ndarray, dev: CpuDevice) -> "Tensor":
+    def _from_array(a: np.ndarray, dev: CpuDevice, dtype: dtypes.DType | None = None) -> "Tensor":
         t = Tensor.__new__(Tensor)
-        t._a = np.asarray(a, order="C")
+        t._a = a if a.flags.c_contiguous else np.asarray(a, order="C")
         t._h = None
         t._dev = dev
-        t._dtype = dtypes.as_dtype(t._a.dtype)
+        t._dtype = dtype if dtype is not None else dtypes.as_dtype(t._a.dtype)
         t._shape = t._a.shape
         t._seq = 0
         return t
