@@ -23,6 +23,8 @@ def status():
     st = getattr(_tls, "status", None)
     if st is None:
         st = _tls.status = ffi.gc(lib.TF_NewStatus(), lib.TF_DeleteStatus)
+    else:
+        lib.TF_SetStatus(st, 0, ffi.NULL)
     return st
 
 

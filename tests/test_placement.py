@@ -185,3 +185,16 @@ def test_inputs_follow_the_op_across_devices():
     back = z.to("CPU:0")
     assert back.device.endswith("CPU:0")
     np.testing.assert_allclose(back.numpy(), a * a, rtol=1e-6)
+
+
+def test_status_does_not_leak_between_calls():
+    s = pg.get_device("MY_DEVICE:0").create_stream()
+
+    def bad():
+        raise ValueError("boom")
+
+    s.host_callback(bad)
+    with pytest.raises(pg.errors.UnknownError, match="boom"):
+        s.synchronize()
+    s.synchronize()  # the error was reported once; the stream is usable again
+    s.status()

@@ -1,0 +1,136 @@
+/* Host reference device: copies and fills.
+ *
+ * Device memory is host memory, so every copy is a memcpy. The asynchronous
+ * variants run it as a task on the stream; the sync_* variants do it
+ * directly (the core orders them against the streams). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+#include "stream.h"
+
+/* Argument of every copy / fill task. */
+typedef struct md_copy_arg {
+  void* dst;
+  const void* src; /* memcpy source; unused by fills */
+  uint64_t size;
+  uint32_t pattern; /* fill value */
+} md_copy_arg;
+
+static void md_memcpy_task(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_copy_arg* a = arg;
+  if (a->size > 0) memmove(a->dst, a->src, a->size);
+}
+
+static void md_memset_task(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_copy_arg* a = arg;
+  if (a->size > 0) memset(a->dst, (int)(a->pattern & 0xff), a->size);
+}
+
+static void md_memset32_task(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_copy_arg* a = arg;
+  uint32_t* dst = a->dst;
+  for (uint64_t i = 0; i < a->size / 4; ++i) dst[i] = a->pattern;
+}
+
+/* Enqueues one copy / fill task; reports failure in `status`. */
+static void md_enqueue_copy(SP_Stream stream, md_task_fn fn, void* dst,
+                            const void* src, uint64_t size, uint32_t pattern,
+                            TF_Status* status) {
+  if (size == 0) return;
+  md_copy_arg* arg = malloc(sizeof(*arg));
+  if (arg == NULL) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "out of memory enqueueing a copy");
+    return;
+  }
+  arg->dst = dst;
+  arg->src = src;
+  arg->size = size;
+  arg->pattern = pattern;
+  if (md_stream_enqueue(stream, MD_TASK_COPY, fn, arg) != 0) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue a copy");
+  }
+}
+
+void md_memcpy_dtoh(const SP_Device* device, SP_Stream stream, void* host_dst,
+                    const SP_DeviceMemoryBase* device_src, uint64_t size,
+                    TF_Status* status) {
+  (void)device;
+  md_enqueue_copy(stream, md_memcpy_task, host_dst, device_src->opaque, size, 0,
+                  status);
+}
+
+void md_memcpy_htod(const SP_Device* device, SP_Stream stream,
+                    SP_DeviceMemoryBase* device_dst, const void* host_src,
+                    uint64_t size, TF_Status* status) {
+  (void)device;
+  md_enqueue_copy(stream, md_memcpy_task, device_dst->opaque, host_src, size, 0,
+                  status);
+}
+
+void md_memcpy_dtod(const SP_Device* device, SP_Stream stream,
+                    SP_DeviceMemoryBase* device_dst,
+                    const SP_DeviceMemoryBase* device_src, uint64_t size,
+                    TF_Status* status) {
+  (void)device;
+  md_enqueue_copy(stream, md_memcpy_task, device_dst->opaque,
+                  device_src->opaque, size, 0, status);
+}
+
+void md_sync_memcpy_dtoh(const SP_Device* device, void* host_dst,
+                         const SP_DeviceMemoryBase* device_src, uint64_t size,
+                         TF_Status* status) {
+  (void)device;
+  (void)status;
+  if (size > 0) memcpy(host_dst, device_src->opaque, size);
+}
+
+void md_sync_memcpy_htod(const SP_Device* device,
+                         SP_DeviceMemoryBase* device_dst, const void* host_src,
+                         uint64_t size, TF_Status* status) {
+  (void)device;
+  (void)status;
+  if (size > 0) memcpy(device_dst->opaque, host_src, size);
+}
+
+void md_sync_memcpy_dtod(const SP_Device* device,
+                         SP_DeviceMemoryBase* device_dst,
+                         const SP_DeviceMemoryBase* device_src, uint64_t size,
+                         TF_Status* status) {
+  (void)device;
+  (void)status;
+  if (size > 0) memmove(device_dst->opaque, device_src->opaque, size);
+}
+
+void md_mem_zero(const SP_Device* device, SP_Stream stream,
+                 SP_DeviceMemoryBase* location, uint64_t size,
+                 TF_Status* status) {
+  (void)device;
+  md_enqueue_copy(stream, md_memset_task, location->opaque, NULL, size, 0,
+                  status);
+}
+
+void md_memset(const SP_Device* device, SP_Stream stream,
+               SP_DeviceMemoryBase* location, uint8_t pattern, uint64_t size,
+               TF_Status* status) {
+  (void)device;
+  md_enqueue_copy(stream, md_memset_task, location->opaque, NULL, size, pattern,
+                  status);
+}
+
+void md_memset32(const SP_Device* device, SP_Stream stream,
+                 SP_DeviceMemoryBase* location, uint32_t pattern,
+                 uint64_t size, TF_Status* status) {
+  (void)device;
+  if (size % 4 != 0) {
+    md_set_status(status, TF_INVALID_ARGUMENT,
+                  "memset32: size %llu is not a multiple of 4",
+                  (unsigned long long)size);
+    return;
+  }
+  md_enqueue_copy(stream, md_memset32_task, location->opaque, NULL, size,
+                  pattern, status);
+}

@@ -1,0 +1,155 @@
+/* Host reference device: events.
+ *
+ * An event counts how often it was recorded (`recorded`, bumped on the host
+ * by record_event) and which recording the streams have reached
+ * (`completed`, set by the record task). Each recording is one generation, so
+ * recording an event again simply targets a newer generation: waiters that
+ * captured an older generation are released as soon as that one completes. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "plugin.h"
+#include "stream.h"
+
+struct SP_Event_st {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t recorded;  /* generation of the latest record_event (0: never) */
+  uint64_t completed; /* latest generation a stream has reached */
+  int error;          /* the stream had an error when it reached `completed` */
+};
+
+/* Argument of the record and wait tasks. */
+typedef struct md_event_arg {
+  SP_Event event;
+  uint64_t generation;
+} md_event_arg;
+
+void md_create_event(const SP_Device* device, SP_Event* out,
+                     TF_Status* status) {
+  (void)device;
+  *out = NULL;
+  SP_Event event = calloc(1, sizeof(*event));
+  if (event == NULL) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "out of memory creating an event");
+    return;
+  }
+  if (pthread_mutex_init(&event->mu, NULL) != 0) {
+    free(event);
+    md_set_status(status, TF_INTERNAL, "cannot create an event mutex");
+    return;
+  }
+  if (pthread_cond_init(&event->cv, NULL) != 0) {
+    pthread_mutex_destroy(&event->mu);
+    free(event);
+    md_set_status(status, TF_INTERNAL, "cannot create an event condition");
+    return;
+  }
+  *out = event;
+}
+
+void md_destroy_event(const SP_Device* device, SP_Event event) {
+  (void)device;
+  if (event == NULL) return;
+  pthread_cond_destroy(&event->cv);
+  pthread_mutex_destroy(&event->mu);
+  free(event);
+}
+
+SE_EventStatus md_get_event_status(const SP_Device* device, SP_Event event) {
+  (void)device;
+  pthread_mutex_lock(&event->mu);
+  SE_EventStatus result;
+  if (event->recorded == 0) {
+    result = SE_EVENT_UNKNOWN;
+  } else if (event->completed < event->recorded) {
+    result = SE_EVENT_PENDING;
+  } else {
+    result = event->error ? SE_EVENT_ERROR : SE_EVENT_COMPLETE;
+  }
+  pthread_mutex_unlock(&event->mu);
+  return result;
+}
+
+/* Marks generation `generation` (and every older one) complete. */
+static void md_event_complete(SP_Event event, uint64_t generation, int error) {
+  pthread_mutex_lock(&event->mu);
+  if (generation > event->completed) {
+    event->completed = generation;
+    event->error = error;
+  }
+  pthread_cond_broadcast(&event->cv);
+  pthread_mutex_unlock(&event->mu);
+}
+
+static void md_record_task(void* arg, SP_Stream stream) {
+  md_event_arg* a = arg;
+  md_event_complete(a->event, a->generation, md_stream_has_error(stream));
+}
+
+void md_record_event(const SP_Device* device, SP_Stream stream, SP_Event event,
+                     TF_Status* status) {
+  (void)device;
+  md_event_arg* arg = malloc(sizeof(*arg));
+  if (arg == NULL) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "out of memory recording an event");
+    return;
+  }
+  pthread_mutex_lock(&event->mu);
+  uint64_t generation = ++event->recorded;
+  pthread_mutex_unlock(&event->mu);
+  arg->event = event;
+  arg->generation = generation;
+  if (md_stream_enqueue(stream, MD_TASK_CONTROL, md_record_task, arg) != 0) {
+    /* Never leave waiters hanging on a generation no task will complete. */
+    md_event_complete(event, generation, /*error=*/1);
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue an event record");
+  }
+}
+
+/* Blocks the calling thread until `generation` of `event` completed. */
+static void md_event_wait(SP_Event event, uint64_t generation) {
+  pthread_mutex_lock(&event->mu);
+  while (event->completed < generation) pthread_cond_wait(&event->cv, &event->mu);
+  pthread_mutex_unlock(&event->mu);
+}
+
+static void md_wait_task(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_event_arg* a = arg;
+  md_event_wait(a->event, a->generation);
+}
+
+void md_wait_for_event(const SP_Device* const device, SP_Stream stream,
+                       SP_Event event, TF_Status* const status) {
+  (void)device;
+  pthread_mutex_lock(&event->mu);
+  uint64_t generation = event->recorded;
+  pthread_mutex_unlock(&event->mu);
+  if (generation == 0) return; /* never recorded: nothing to wait for */
+
+  md_event_arg* arg = malloc(sizeof(*arg));
+  if (arg == NULL) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "out of memory waiting for an event");
+    return;
+  }
+  arg->event = event;
+  arg->generation = generation;
+  if (md_stream_enqueue(stream, MD_TASK_CONTROL, md_wait_task, arg) != 0) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue an event wait");
+  }
+}
+
+void md_block_host_for_event(const SP_Device* device, SP_Event event,
+                             TF_Status* status) {
+  (void)device;
+  pthread_mutex_lock(&event->mu);
+  uint64_t generation = event->recorded;
+  pthread_mutex_unlock(&event->mu);
+  if (generation == 0) {
+    md_set_status(status, TF_FAILED_PRECONDITION,
+                  "the event was never recorded on a stream");
+    return;
+  }
+  md_event_wait(event, generation);
+}

@@ -1,0 +1,263 @@
+/* Host reference device: element-wise unary ops and CheckNumerics.
+ *
+ * Neg, Abs (floats and ints), Exp, Log, Sqrt, Tanh, Sigmoid (floats), Relu
+ * (floats and ints). Half and bfloat16 are computed in float. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernel_list.h"
+#include "kernel_util.h"
+
+typedef enum md_unary_op {
+  MD_NEG, MD_ABS, MD_EXP, MD_LOG, MD_SQRT, MD_TANH, MD_SIGMOID, MD_RELU,
+  MD_NUM_UNARY_OPS
+} md_unary_op;
+
+/*** Element functions ***/
+
+/* Math functions for the two float compute types. */
+static inline float md_exp_float(float v) { return expf(v); }
+static inline double md_exp_double(double v) { return exp(v); }
+static inline float md_log_float(float v) { return logf(v); }
+static inline double md_log_double(double v) { return log(v); }
+static inline float md_sqrt_float(float v) { return sqrtf(v); }
+static inline double md_sqrt_double(double v) { return sqrt(v); }
+static inline float md_tanh_float(float v) { return tanhf(v); }
+static inline double md_tanh_double(double v) { return tanh(v); }
+
+#define MD_FLOAT_UNARY(SFX, CT)                                               \
+  static inline CT neg_##SFX(CT a) { return -a; }                             \
+  static inline CT abs_##SFX(CT a) { return a < 0 ? -a : a; }                 \
+  static inline CT exp_##SFX(CT a) { return md_exp_##CT(a); }                 \
+  static inline CT log_##SFX(CT a) { return md_log_##CT(a); }                 \
+  static inline CT sqrt_##SFX(CT a) { return md_sqrt_##CT(a); }               \
+  static inline CT tanh_##SFX(CT a) { return md_tanh_##CT(a); }               \
+  static inline CT sigmoid_##SFX(CT a) { return 1 / (1 + md_exp_##CT(-a)); }  \
+  static inline CT relu_##SFX(CT a) { return a < 0 ? 0 : a; }
+MD_FLOAT_UNARY(half, float)
+MD_FLOAT_UNARY(bf16, float)
+MD_FLOAT_UNARY(f32, float)
+MD_FLOAT_UNARY(f64, double)
+
+/* Integers: negation wraps (-MIN == MIN) instead of overflowing. */
+#define MD_INT_UNARY(ENUM, SFX, T, UT, LO, HI)                                \
+  static inline T neg_##SFX(T a) { return (T)(0 - (UT)a); }                   \
+  static inline T abs_##SFX(T a) { return a < 0 ? (T)(0 - (UT)a) : a; }       \
+  static inline T relu_##SFX(T a) { return a < 0 ? 0 : a; }
+MD_INT_TYPES(MD_INT_UNARY)
+
+/*** Loops ***/
+
+typedef void (*md_unary_loop)(const void* x, void* y, int64_t n);
+
+#define MD_UNARY_LOOP(OP, SFX, ST)                                            \
+  static void OP##_loop_##SFX(const void* xv, void* yv, int64_t n) {          \
+    const ST* x = xv;                                                         \
+    ST* y = yv;                                                               \
+    for (int64_t i = 0; i < n; ++i) {                                         \
+      y[i] = md_store_##SFX(OP##_##SFX(md_load_##SFX(x[i])));                 \
+    }                                                                         \
+  }
+#define MD_FLOAT_LOOPS(ENUM, SFX, ST, CT, AT)                                 \
+  MD_UNARY_LOOP(neg, SFX, ST) MD_UNARY_LOOP(abs, SFX, ST)                     \
+  MD_UNARY_LOOP(exp, SFX, ST) MD_UNARY_LOOP(log, SFX, ST)                     \
+  MD_UNARY_LOOP(sqrt, SFX, ST) MD_UNARY_LOOP(tanh, SFX, ST)                   \
+  MD_UNARY_LOOP(sigmoid, SFX, ST) MD_UNARY_LOOP(relu, SFX, ST)
+#define MD_INT_LOOPS(ENUM, SFX, T, UT, LO, HI)                                \
+  MD_UNARY_LOOP(neg, SFX, T) MD_UNARY_LOOP(abs, SFX, T)                       \
+  MD_UNARY_LOOP(relu, SFX, T)
+MD_FLOAT_TYPES(MD_FLOAT_LOOPS)
+MD_INT_TYPES(MD_INT_LOOPS)
+
+/* The loop for (op, dtype), or NULL if not supported. */
+static md_unary_loop md_select_loop(md_unary_op op, TF_DataType dtype) {
+#define MD_FLOAT_CASE(ENUM, SFX, ST, CT, AT)                                  \
+  case ENUM: {                                                                \
+    static const md_unary_loop loops[MD_NUM_UNARY_OPS] = {                    \
+        neg_loop_##SFX,  abs_loop_##SFX,  exp_loop_##SFX,  log_loop_##SFX,    \
+        sqrt_loop_##SFX, tanh_loop_##SFX, sigmoid_loop_##SFX,                 \
+        relu_loop_##SFX};                                                     \
+    return loops[op];                                                         \
+  }
+#define MD_INT_CASE(ENUM, SFX, T, UT, LO, HI)                                 \
+  case ENUM: {                                                                \
+    static const md_unary_loop loops[MD_NUM_UNARY_OPS] = {                    \
+        [MD_NEG] = neg_loop_##SFX, [MD_ABS] = abs_loop_##SFX,                 \
+        [MD_RELU] = relu_loop_##SFX};                                         \
+    return loops[op];                                                         \
+  }
+  switch (dtype) {
+    MD_FLOAT_TYPES(MD_FLOAT_CASE)
+    MD_INT_TYPES(MD_INT_CASE)
+    default:
+      return NULL;
+  }
+#undef MD_FLOAT_CASE
+#undef MD_INT_CASE
+}
+
+/*** Unary task ***/
+
+typedef struct md_unary_task {
+  md_unary_loop loop;
+  const void* x;
+  void* y;
+  int64_t n;
+} md_unary_task;
+
+static void md_unary_run(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_unary_task* t = arg;
+  t->loop(t->x, t->y, t->n);
+}
+
+static void md_unary_compute(TF_OpKernelContext* ctx, md_unary_op op) {
+  md_shape shape;
+  TF_Tensor* x = md_get_input(ctx, 0, &shape);
+  TF_Tensor* y = NULL;
+  if (x == NULL) return;
+
+  TF_DataType dtype = TF_TensorType(x);
+  md_unary_loop loop = md_select_loop(op, dtype);
+  if (loop == NULL) {
+    md_fail(ctx, TF_INVALID_ARGUMENT, "%.*s: unsupported dtype %d", MD_OP(ctx),
+            (int)dtype);
+    goto done;
+  }
+  y = md_allocate_output(ctx, 0, dtype, &shape);
+  int64_t n = md_num_elements(&shape);
+  if (y == NULL || n == 0) goto done;
+
+  md_unary_task* task = malloc(sizeof(*task));
+  if (task == NULL) {
+    md_fail(ctx, TF_RESOURCE_EXHAUSTED, "%.*s: out of memory", MD_OP(ctx));
+    goto done;
+  }
+  task->loop = loop;
+  task->x = TF_TensorData(x);
+  task->y = TF_TensorData(y);
+  task->n = n;
+  md_enqueue(ctx, md_unary_run, task);
+
+done:
+  md_delete_tensors(x, y, NULL, NULL);
+}
+
+#define MD_UNARY_COMPUTE(NAME, OP)                                            \
+  void md_compute_##NAME(void* kernel, TF_OpKernelContext* ctx) {             \
+    (void)kernel;                                                             \
+    md_unary_compute(ctx, OP);                                                \
+  }
+MD_UNARY_COMPUTE(neg, MD_NEG)
+MD_UNARY_COMPUTE(abs, MD_ABS)
+MD_UNARY_COMPUTE(exp, MD_EXP)
+MD_UNARY_COMPUTE(log, MD_LOG)
+MD_UNARY_COMPUTE(sqrt, MD_SQRT)
+MD_UNARY_COMPUTE(tanh, MD_TANH)
+MD_UNARY_COMPUTE(sigmoid, MD_SIGMOID)
+MD_UNARY_COMPUTE(relu, MD_RELU)
+
+/*** CheckNumerics ***/
+
+/* Kernel state: the prefix of the error message,
+ * "CheckNumerics on <device>: <message>" minus the device (known only in
+ * compute_func), i.e. just the user's message. */
+typedef struct md_check_kernel {
+  char message[256];
+} md_check_kernel;
+
+void* md_create_check_numerics(TF_OpKernelConstruction* ctx) {
+  md_check_kernel* k = calloc(1, sizeof(*k));
+  if (k == NULL) {
+    md_construction_fail(ctx, TF_RESOURCE_EXHAUSTED, "CheckNumerics: out of memory");
+    return NULL;
+  }
+  TF_Status* status = TF_NewStatus();
+  int32_t list_size = 0, total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(ctx, "message", &list_size, &total_size,
+                                      status);
+  if (TF_GetCode(status) == TF_OK && total_size > 0) {
+    size_t len = (size_t)total_size < sizeof(k->message) - 1
+                     ? (size_t)total_size
+                     : sizeof(k->message) - 1;
+    /* Read the whole string into a temporary, keep what fits. */
+    char* full = malloc((size_t)total_size);
+    if (full != NULL) {
+      TF_OpKernelConstruction_GetAttrString(ctx, "message", full,
+                                            (size_t)total_size, status);
+      if (TF_GetCode(status) == TF_OK) memcpy(k->message, full, len);
+      free(full);
+    }
+  }
+  TF_DeleteStatus(status);
+  return k;
+}
+
+void md_delete_check_numerics(void* kernel) { free(kernel); }
+
+/* The task owns the formatted message prefix. */
+typedef struct md_check_task {
+  TF_DataType dtype;
+  const void* x;
+  int64_t n;
+  char prefix[512]; /* "CheckNumerics on <device>: <message>" */
+} md_check_task;
+
+/* Scans the data; returns bit 1 for NaN found and bit 2 for Inf found. */
+#define MD_SCAN(ENUM, SFX, ST, CT, AT)                                        \
+  case ENUM: {                                                                \
+    const ST* x = t->x;                                                       \
+    for (int64_t i = 0; i < t->n; ++i) {                                      \
+      CT v = md_load_##SFX(x[i]);                                             \
+      if (isnan(v)) found |= 1;                                               \
+      else if (isinf(v)) found |= 2;                                          \
+    }                                                                         \
+    break;                                                                    \
+  }
+
+static void md_check_run(void* arg, SP_Stream stream) {
+  md_check_task* t = arg;
+  int found = 0;
+  switch (t->dtype) {
+    MD_FLOAT_TYPES(MD_SCAN)
+    default:
+      break;
+  }
+  if (found == 0) return;
+  const char* what = found == 3 ? "Inf and NaN" : found == 1 ? "NaN" : "Inf";
+  char message[640];
+  snprintf(message, sizeof(message), "%s : Tensor had %s values", t->prefix, what);
+  md_stream_set_error(stream, TF_INVALID_ARGUMENT, message);
+}
+
+void md_compute_check_numerics(void* kernel, TF_OpKernelContext* ctx) {
+  md_check_kernel* k = kernel;
+  md_shape shape;
+  TF_Tensor* x = md_get_input(ctx, 0, &shape);
+  if (x == NULL) return;
+
+  /* The output is the input itself: no copy. */
+  TF_Status* status = TF_NewStatus();
+  TF_SetOutput(ctx, 0, x, status);
+  if (TF_GetCode(status) != TF_OK) TF_OpKernelContext_Failure(ctx, status);
+  int ok = TF_GetCode(status) == TF_OK;
+  TF_DeleteStatus(status);
+
+  int64_t n = md_num_elements(&shape);
+  if (ok && n > 0) {
+    md_check_task* task = malloc(sizeof(*task));
+    if (task == NULL) {
+      md_fail(ctx, TF_RESOURCE_EXHAUSTED, "CheckNumerics: out of memory");
+    } else {
+      TF_StringView device = TF_GetDeviceName(ctx);
+      task->dtype = TF_TensorType(x);
+      task->x = TF_TensorData(x);
+      task->n = n;
+      snprintf(task->prefix, sizeof(task->prefix), "CheckNumerics on %.*s: %s",
+               (int)device.len, device.data, k != NULL ? k->message : "");
+      md_enqueue(ctx, md_check_run, task);
+    }
+  }
+  TF_DeleteTensor(x);
+}

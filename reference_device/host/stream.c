@@ -1,0 +1,392 @@
+/* Host reference device: streams.
+ *
+ * An SP_Stream is a worker thread plus a FIFO queue guarded by a mutex. The
+ * host thread appends tasks and signals `work_cv`; the worker pops them one at
+ * a time and runs them with the mutex released. Two counters, `enqueued` and
+ * `completed`, make "wait until everything enqueued so far has run" a simple
+ * condition on `done_cv`. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin.h"
+#include "stream.h"
+
+/* One queued task. */
+typedef struct md_task {
+  md_task_fn fn;
+  void* arg;
+  md_task_kind kind;
+  struct md_task* next;
+} md_task;
+
+struct SP_Stream_st {
+  md_device* device;
+  struct SP_Stream_st* next; /* next stream of the same device */
+  int sync_users; /* synchronize_all_activity calls using it (device lock) */
+
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv; /* signalled when a task arrives or on shutdown */
+  pthread_cond_t done_cv; /* signalled when a task completes */
+  md_task* head;
+  md_task* tail;
+  uint64_t enqueued;  /* tasks appended so far */
+  uint64_t completed; /* tasks finished so far */
+  int shutting_down;
+
+  /* First error of the stream (code TF_OK when none). */
+  TF_Code error_code;
+  char error_message[512];
+
+  pthread_t worker;
+};
+
+/* Policy for work enqueued after the stream failed. The core clears the error
+ * in block_host_until_done and keeps using the stream, so the reference
+ * device runs every task: data produced after a failure stays well defined.
+ * A device that prefers to skip kernel work after an error returns 0 here for
+ * MD_TASK_KERNEL (control tasks must always run: the core frees staging
+ * buffers from host callbacks and waits on events). */
+static int md_task_runs_after_error(md_task_kind kind) {
+  (void)kind;
+  return 1;
+}
+
+/* The worker thread: pops and runs tasks until shutdown with an empty queue. */
+static void* md_stream_worker(void* opaque) {
+  SP_Stream stream = opaque;
+  pthread_mutex_lock(&stream->mu);
+  for (;;) {
+    while (stream->head == NULL && !stream->shutting_down) {
+      pthread_cond_wait(&stream->work_cv, &stream->mu);
+    }
+    if (stream->head == NULL) break; /* shutting down and drained */
+    md_task* task = stream->head;
+    stream->head = task->next;
+    if (stream->head == NULL) stream->tail = NULL;
+    int run = stream->error_code == TF_OK || md_task_runs_after_error(task->kind);
+    pthread_mutex_unlock(&stream->mu);
+
+    if (run) task->fn(task->arg, stream);
+    free(task->arg);
+    free(task);
+
+    pthread_mutex_lock(&stream->mu);
+    stream->completed++;
+    pthread_cond_broadcast(&stream->done_cv);
+  }
+  pthread_mutex_unlock(&stream->mu);
+  return NULL;
+}
+
+int md_stream_enqueue(SP_Stream stream, md_task_kind kind, md_task_fn fn,
+                      void* arg) {
+  md_task* task = malloc(sizeof(*task));
+  if (task == NULL) {
+    free(arg);
+    return -1;
+  }
+  task->fn = fn;
+  task->arg = arg;
+  task->kind = kind;
+  task->next = NULL;
+
+  pthread_mutex_lock(&stream->mu);
+  if (stream->shutting_down) {
+    pthread_mutex_unlock(&stream->mu);
+    free(task);
+    free(arg);
+    return -1;
+  }
+  if (stream->tail != NULL) {
+    stream->tail->next = task;
+  } else {
+    stream->head = task;
+  }
+  stream->tail = task;
+  stream->enqueued++;
+  pthread_cond_signal(&stream->work_cv);
+  pthread_mutex_unlock(&stream->mu);
+  return 0;
+}
+
+void md_stream_set_error(SP_Stream stream, TF_Code code, const char* message) {
+  if (code == TF_OK) return;
+  pthread_mutex_lock(&stream->mu);
+  if (stream->error_code == TF_OK) {
+    stream->error_code = code;
+    snprintf(stream->error_message, sizeof(stream->error_message), "%s",
+             message != NULL ? message : "");
+  }
+  pthread_mutex_unlock(&stream->mu);
+}
+
+int md_stream_has_error(SP_Stream stream) {
+  pthread_mutex_lock(&stream->mu);
+  int has_error = stream->error_code != TF_OK;
+  pthread_mutex_unlock(&stream->mu);
+  return has_error;
+}
+
+/* Blocks until every task enqueued before the call has completed. */
+static void md_stream_drain(SP_Stream stream) {
+  pthread_mutex_lock(&stream->mu);
+  uint64_t target = stream->enqueued;
+  while (stream->completed < target) {
+    pthread_cond_wait(&stream->done_cv, &stream->mu);
+  }
+  pthread_mutex_unlock(&stream->mu);
+}
+
+/* Copies the stream's error into `status` (OK if none); clears it if asked. */
+static void md_stream_report_error(SP_Stream stream, TF_Status* status,
+                                   int clear) {
+  pthread_mutex_lock(&stream->mu);
+  if (stream->error_code != TF_OK) {
+    TF_SetStatus(status, stream->error_code, stream->error_message);
+    if (clear) {
+      stream->error_code = TF_OK;
+      stream->error_message[0] = '\0';
+    }
+  }
+  pthread_mutex_unlock(&stream->mu);
+}
+
+void md_create_stream(const SP_Device* device, SP_Stream* out,
+                      TF_Status* status) {
+  *out = NULL;
+  SP_Stream stream = calloc(1, sizeof(*stream));
+  if (stream == NULL) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "out of memory creating a "
+                  MD_DEVICE_TYPE " stream");
+    return;
+  }
+  stream->device = md_device_of(device);
+  stream->error_code = TF_OK;
+  /* Initialise step by step; on failure undo the finished steps. */
+  int rc = pthread_mutex_init(&stream->mu, NULL);
+  if (rc != 0) goto fail;
+  rc = pthread_cond_init(&stream->work_cv, NULL);
+  if (rc != 0) goto fail_mutex;
+  rc = pthread_cond_init(&stream->done_cv, NULL);
+  if (rc != 0) goto fail_work_cv;
+  rc = pthread_create(&stream->worker, NULL, md_stream_worker, stream);
+  if (rc != 0) goto fail_done_cv;
+
+  md_device* dev = stream->device;
+  pthread_mutex_lock(&dev->streams_mu);
+  stream->next = dev->streams;
+  dev->streams = stream;
+  pthread_mutex_unlock(&dev->streams_mu);
+  *out = stream;
+  return;
+
+fail_done_cv:
+  pthread_cond_destroy(&stream->done_cv);
+fail_work_cv:
+  pthread_cond_destroy(&stream->work_cv);
+fail_mutex:
+  pthread_mutex_destroy(&stream->mu);
+fail:
+  free(stream);
+  md_set_status(status, rc == EAGAIN ? TF_RESOURCE_EXHAUSTED : TF_INTERNAL,
+                "cannot create a " MD_DEVICE_TYPE " stream: %s", strerror(rc));
+}
+
+void md_destroy_stream(const SP_Device* device, SP_Stream stream) {
+  if (stream == NULL) return;
+  md_device* dev = md_device_of(device);
+
+  /* Unlink first so synchronize_all_activity no longer finds the stream,
+   * then wait for calls that are still draining it. */
+  pthread_mutex_lock(&dev->streams_mu);
+  for (SP_Stream* link = &dev->streams; *link != NULL; link = &(*link)->next) {
+    if (*link == stream) {
+      *link = stream->next;
+      break;
+    }
+  }
+  while (stream->sync_users > 0) {
+    pthread_cond_wait(&dev->streams_cv, &dev->streams_mu);
+  }
+  pthread_mutex_unlock(&dev->streams_mu);
+
+  /* The worker drains the queue before it sees the shutdown flag. */
+  pthread_mutex_lock(&stream->mu);
+  stream->shutting_down = 1;
+  pthread_cond_signal(&stream->work_cv);
+  pthread_mutex_unlock(&stream->mu);
+  pthread_join(stream->worker, NULL);
+
+  pthread_cond_destroy(&stream->done_cv);
+  pthread_cond_destroy(&stream->work_cv);
+  pthread_mutex_destroy(&stream->mu);
+  free(stream);
+}
+
+/*** Stream dependencies ***/
+
+/* A one-shot signal shared by a task on `other` (which fires it) and a task
+ * on `dependent` (which waits for it). The last of the two frees it. */
+typedef struct md_fence {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int fired;
+  atomic_int refs;
+} md_fence;
+
+static void md_fence_unref(md_fence* fence) {
+  if (atomic_fetch_sub(&fence->refs, 1) == 1) {
+    pthread_cond_destroy(&fence->cv);
+    pthread_mutex_destroy(&fence->mu);
+    free(fence);
+  }
+}
+
+/* Task argument: the fence (the task arg itself is a small malloc'd box so
+ * the queue's free() never touches the shared fence). */
+typedef struct md_fence_arg {
+  md_fence* fence;
+} md_fence_arg;
+
+static void md_fence_fire_task(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_fence* fence = ((md_fence_arg*)arg)->fence;
+  pthread_mutex_lock(&fence->mu);
+  fence->fired = 1;
+  pthread_cond_broadcast(&fence->cv);
+  pthread_mutex_unlock(&fence->mu);
+  md_fence_unref(fence);
+}
+
+static void md_fence_wait_task(void* arg, SP_Stream stream) {
+  (void)stream;
+  md_fence* fence = ((md_fence_arg*)arg)->fence;
+  pthread_mutex_lock(&fence->mu);
+  while (!fence->fired) pthread_cond_wait(&fence->cv, &fence->mu);
+  pthread_mutex_unlock(&fence->mu);
+  md_fence_unref(fence);
+}
+
+void md_create_stream_dependency(const SP_Device* device, SP_Stream dependent,
+                                 SP_Stream other, TF_Status* status) {
+  (void)device;
+  if (dependent == other) return; /* a stream is already ordered with itself */
+
+  md_fence* fence = calloc(1, sizeof(*fence));
+  md_fence_arg* fire = malloc(sizeof(*fire));
+  md_fence_arg* wait = malloc(sizeof(*wait));
+  if (fence == NULL || fire == NULL || wait == NULL ||
+      pthread_mutex_init(&fence->mu, NULL) != 0) {
+    free(fence);
+    free(fire);
+    free(wait);
+    md_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "out of memory creating a stream dependency");
+    return;
+  }
+  if (pthread_cond_init(&fence->cv, NULL) != 0) {
+    pthread_mutex_destroy(&fence->mu);
+    free(fence);
+    free(fire);
+    free(wait);
+    md_set_status(status, TF_INTERNAL, "cannot create a condition variable");
+    return;
+  }
+  atomic_init(&fence->refs, 2);
+  fire->fence = fence;
+  wait->fence = fence;
+
+  if (md_stream_enqueue(other, MD_TASK_CONTROL, md_fence_fire_task, fire) != 0) {
+    /* `fire` is freed; nobody will wait either. */
+    free(wait);
+    md_fence_unref(fence);
+    md_fence_unref(fence);
+    md_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "cannot enqueue a stream dependency");
+    return;
+  }
+  if (md_stream_enqueue(dependent, MD_TASK_CONTROL, md_fence_wait_task, wait) !=
+      0) {
+    md_fence_unref(fence); /* the fire task drops the other reference */
+    md_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "cannot enqueue a stream dependency");
+  }
+}
+
+/*** Status and synchronisation ***/
+
+void md_get_stream_status(const SP_Device* device, SP_Stream stream,
+                          TF_Status* status) {
+  (void)device;
+  md_stream_report_error(stream, status, /*clear=*/0);
+}
+
+void md_block_host_until_done(const SP_Device* device, SP_Stream stream,
+                              TF_Status* status) {
+  (void)device;
+  md_stream_drain(stream);
+  md_stream_report_error(stream, status, /*clear=*/1);
+}
+
+void md_synchronize_all_activity(const SP_Device* device, TF_Status* status) {
+  md_device* dev = md_device_of(device);
+  /* Take a snapshot of the streams (pinned with sync_users so none is freed
+   * meanwhile), then drain each without holding the device lock: a host
+   * callback may create or destroy streams while we wait. Errors stay on
+   * their streams for block_host_until_done to report. */
+  pthread_mutex_lock(&dev->streams_mu);
+  size_t count = 0;
+  for (SP_Stream s = dev->streams; s != NULL; s = s->next) count++;
+  SP_Stream* streams = malloc((count > 0 ? count : 1) * sizeof(*streams));
+  if (streams == NULL) {
+    pthread_mutex_unlock(&dev->streams_mu);
+    md_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "out of memory in synchronize_all_activity");
+    return;
+  }
+  count = 0;
+  for (SP_Stream s = dev->streams; s != NULL; s = s->next) {
+    s->sync_users++;
+    streams[count++] = s;
+  }
+  pthread_mutex_unlock(&dev->streams_mu);
+
+  for (size_t i = 0; i < count; ++i) md_stream_drain(streams[i]);
+
+  pthread_mutex_lock(&dev->streams_mu);
+  for (size_t i = 0; i < count; ++i) streams[i]->sync_users--;
+  pthread_cond_broadcast(&dev->streams_cv);
+  pthread_mutex_unlock(&dev->streams_mu);
+  free(streams);
+}
+
+/*** Host callbacks ***/
+
+typedef struct md_callback_arg {
+  SE_StatusCallbackFn fn;
+  void* fn_arg;
+} md_callback_arg;
+
+static void md_callback_task(void* arg, SP_Stream stream) {
+  md_callback_arg* cb = arg;
+  TF_Status* status = TF_NewStatus();
+  cb->fn(cb->fn_arg, status);
+  if (TF_GetCode(status) != TF_OK) {
+    md_stream_set_error(stream, TF_GetCode(status), TF_Message(status));
+  }
+  TF_DeleteStatus(status);
+}
+
+TF_Bool md_host_callback(const SP_Device* device, SP_Stream stream,
+                         SE_StatusCallbackFn callback_fn, void* callback_arg) {
+  (void)device;
+  md_callback_arg* cb = malloc(sizeof(*cb));
+  if (cb == NULL) return 0;
+  cb->fn = callback_fn;
+  cb->fn_arg = callback_arg;
+  return md_stream_enqueue(stream, MD_TASK_CONTROL, md_callback_task, cb) == 0;
+}

@@ -1,0 +1,48 @@
+/* Host reference device: streams as task queues.
+ *
+ * Each SP_Stream owns a worker thread that runs a FIFO queue of tasks, one at
+ * a time, in the order they were enqueued. Everything asynchronous the plugin
+ * does (copies, fills, kernels, event records, timer marks, host callbacks)
+ * is a task on some stream.
+ *
+ * A stream keeps the first error reported by its tasks (code + message).
+ * block_host_until_done reports it and clears it. */
+#ifndef MY_DEVICE_STREAM_H_
+#define MY_DEVICE_STREAM_H_
+
+#include <stdint.h>
+
+#include "stream_executor.h"
+#include "tf_status.h"
+
+#pragma GCC visibility push(hidden)
+
+/* What a task does. Used for the policy on failed streams: see
+ * md_task_runs_after_error in stream.c. */
+typedef enum md_task_kind {
+  MD_TASK_KERNEL,  /* kernel work */
+  MD_TASK_COPY,    /* memcpy / memset */
+  MD_TASK_CONTROL, /* event records and waits, timer marks, host callbacks */
+} md_task_kind;
+
+/* A task body. `arg` is the pointer given to md_stream_enqueue; `stream` is
+ * the stream running it (for md_stream_set_error). */
+typedef void (*md_task_fn)(void* arg, SP_Stream stream);
+
+/* Appends a task to `stream`. Takes ownership of `arg`, which must be NULL or
+ * come from malloc: the queue frees it with free() after the task has run (or
+ * was skipped). Returns 0 on success; on failure (out of memory or a stream
+ * being destroyed) frees `arg` and returns -1. */
+int md_stream_enqueue(SP_Stream stream, md_task_kind kind, md_task_fn fn,
+                      void* arg);
+
+/* Records an error on `stream` unless it already has one (the first error
+ * wins). Callable from tasks and from any thread. */
+void md_stream_set_error(SP_Stream stream, TF_Code code, const char* message);
+
+/* Nonzero if `stream` currently holds an error. */
+int md_stream_has_error(SP_Stream stream);
+
+#pragma GCC visibility pop
+
+#endif /* MY_DEVICE_STREAM_H_ */
