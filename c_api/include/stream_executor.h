@@ -365,8 +365,10 @@ typedef struct SP_StreamExecutor {
                                 TF_Status* status);
 
   /* [Required] Blocks until all work on every stream of the device has
-   * finished. A plugin whose runtime has a "current device" restores the
-   * caller's current device before returning. */
+   * finished. Reports only a failure of the wait itself: errors of the
+   * streams' work stay with the streams (see block_host_until_done). A
+   * plugin whose runtime has a "current device" restores the caller's
+   * current device before returning. */
   void (*synchronize_all_activity)(const SP_Device* device, TF_Status* status);
 
   /*** Fills ***/

@@ -106,6 +106,14 @@ TF_Tensor* pg_tensor_copy_to_device(const TF_Tensor* src, pg_device* dev,
 TF_Tensor* pg_tensor_wrap_host(TF_DataType dtype, const int64_t* dims,
                                int num_dims, void* data, size_t nbytes);
 pg_device* pg_tensor_device(const TF_Tensor* t);
+/* The layout of the core's TF_Tensor, for reading dtype and shape from
+ * Python without a call per field (tensor.c checks that it matches). */
+typedef struct pg_tensor_view {
+  TF_DataType dtype;
+  int num_dims;
+  int64_t dims[TF_MAX_DIMS];
+} pg_tensor_view;
+
 /* Describes the memory of a device tensor as the plugin allocated it. */
 void pg_tensor_mem(const TF_Tensor* t, SP_DeviceMemoryBase* mem);
 const int64_t* pg_tensor_dims(const TF_Tensor* t);

@@ -1,6 +1,12 @@
 /* TF_Tensor handles, their reference-counted buffers, and TF_DataTypeSize. */
 #include "internal.h"
 
+/* pg_tensor_view must describe the start of TF_Tensor exactly. */
+_Static_assert(offsetof(TF_Tensor, dtype) == offsetof(pg_tensor_view, dtype) &&
+                   offsetof(TF_Tensor, num_dims) == offsetof(pg_tensor_view, num_dims) &&
+                   offsetof(TF_Tensor, dims) == offsetof(pg_tensor_view, dims),
+               "pg_tensor_view does not match TF_Tensor");
+
 size_t TF_DataTypeSize(TF_DataType dt) {
   switch (dt) {
     case TF_BOOL: case TF_INT8: case TF_UINT8: case TF_QINT8: case TF_QUINT8:
