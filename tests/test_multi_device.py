@@ -24,9 +24,9 @@ CHILD = textwrap.dedent("""
     with pg.device("MY_DEVICE:0"):
         w = pg.add(z, x)            # x lives on device 1: copied to device 0
     assert w.device.endswith("MY_DEVICE:0")
-    np.testing.assert_allclose(w.numpy(), np.exp(a) + a, rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), np.exp(a) + a, rtol=1e-6, atol=1e-6)
     back = w.to("MY_DEVICE:1").to("CPU:0")
-    np.testing.assert_allclose(back.numpy(), np.exp(a) + a, rtol=1e-6)
+    np.testing.assert_allclose(back.numpy(), np.exp(a) + a, rtol=1e-6, atol=1e-6)
     print("OK")
 """)
 
