@@ -47,10 +47,12 @@ def plugins() -> list:
     return _plugins.records()
 
 
-def load_plugin(path: str) -> "_plugins.PluginRecord":
+def load_plugin(path: str, probe: "bool | None" = None) -> "_plugins.PluginRecord":
     """Loads a plugin file now. Returns its record; a plugin that fails is
-    quarantined (record.status, record.reason), never raised."""
-    return _plugins.load_plugin(path)
+    quarantined (record.status, record.reason), never raised. With
+    ``probe=True`` (default: env PLUGGABLE_PROBE_PLUGINS) the file is first
+    loaded in a subprocess, and quarantined if that crashes."""
+    return _plugins.load_plugin(path, probe=probe)
 
 
 def synchronize(device_name: "str | None" = None) -> None:

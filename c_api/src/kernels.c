@@ -57,7 +57,8 @@ TF_KernelBuilder* TF_NewKernelBuilder(
   if (b == NULL) return NULL;
   pg_copy_str(b->def.op_name, sizeof b->def.op_name, op_name);
   pg_copy_str(b->def.device_type, sizeof b->def.device_type, device_name);
-  if (op_name == NULL || device_name == NULL) b->def.overflow = 1;
+  /* A NULL name is kept as "": registration then rejects it as an unknown op
+   * or an invalid device type, with a message naming the kernel. */
   b->def.create_func = create_func;
   b->def.compute_func = compute_func;
   b->def.delete_func = delete_func;
@@ -114,16 +115,21 @@ void TF_RegisterKernelBuilder(const char* kernel_name, TF_KernelBuilder* b,
                   "TF_RegisterKernelBuilder: builder is NULL");
     return;
   }
-  if (b->def.compute_func == NULL) {
-    pg_set_status(status, TF_INVALID_ARGUMENT,
-                  "kernel for op '%s' on %s has no compute function",
-                  b->def.op_name, b->def.device_type);
+  TF_Status* local = status != NULL ? status : TF_NewStatus();
+  if (local == NULL) {
     free(b);
     return;
   }
-  TF_Status* local = status != NULL ? status : TF_NewStatus();
-  /* Python validates against the op registry and keeps the definition. */
+  /* Python validates against the op registry (including a NULL compute
+   * function), reports a rejection through `status` and the plugin's record,
+   * and keeps the definition when it accepts it. */
   int kept = pg_hook_register_kernel(&b->def, local);
+  if (kept && b->def.compute_func == NULL) {
+    kept = 0; /* never keep a kernel that cannot run */
+    pg_set_status(local, TF_INVALID_ARGUMENT,
+                  "kernel for op '%s' on %s has no compute function",
+                  b->def.op_name, b->def.device_type);
+  }
   if (!kept) free(b);
   if (local != status) TF_DeleteStatus(local);
 }
@@ -205,6 +211,38 @@ static const pg_attr* get_attr(TF_OpKernelConstruction* ctx, const char* name,
   return a;
 }
 
+/* get_attr for scalar getters: also rejects a NULL output pointer. */
+static const pg_attr* get_scalar(TF_OpKernelConstruction* ctx,
+                                 const char* name, pg_attr_kind kind,
+                                 const void* val, TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, name, kind, status);
+  if (a != NULL && val == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute '%s': the output pointer is NULL", name);
+    return NULL;
+  }
+  return a;
+}
+
+/* get_attr for list getters: also checks max_vals and the output array. */
+static const pg_attr* get_list(TF_OpKernelConstruction* ctx, const char* name,
+                               pg_attr_kind kind, const void* vals,
+                               int max_vals, TF_Status* status) {
+  const pg_attr* a = get_attr(ctx, name, kind, status);
+  if (a == NULL) return NULL;
+  if (max_vals < 0) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute '%s': max_vals is negative (%d)", name, max_vals);
+    return NULL;
+  }
+  if (vals == NULL && max_vals > 0) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "attribute '%s': the output array is NULL", name);
+    return NULL;
+  }
+  return a;
+}
+
 void TF_OpKernelConstruction_GetAttrSize(TF_OpKernelConstruction* ctx,
                                          const char* attr_name,
                                          int32_t* list_size,
@@ -248,15 +286,15 @@ void TF_OpKernelConstruction_GetAttrSize(TF_OpKernelConstruction* ctx,
 void TF_OpKernelConstruction_GetAttrType(TF_OpKernelConstruction* ctx,
                                          const char* attr_name,
                                          TF_DataType* val, TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_TYPE, status);
-  if (a != NULL && val != NULL) *val = (TF_DataType)a->i;
+  const pg_attr* a = get_scalar(ctx, attr_name, PG_ATTR_TYPE, val, status);
+  if (a != NULL) *val = (TF_DataType)a->i;
 }
 
 void TF_OpKernelConstruction_GetAttrInt32(TF_OpKernelConstruction* ctx,
                                           const char* attr_name, int32_t* val,
                                           TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_INT, status);
-  if (a == NULL || val == NULL) return;
+  const pg_attr* a = get_scalar(ctx, attr_name, PG_ATTR_INT, val, status);
+  if (a == NULL) return;
   if (a->i < INT32_MIN || a->i > INT32_MAX) {
     pg_set_status(status, TF_INVALID_ARGUMENT,
                   "attribute '%s' = %lld does not fit in int32", attr_name,
@@ -269,22 +307,22 @@ void TF_OpKernelConstruction_GetAttrInt32(TF_OpKernelConstruction* ctx,
 void TF_OpKernelConstruction_GetAttrInt64(TF_OpKernelConstruction* ctx,
                                           const char* attr_name, int64_t* val,
                                           TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_INT, status);
-  if (a != NULL && val != NULL) *val = a->i;
+  const pg_attr* a = get_scalar(ctx, attr_name, PG_ATTR_INT, val, status);
+  if (a != NULL) *val = a->i;
 }
 
 void TF_OpKernelConstruction_GetAttrFloat(TF_OpKernelConstruction* ctx,
                                           const char* attr_name, float* val,
                                           TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_FLOAT, status);
-  if (a != NULL && val != NULL) *val = a->f;
+  const pg_attr* a = get_scalar(ctx, attr_name, PG_ATTR_FLOAT, val, status);
+  if (a != NULL) *val = a->f;
 }
 
 void TF_OpKernelConstruction_GetAttrBool(TF_OpKernelConstruction* ctx,
                                          const char* attr_name, TF_Bool* val,
                                          TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_BOOL, status);
-  if (a != NULL && val != NULL) *val = (TF_Bool)a->i;
+  const pg_attr* a = get_scalar(ctx, attr_name, PG_ATTR_BOOL, val, status);
+  if (a != NULL) *val = (TF_Bool)a->i;
 }
 
 void TF_OpKernelConstruction_GetAttrString(TF_OpKernelConstruction* ctx,
@@ -320,12 +358,9 @@ void TF_OpKernelConstruction_GetAttrTensor(TF_OpKernelConstruction* ctx,
   void TF_OpKernelConstruction_GetAttr##SUFFIX##List(                        \
       TF_OpKernelConstruction* ctx, const char* attr_name, CTYPE* vals,      \
       int max_vals, TF_Status* status) {                                     \
-    const pg_attr* a = get_attr(ctx, attr_name, KIND, status);               \
+    const pg_attr* a =                                                       \
+        get_list(ctx, attr_name, KIND, vals, max_vals, status);              \
     if (a == NULL) return;                                                   \
-    if (vals == NULL && max_vals > 0) {                                      \
-      pg_set_status(status, TF_INVALID_ARGUMENT, "vals is NULL");            \
-      return;                                                                \
-    }                                                                        \
     const SRC_TYPE* src = (const SRC_TYPE*)a->list;                          \
     int n = a->n < max_vals ? a->n : max_vals;                               \
     for (int i = 0; i < n; ++i) vals[i] = (CTYPE)src[i];                     \
@@ -340,12 +375,9 @@ void TF_OpKernelConstruction_GetAttrInt32List(TF_OpKernelConstruction* ctx,
                                               const char* attr_name,
                                               int32_t* vals, int max_vals,
                                               TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_INT_LIST, status);
+  const pg_attr* a =
+      get_list(ctx, attr_name, PG_ATTR_INT_LIST, vals, max_vals, status);
   if (a == NULL) return;
-  if (vals == NULL && max_vals > 0) {
-    pg_set_status(status, TF_INVALID_ARGUMENT, "vals is NULL");
-    return;
-  }
   const int64_t* src = a->list;
   int n = a->n < max_vals ? a->n : max_vals;
   for (int i = 0; i < n; ++i) {
@@ -363,7 +395,8 @@ void TF_OpKernelConstruction_GetAttrStringList(
     TF_OpKernelConstruction* ctx, const char* attr_name, char** vals,
     size_t* lengths, int max_values, void* storage, size_t storage_size,
     TF_Status* status) {
-  const pg_attr* a = get_attr(ctx, attr_name, PG_ATTR_STRING_LIST, status);
+  const pg_attr* a = get_list(ctx, attr_name, PG_ATTR_STRING_LIST, vals,
+                              max_values, status);
   if (a == NULL) return;
   int n = a->n < max_values ? a->n : max_values;
   if (n > 0 && (vals == NULL || lengths == NULL || storage == NULL)) {
@@ -701,6 +734,9 @@ TF_Tensor* TF_ForwardInputOrAllocateOutput(
   (void)num_candidate_input_indices;
   /* Inputs are always observable from Python, so they are never forwarded. */
   if (forwarded_input != NULL) *forwarded_input = -1;
+  if (!check_index(ctx, output_index, TF_NumOutputs(ctx),
+                   "TF_ForwardInputOrAllocateOutput", status))
+    return NULL;
   TF_DataType dt = TF_ExpectedOutputDataType(ctx, output_index);
   int64_t nbytes = pg_shape_nbytes(dt, output_dims, output_num_dims, status);
   if (nbytes < 0) return NULL;

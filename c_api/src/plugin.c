@@ -147,7 +147,7 @@ static int check_struct(void* s, const char* struct_name,
 /* Validates a name: first character upper case, the rest upper case,
  * underscores, and digits if `digits`. */
 static int valid_name(const char* s, int digits) {
-  if (s == NULL || s[0] < 'A' || s[0] > 'Z' || strlen(s) > 63) return 0;
+  if (s == NULL || s[0] < 'A' || s[0] > 'Z' || strnlen(s, 64) > 63) return 0;
   for (const char* c = s + 1; *c; ++c) {
     int ok = (*c >= 'A' && *c <= 'Z') || *c == '_' ||
              (digits && *c >= '0' && *c <= '9');
@@ -155,6 +155,9 @@ static int valid_name(const char* s, int digits) {
   }
   return 1;
 }
+
+/* A string for messages: NULL shows as "(NULL)". */
+static const char* shown(const char* s) { return s != NULL ? s : "(NULL)"; }
 
 void* pg_dlopen(const char* path, char* err, size_t errlen) {
   dlerror();
@@ -248,15 +251,17 @@ pg_platform* pg_platform_init(void* se_init_plugin, int plugin_id,
     pg_set_status(status, TF_FAILED_PRECONDITION,
                   "SP_Platform.type \"%s\" is not a valid device type: use an "
                   "upper-case letter followed by upper-case letters and "
-                  "underscores (e.g. MY_DEVICE); CPU is reserved",
-                  p->platform->type);
+                  "underscores (e.g. MY_DEVICE), at most 63 characters; CPU "
+                  "is reserved for the built-in device",
+                  shown(p->platform->type));
     return NULL;
   }
   if (!valid_name(p->platform->name, 1)) {
     pg_set_status(status, TF_FAILED_PRECONDITION,
                   "SP_Platform.name \"%s\" is not a valid platform name: use "
                   "an upper-case letter followed by upper-case letters, "
-                  "digits and underscores", p->platform->name);
+                  "digits and underscores (e.g. MY_PLATFORM), at most 63 "
+                  "characters", shown(p->platform->name));
     return NULL;
   }
   if (p->fns->create_timer_fns != NULL) {
