@@ -72,4 +72,7 @@ def get_include() -> str:
     return _os.path.join(_os.path.dirname(here), "c_api", "include")
 
 
+from . import _cuda_env  # noqa: E402
+
+_cuda_env.configure(str(_plugins.PACKAGE_PLUGIN_DIR))
 _plugins.ensure_loaded()

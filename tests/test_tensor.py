@@ -122,3 +122,13 @@ def test_dlpack_interop():
         d = pg.constant(a)
     np.testing.assert_array_equal(np.from_dlpack(d), a)
     np.testing.assert_array_equal(np.asarray(d), a)
+
+
+def test_cublas_locator_finds_nvidia_wheels(tmp_path, monkeypatch):
+    from pluggable import _cuda_env
+    lib = tmp_path / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    for name in ("libcublas.so.13", "libcublasLt.so.13"):
+        (lib / name).write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _cuda_env.locate_cublas() == str(lib / "libcublas.so.13")
