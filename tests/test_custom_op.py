@@ -8,19 +8,22 @@ import pytest
 import pluggable as pg
 from plugin_build import build_plugin
 
-SRC = pathlib.Path(__file__).parent / "plugins" / "sync_device.c"
+HERE = pathlib.Path(__file__).parent
+SRC = HERE / "plugins" / "sync_device.c"
 
 
 @pytest.fixture(scope="module")
 def sync_plugin():
-    rec = pg.load_plugin(build_plugin(SRC, "sync_device"))
+    rec = pg.load_plugin(build_plugin(SRC, "sync_device",
+                                      extra_flags=(f"-I{HERE / 'broken_plugins'}",)))
     assert rec.status == "loaded", rec.reason
     return rec
 
 
 def test_plugin_registers_device_op_and_kernels(sync_plugin):
     assert sync_plugin.device_type == "SYNC_DEVICE"
-    assert sync_plugin.ops == 1 and sync_plugin.kernels == 2
+    # ScaleAndShift for float and double, plus the base device's Neg kernel
+    assert sync_plugin.ops == 1 and sync_plugin.kernels == 3
     assert pg.list_physical_devices("SYNC_DEVICE") == [
         pg.PhysicalDevice("/physical_device:SYNC_DEVICE:0", "SYNC_DEVICE")]
     assert "ScaleAndShift" in dir(pg.raw_ops)
