@@ -28,6 +28,12 @@ def status():
     return st
 
 
+def raw_status():
+    """The calling thread's TF_Status as it is (for C calls that reset it)."""
+    st = getattr(_tls, "status", None)
+    return st if st is not None else status()
+
+
 def code_and_message(st) -> tuple[int, str]:
     return lib.TF_GetCode(st), ffi.string(lib.TF_Message(st)).decode("utf-8", "replace")
 

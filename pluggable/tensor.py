@@ -81,6 +81,13 @@ class Tensor:
             v = self._a.view()
             v.flags.writeable = False
             return v
+        v = ffi.cast("pg_tensor_view*", self._h)
+        if tuple(v.dims[0:v.num_dims]) != self._shape:
+            raise errors.InternalError(
+                f"a kernel on {self._dev.short_name} produced a tensor of shape "
+                f"{list(v.dims[0:v.num_dims])} where its op's shape function gives "
+                f"{list(self._shape)}: the plugin's kernel is wrong (check it with "
+                "`python -m pluggable check`)", device=self._dev.name)
         out = np.empty(self._shape, self._dtype.as_numpy_dtype)
         st = status()
         lib.pg_tensor_to_host(self._h, ffi.from_buffer(out, require_writable=True), out.nbytes, st)

@@ -64,3 +64,24 @@ def test_custom_op_without_kernel_on_requested_device(sync_plugin):
     with pg.device("MY_DEVICE:0"):
         with pytest.raises(pg.errors.NotFoundError, match="ScaleAndShift"):
             pg.raw_ops.ScaleAndShift(x=np.zeros(3, np.float32))
+
+
+def test_kernel_output_shape_is_checked_against_the_shape_function():
+    import os
+    import subprocess
+    import sys
+    so = build_plugin(HERE / "plugins" / "wrong_shape.c", "wrong_shape",
+                      extra_flags=(f"-I{HERE / 'broken_plugins'}",))
+    child = (
+        "import numpy as np, pluggable as pg\n"
+        f"assert pg.load_plugin({str(so)!r}).status == 'loaded'\n"
+        "with pg.device('WRONG_SHAPE:0'):\n"
+        "    y = pg.nn.relu(np.ones(3, np.float32))\n"
+        "try:\n"
+        "    y.numpy()\n"
+        "except pg.errors.InternalError as e:\n"
+        "    print('CAUGHT', e)\n")
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert "CAUGHT" in proc.stdout and "[4]" in proc.stdout and "[3]" in proc.stdout
