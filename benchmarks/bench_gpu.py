@@ -1,0 +1,511 @@
+"""GPU benchmark: pluggable (CUDA reference plugin) against PyTorch and CuPy.
+
+Measures, in one process on GPU:0:
+  1. eager dispatch latency (AddV2 on 1 element, Relu on 1024), us/op;
+  2. host<->device bandwidth for 256 MiB, pinned and pageable, GB/s;
+  3. AddV2 on 64 Mi float32 elements, GB/s (3 * 4 * N bytes per call);
+  4. 8192^3 MatMul in float32, TF32, float16 and bfloat16, TFLOP/s;
+  5. allocate + free of 1 MiB through each framework, us/op.
+Prints a markdown table (with each row's ratio to PyTorch) and optionally
+writes the rows as JSON. Every section runs on its own: a failing one prints
+its exception and the others still run.
+
+usage: python benchmarks/bench_gpu.py [--quick] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+import numpy as np
+
+def _import_pluggable():
+    """pluggable as installed, else from the checkout this script is in."""
+    try:
+        import pluggable
+        return pluggable, None
+    except ImportError:
+        root = str(pathlib.Path(__file__).resolve().parent.parent)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        try:
+            import pluggable
+            return pluggable, None
+        except Exception as exc:  # reported in the environment line
+            return None, exc
+
+
+pg, PG_IMPORT_ERROR = _import_pluggable()
+try:
+    import torch
+    if not torch.cuda.is_available():
+        torch = None
+except Exception:
+    torch = None
+try:
+    import cupy as cp
+    import cupyx
+    cp.cuda.runtime.getDeviceCount()
+except Exception:
+    cp = None
+    cupyx = None
+
+ROWS: list[dict] = []
+HIGHER_IS_BETTER = {"GB/s": True, "TFLOP/s": True, "us/op": False}
+
+
+def add_row(section: str, name: str, unit: str, pg_v=None, torch_v=None, cupy_v=None,
+            note: str = "") -> None:
+    ROWS.append({"section": section, "name": name, "unit": unit, "pluggable": pg_v,
+                 "torch": torch_v, "cupy": cupy_v, "note": note})
+
+
+def median_time(fn, repeats: int, warmup: int = 1) -> float:
+    """Median wall time of fn() over `repeats` runs, after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def guarded(label: str, fn):
+    """Runs one measurement; prints and swallows its exception (None then)."""
+    try:
+        return fn()
+    except Exception as exc:
+        print(f"[{label}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
+def torch_sync():
+    torch.cuda.synchronize()
+
+
+def cupy_sync():
+    cp.cuda.runtime.deviceSynchronize()
+
+
+def gpu_scope():
+    return pg.device("GPU:0")
+
+
+# --- 1. dispatch latency --------------------------------------------------------
+
+def bench_dispatch(quick: bool) -> None:
+    n_calls = 2000 if quick else 20000
+    repeats = 5
+
+    def per_op(loop, sync):
+        def run():
+            loop()
+            sync()
+        return median_time(run, repeats, warmup=1) / n_calls * 1e6
+
+    for label, size, op in [("AddV2, 1 float32", 1, "add"), ("Relu, 1024 float32", 1024, "relu")]:
+        host = np.ones(size, np.float32)
+
+        def pg_case():
+            with gpu_scope():
+                a, b = pg.constant(host), pg.constant(host)
+                if op == "add":
+                    def loop():
+                        with gpu_scope():
+                            for _ in range(n_calls):
+                                pg.raw_ops.AddV2(x=a, y=b)
+                else:
+                    def loop():
+                        with gpu_scope():
+                            for _ in range(n_calls):
+                                pg.raw_ops.Relu(features=a)
+            return per_op(loop, pg.synchronize)
+
+        def torch_case():
+            a = torch.ones(size, dtype=torch.float32, device="cuda")
+            b = torch.ones(size, dtype=torch.float32, device="cuda")
+            if op == "add":
+                def loop():
+                    for _ in range(n_calls):
+                        a + b
+            else:
+                def loop():
+                    for _ in range(n_calls):
+                        torch.relu(a)
+            return per_op(loop, torch_sync)
+
+        def cupy_case():
+            a = cp.ones(size, dtype=cp.float32)
+            b = cp.ones(size, dtype=cp.float32)
+            if op == "add":
+                def loop():
+                    for _ in range(n_calls):
+                        a + b
+            else:
+                def loop():
+                    for _ in range(n_calls):
+                        cp.maximum(a, 0)
+            return per_op(loop, cupy_sync)
+
+        add_row("dispatch", f"{label} (N={n_calls})", "us/op",
+                guarded("pg " + label, pg_case) if pg else None,
+                guarded("torch " + label, torch_case) if torch else None,
+                guarded("cupy " + label, cupy_case) if cp else None,
+                note="output allocated each call; wall time incl. final sync")
+
+
+# --- 2. host <-> device bandwidth -----------------------------------------------
+
+def bench_transfers(quick: bool) -> None:
+    nbytes = 256 << 20
+    repeats = 3 if quick else 5
+    gb = nbytes / 1e9
+    pageable = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+
+    def rate(fn):
+        t = median_time(fn, repeats, warmup=1)
+        return gb / t
+
+    # pluggable: raw buffers, pinned and pageable.
+    def pg_buf(direction, pinned):
+        dev = pg.get_device("GPU:0")
+        buf = dev.allocate(nbytes)
+        host = dev.allocate_host(nbytes) if pinned else np.empty(nbytes, np.uint8)
+        host[:] = pageable
+        if direction == "h2d":
+            return rate(lambda: buf.copy_from_host(host))
+        buf.copy_from_host(host)
+        return rate(lambda: buf.copy_to_host(host))
+
+    # pluggable: tensors (pg.constant / .numpy()), pageable numpy arrays.
+    def pg_tensor(direction):
+        if direction == "h2d":
+            def run():
+                with gpu_scope():
+                    pg.constant(pageable)
+                pg.synchronize()
+            return rate(run)
+        with gpu_scope():
+            t = pg.constant(pageable)
+        pg.synchronize()
+        return rate(lambda: t.numpy())
+
+    def torch_case(direction, pinned):
+        if pinned:
+            host = torch.from_numpy(pageable.copy()).pin_memory()
+            dev_t = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+            if direction == "h2d":
+                def run():
+                    host.to("cuda", non_blocking=True)
+                    torch_sync()
+            else:
+                def run():
+                    host.copy_(dev_t, non_blocking=True)
+                    torch_sync()
+            return rate(run)
+        if direction == "h2d":
+            def run():
+                torch.from_numpy(pageable).cuda()
+                torch_sync()
+            return rate(run)
+        dev_t = torch.from_numpy(pageable).cuda()
+        return rate(lambda: dev_t.cpu())
+
+    def cupy_case(direction, pinned):
+        if pinned:
+            host = cupyx.empty_pinned((nbytes,), dtype=np.uint8)
+            host[:] = pageable
+            d = cp.empty(nbytes, dtype=cp.uint8)
+            if direction == "h2d":
+                def run():
+                    d.set(host)
+                    cupy_sync()
+            else:
+                def run():
+                    d.get(out=host)
+                    cupy_sync()
+            return rate(run)
+        if direction == "h2d":
+            def run():
+                cp.asarray(pageable)
+                cupy_sync()
+            return rate(run)
+        d = cp.asarray(pageable)
+        return rate(lambda: cp.asnumpy(d))
+
+    for direction in ("h2d", "d2h"):
+        arrow = "H2D" if direction == "h2d" else "D2H"
+        for pinned in (True, False):
+            kind = "pinned" if pinned else "pageable"
+            add_row("transfer", f"{arrow} 256 MiB, {kind} (buffer copy)", "GB/s",
+                    guarded(f"pg {arrow} {kind}", lambda: pg_buf(direction, pinned)) if pg else None,
+                    guarded(f"torch {arrow} {kind}", lambda: torch_case(direction, pinned)) if torch else None,
+                    guarded(f"cupy {arrow} {kind}", lambda: cupy_case(direction, pinned)) if cp else None)
+        add_row("transfer", f"{arrow} 256 MiB, pageable (pg.constant / .numpy())", "GB/s",
+                guarded(f"pg tensor {arrow}", lambda: pg_tensor(direction)) if pg else None,
+                guarded(f"torch {arrow} pageable", lambda: torch_case(direction, False)) if torch else None,
+                guarded(f"cupy {arrow} pageable", lambda: cupy_case(direction, False)) if cp else None,
+                note="torch/cupy columns: from_numpy().cuda() / .cpu(), asarray / asnumpy")
+
+
+# --- 3. AddV2 bandwidth ----------------------------------------------------------
+
+def bench_add(quick: bool) -> None:
+    n = 64 << 20
+    iters = 20 if quick else 100
+    repeats = 3 if quick else 5
+    bytes_per_call = 3 * 4 * n
+    host = np.random.default_rng(1).standard_normal(n, dtype=np.float32)
+
+    def gbps(loop, sync):
+        def run():
+            loop()
+            sync()
+        return bytes_per_call * iters / median_time(run, repeats, warmup=1) / 1e9
+
+    def pg_case():
+        with gpu_scope():
+            a, b = pg.constant(host), pg.constant(host)
+
+        def loop():
+            with gpu_scope():
+                for _ in range(iters):
+                    pg.raw_ops.AddV2(x=a, y=b)
+        return gbps(loop, pg.synchronize)
+
+    def torch_case():
+        a = torch.from_numpy(host).cuda()
+        b = torch.from_numpy(host).cuda()
+
+        def loop():
+            for _ in range(iters):
+                a + b
+        return gbps(loop, torch_sync)
+
+    def cupy_case():
+        a, b = cp.asarray(host), cp.asarray(host)
+
+        def loop():
+            for _ in range(iters):
+                a + b
+        return gbps(loop, cupy_sync)
+
+    add_row("elementwise", "AddV2 64 Mi float32", "GB/s",
+            guarded("pg add", pg_case) if pg else None,
+            guarded("torch add", torch_case) if torch else None,
+            guarded("cupy add", cupy_case) if cp else None,
+            note="3 * 4 * N bytes per call")
+
+
+# --- 4. MatMul -----------------------------------------------------------------
+
+def bench_matmul(quick: bool) -> None:
+    n = 4096 if quick else 8192
+    iters = 3 if quick else 10
+    repeats = 3 if quick else 5
+    flops = 2.0 * n ** 3 * iters
+    rng = np.random.default_rng(2)
+    a32 = rng.standard_normal((n, n), dtype=np.float32)
+    b32 = rng.standard_normal((n, n), dtype=np.float32)
+
+    def tflops(loop, sync):
+        def run():
+            loop()
+            sync()
+        return flops / median_time(run, repeats, warmup=1) / 1e12
+
+    import ml_dtypes
+    cases = [("float32", np.float32, False), ("TF32", np.float32, True),
+             ("float16", np.float16, False), ("bfloat16", ml_dtypes.bfloat16, False)]
+    for label, npdt, tf32 in cases:
+        a_h, b_h = a32.astype(npdt), b32.astype(npdt)
+
+        def pg_case():
+            pg.config.enable_tensor_float_32_execution(tf32)
+            try:
+                with gpu_scope():
+                    a, b = pg.constant(a_h), pg.constant(b_h)
+
+                def loop():
+                    with gpu_scope():
+                        for _ in range(iters):
+                            pg.raw_ops.MatMul(a=a, b=b)
+                return tflops(loop, pg.synchronize)
+            finally:
+                pg.config.enable_tensor_float_32_execution(False)
+
+        def torch_case():
+            tdt = {"float32": torch.float32, "TF32": torch.float32,
+                   "float16": torch.float16, "bfloat16": torch.bfloat16}[label]
+            old = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            try:
+                a = torch.from_numpy(a32).to("cuda", tdt)
+                b = torch.from_numpy(b32).to("cuda", tdt)
+
+                def loop():
+                    for _ in range(iters):
+                        torch.matmul(a, b)
+                return tflops(loop, torch_sync)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = old
+
+        def cupy_case():
+            if label in ("TF32", "bfloat16"):
+                return None  # CuPy: TF32 only via CUPY_TF32 at import; no bfloat16
+            a, b = cp.asarray(a_h), cp.asarray(b_h)
+
+            def loop():
+                for _ in range(iters):
+                    cp.matmul(a, b)
+            return tflops(loop, cupy_sync)
+
+        add_row("matmul", f"MatMul {n}^3 {label}", "TFLOP/s",
+                guarded(f"pg matmul {label}", pg_case) if pg else None,
+                guarded(f"torch matmul {label}", torch_case) if torch else None,
+                guarded(f"cupy matmul {label}", cupy_case) if cp else None,
+                note="2*N^3 per product; random data")
+
+
+# --- 5. allocation ---------------------------------------------------------------
+
+def bench_alloc(quick: bool) -> None:
+    n_calls = 2000 if quick else 10000
+    repeats = 5
+    size = 1 << 20
+
+    def per_op(loop, sync):
+        def run():
+            loop()
+            sync()
+        return median_time(run, repeats, warmup=1) / n_calls * 1e6
+
+    def pg_alloc():
+        dev = pg.get_device("GPU:0")
+
+        def loop():
+            for _ in range(n_calls):
+                buf = dev.allocate(size)
+                del buf
+        return per_op(loop, pg.synchronize)
+
+    def pg_fill():
+        with pg.device("CPU:0"):
+            dims = pg.constant(np.array([size], np.int32))
+        with gpu_scope():
+            value = pg.constant(np.uint8(0))
+
+        def loop():
+            with gpu_scope():
+                for _ in range(n_calls):
+                    t = pg.raw_ops.Fill(dims=dims, value=value)
+                    del t
+        return per_op(loop, pg.synchronize)
+
+    def torch_case():
+        def loop():
+            for _ in range(n_calls):
+                t = torch.empty(size, dtype=torch.uint8, device="cuda")
+                del t
+        return per_op(loop, torch_sync)
+
+    def cupy_case():
+        def loop():
+            for _ in range(n_calls):
+                t = cp.empty(size, dtype=cp.uint8)
+                del t
+        return per_op(loop, cupy_sync)
+
+    torch_v = guarded("torch empty", torch_case) if torch else None
+    cupy_v = guarded("cupy empty", cupy_case) if cp else None
+    add_row("allocation", "1 MiB allocate + free (dev.allocate)", "us/op",
+            guarded("pg allocate", pg_alloc) if pg else None, torch_v, cupy_v,
+            note="torch.empty / cp.empty in the other columns")
+    add_row("allocation", "1 MiB tensor via Fill (allocates + fills)", "us/op",
+            guarded("pg fill", pg_fill) if pg else None, torch_v, cupy_v,
+            note="torch.empty / cp.empty in the other columns (no fill)")
+
+
+# --- report ---------------------------------------------------------------------
+
+def fmt(v) -> str:
+    if v is None:
+        return "n/a"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def ratio(row) -> str:
+    p, t = row["pluggable"], row["torch"]
+    if p is None or t is None or t == 0:
+        return "n/a"
+    r = p / t
+    better = "higher" if HIGHER_IS_BETTER[row["unit"]] else "lower"
+    return f"{r:.2f}x ({better} is better)"
+
+
+def print_table() -> None:
+    print("| benchmark | unit | pluggable | PyTorch | CuPy | pluggable / PyTorch |")
+    print("|---|---|---|---|---|---|")
+    for r in ROWS:
+        print(f"| {r['name']} | {r['unit']} | {fmt(r['pluggable'])} | {fmt(r['torch'])} | "
+              f"{fmt(r['cupy'])} | {ratio(r)} |")
+
+
+def environment() -> dict:
+    env = {"python": platform.python_version(), "numpy": np.__version__}
+    if pg is not None:
+        env["pluggable"] = getattr(pg, "__version__", "?")
+        try:
+            d = pg.get_device("GPU:0")
+            env["gpu"] = d.hardware_name
+            env["pci_bus_id"] = d.pci_bus_id
+        except Exception as exc:
+            env["gpu"] = f"unavailable: {exc}"
+    else:
+        env["pluggable"] = f"import failed: {PG_IMPORT_ERROR}"
+    if torch is not None:
+        env["torch"] = torch.__version__
+    if cp is not None:
+        env["cupy"] = cp.__version__
+    return env
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer iterations, smaller MatMul")
+    ap.add_argument("--json", metavar="PATH", help="write the rows as JSON to PATH")
+    args = ap.parse_args(argv)
+    if pg is not None and not pg.list_physical_devices("GPU"):
+        print("no GPU device in pluggable: the CUDA plugin did not load or no GPU present",
+              file=sys.stderr)
+    for section in (bench_dispatch, bench_transfers, bench_add, bench_matmul, bench_alloc):
+        try:
+            section(args.quick)
+        except Exception:
+            print(f"section {section.__name__} failed:", file=sys.stderr)
+            traceback.print_exc()
+    env = environment()
+    print()
+    print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    print()
+    print_table()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": env, "quick": args.quick, "rows": ROWS}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

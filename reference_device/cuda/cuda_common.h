@@ -1,0 +1,197 @@
+// Shared host-side definitions of the CUDA reference plugin: the per-device
+// and per-stream state behind the opaque SP_ handles, error-to-status
+// conversion, and the guard that makes a device current for one callback.
+#ifndef PLUGGABLE_CUDA_COMMON_H_
+#define PLUGGABLE_CUDA_COMMON_H_
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "stream_executor.h"
+#include "tf_status.h"
+
+namespace pgcuda {
+
+// Everything the plugin knows about one GPU; SP_Device.device_handle points
+// at one of these.
+struct CudaDevice {
+  int ordinal = 0;
+  char name[256] = {0};
+  char pci_bus_id[32] = {0};
+  int sm_count = 1;
+  int clock_khz = 0;
+  int mem_clock_khz = 0;
+  int mem_bus_width_bits = 0;
+  int cc_major = 0;
+  int cc_minor = 0;
+  int numa_node = -1;
+  int64_t total_memory = 0;
+  int64_t bandwidth_bytes_per_s = -1;
+  double gflops = -1.0;
+
+  // Device memory comes from `pool` (stream-ordered, on `alloc_stream`) when
+  // `use_pool`, else from cudaMalloc/cudaFree.
+  bool use_pool = false;
+  cudaMemPool_t pool = nullptr;
+  cudaStream_t alloc_stream = nullptr;
+  // Internal stream for the synchronous copies.
+  cudaStream_t sync_stream = nullptr;
+
+  // Allocator statistics of allocate/deallocate.
+  std::atomic<int64_t> num_allocs{0};
+  std::atomic<int64_t> bytes_in_use{0};
+  std::atomic<int64_t> peak_bytes_in_use{0};
+  std::atomic<int64_t> largest_alloc_size{0};
+};
+
+// The object behind an SP_Stream.
+struct CudaStream {
+  cudaStream_t stream = nullptr;
+  CudaDevice* dev = nullptr;
+  int ordinal = 0;
+  // Recorded on this stream when another stream must wait for it.
+  cudaEvent_t dep_event = nullptr;
+
+  // Guards the error fields below. Taken by host functions running on
+  // CUDA's callback thread, so it is never held across a CUDA call.
+  std::mutex error_mu;
+  // First error found by asynchronous host work (host callbacks,
+  // CheckNumerics); reported and cleared by block_host_until_done.
+  bool has_error = false;
+  TF_Code error_code = TF_OK;
+  std::string error_message;
+
+  std::mutex mu;  // guards everything below (may be held across CUDA calls)
+  // cuBLAS handle bound to `stream` (created on first use) and its workspace.
+  void* blas_handle = nullptr;
+  void* blas_workspace = nullptr;
+  // Pinned host words that device flags are copied into (CheckNumerics).
+  unsigned int* pinned_flags = nullptr;
+  std::atomic<unsigned int> next_flag{0};
+};
+
+constexpr unsigned int kPinnedFlagSlots = 256;
+
+// The object behind an SP_Event.
+struct CudaEvent {
+  cudaEvent_t event = nullptr;
+  int ordinal = 0;
+  std::atomic<bool> recorded{false};
+};
+
+// The object behind an SP_Timer.
+struct CudaTimer {
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  int ordinal = 0;
+};
+
+inline CudaDevice* device_of(const SP_Device* d) {
+  return d == nullptr ? nullptr : static_cast<CudaDevice*>(d->device_handle);
+}
+inline CudaStream* stream_of(SP_Stream s) {
+  return reinterpret_cast<CudaStream*>(s);
+}
+
+// Status code for a CUDA error.
+inline TF_Code code_for_cuda_error(cudaError_t e) {
+  switch (e) {
+    case cudaErrorMemoryAllocation:
+      return TF_RESOURCE_EXHAUSTED;
+    case cudaErrorInvalidValue:
+      return TF_INVALID_ARGUMENT;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorDevicesUnavailable:
+      return TF_UNAVAILABLE;
+    case cudaErrorNotSupported:
+      return TF_UNIMPLEMENTED;
+    default:
+      return TF_INTERNAL;
+  }
+}
+
+// Sets `s` to "<call> failed: <error name> (<error text>)", where <call> is
+// formatted from `fmt`, e.g. "cudaMalloc(1024 bytes)".
+inline void set_cuda_status(TF_Status* s, cudaError_t e, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+inline void set_cuda_status(TF_Status* s, cudaError_t e, const char* fmt, ...) {
+  if (s == nullptr) return;
+  char call[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(call, sizeof(call), fmt, ap);
+  va_end(ap);
+  char msg[512];
+  snprintf(msg, sizeof(msg), "%s failed: %s (%s)", call, cudaGetErrorName(e),
+           cudaGetErrorString(e));
+  TF_SetStatus(s, code_for_cuda_error(e), msg);
+}
+
+// Makes `ordinal` the current device for the guard's scope and restores the
+// caller's device afterwards. Only calls cudaSetDevice when the device
+// actually changes.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int ordinal) {
+    cudaError_t e = cudaGetDevice(&previous_);
+    if (e != cudaSuccess) {
+      previous_ = -1;
+      (void)cudaGetLastError();
+    }
+    if (previous_ != ordinal) {
+      error_ = cudaSetDevice(ordinal);
+      if (error_ == cudaSuccess) {
+        changed_ = true;
+      } else {
+        (void)cudaGetLastError();
+      }
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_ && previous_ >= 0) {
+      if (cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+    }
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+  // cudaSuccess, or the error of cudaSetDevice.
+  cudaError_t error() const { return error_; }
+  // Sets `s` and returns false if the device could not be made current.
+  bool ok(TF_Status* s, int ordinal) const {
+    if (error_ == cudaSuccess) return true;
+    set_cuda_status(s, error_, "cudaSetDevice(%d)", ordinal);
+    return false;
+  }
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+  cudaError_t error_ = cudaSuccess;
+};
+
+// Records `code`/`msg` as the stream's error unless it already has one.
+inline void stream_set_error(CudaStream* s, TF_Code code, const char* msg) {
+  if (s == nullptr || code == TF_OK) return;
+  std::lock_guard<std::mutex> lock(s->error_mu);
+  if (s->has_error) return;
+  s->has_error = true;
+  s->error_code = code;
+  s->error_message = msg == nullptr ? "" : msg;
+}
+
+// Launches the 32-bit fill kernel (defined in runtime.cu): `count` words at
+// `dst` set to `pattern`, on `stream`.
+cudaError_t launch_fill32(void* dst, uint32_t pattern, uint64_t count,
+                          cudaStream_t stream, int sm_count);
+
+}  // namespace pgcuda
+
+#endif  // PLUGGABLE_CUDA_COMMON_H_

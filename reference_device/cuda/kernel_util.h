@@ -1,0 +1,359 @@
+// Helpers shared by the kernel files: the per-call context (stream, current
+// device, status, failure reporting), tensor handles, shapes, launch sizes,
+// element-type conversions, type dispatch and registration.
+#ifndef PLUGGABLE_CUDA_KERNEL_UTIL_H_
+#define PLUGGABLE_CUDA_KERNEL_UTIL_H_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <initializer_list>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "cuda_common.h"
+#include "kernels.h"
+#include "tf_tensor.h"
+
+namespace pgcuda {
+
+// ---------------------------------------------------------------------------
+// Tensors and shapes
+
+struct TensorDeleter {
+  void operator()(TF_Tensor* t) const { TF_DeleteTensor(t); }
+};
+// Owns one TF_Tensor handle; deletes it when the compute call returns.
+using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
+
+// A tensor shape (row-major).
+struct Shape {
+  int rank = 0;
+  int64_t dims[TF_MAX_DIMS] = {0};
+
+  int64_t num_elements() const {
+    int64_t n = 1;
+    for (int i = 0; i < rank; ++i) n *= dims[i];
+    return n;
+  }
+  static Shape of(const TF_Tensor* t) {
+    Shape s;
+    s.rank = TF_NumDims(t);
+    if (s.rank < 0) s.rank = 0;
+    if (s.rank > TF_MAX_DIMS) s.rank = TF_MAX_DIMS;
+    for (int i = 0; i < s.rank; ++i) s.dims[i] = TF_Dim(t, i);
+    return s;
+  }
+};
+
+// Formats a shape as "[2,3]" into `buf`.
+inline const char* shape_str(const Shape& s, char* buf, size_t n) {
+  size_t pos = 0;
+  pos += snprintf(buf + pos, n - pos, "[");
+  for (int i = 0; i < s.rank && pos < n; ++i) {
+    pos += snprintf(buf + pos, n - pos, i ? ",%lld" : "%lld",
+                    static_cast<long long>(s.dims[i]));
+  }
+  if (pos < n) snprintf(buf + pos, n - pos, "]");
+  return buf;
+}
+
+// A status reused by every compute call of one thread.
+struct ThreadStatus {
+  TF_Status* s = TF_NewStatus();
+  ~ThreadStatus() { TF_DeleteStatus(s); }
+};
+inline TF_Status* scratch_status() {
+  thread_local ThreadStatus holder;
+  TF_SetStatus(holder.s, TF_OK, "");
+  return holder.s;
+}
+
+inline CudaStream* fetch_stream(TF_OpKernelContext* ctx, TF_Status* st) {
+  SP_Stream s = TF_GetStream(ctx, st);
+  if (TF_GetCode(st) != TF_OK) return nullptr;
+  return stream_of(s);
+}
+
+// ---------------------------------------------------------------------------
+// The context of one compute call: gets the stream, makes its device current
+// (restored on return) and reports failures to the framework.
+class OpCall {
+ public:
+  explicit OpCall(TF_OpKernelContext* ctx)
+      : ctx_(ctx),
+        st_(scratch_status()),
+        cs_(fetch_stream(ctx, st_)),
+        guard_(cs_ != nullptr ? cs_->ordinal : TF_GetDeviceId(ctx)) {
+    if (cs_ == nullptr) {
+      if (TF_GetCode(st_) == TF_OK) {
+        TF_SetStatus(st_, TF_INTERNAL, "kernel has no CUDA stream");
+      }
+      TF_OpKernelContext_Failure(ctx_, st_);
+      ok_ = false;
+      return;
+    }
+    if (guard_.error() != cudaSuccess) {
+      set_cuda_status(st_, guard_.error(), "cudaSetDevice(%d)", cs_->ordinal);
+      TF_OpKernelContext_Failure(ctx_, st_);
+      ok_ = false;
+    }
+  }
+  OpCall(const OpCall&) = delete;
+  OpCall& operator=(const OpCall&) = delete;
+
+  bool ok() const { return ok_; }
+  TF_OpKernelContext* ctx() const { return ctx_; }
+  TF_Status* status() const { return st_; }
+  CudaStream* cuda_stream() const { return cs_; }
+  cudaStream_t stream() const { return cs_->stream; }
+  int sm_count() const { return cs_->dev != nullptr ? cs_->dev->sm_count : 1; }
+  int ordinal() const { return cs_->ordinal; }
+
+  // Records a failure with a formatted message; returns false.
+  bool fail(TF_Code code, const char* fmt, ...) __attribute__((format(printf, 3, 4))) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    TF_SetStatus(st_, code, msg);
+    TF_OpKernelContext_Failure(ctx_, st_);
+    ok_ = false;
+    return false;
+  }
+  // Records the failure in status() if it is not OK; returns whether OK.
+  bool check_status() {
+    if (TF_GetCode(st_) == TF_OK) return true;
+    TF_OpKernelContext_Failure(ctx_, st_);
+    ok_ = false;
+    return false;
+  }
+  // Records a failure for a CUDA error; returns whether `e` is cudaSuccess.
+  bool check_cuda(cudaError_t e, const char* what) {
+    if (e == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    set_cuda_status(st_, e, "%s", what);
+    TF_OpKernelContext_Failure(ctx_, st_);
+    ok_ = false;
+    return false;
+  }
+  // Checks the launch that was just made.
+  bool check_launch(const char* kernel_name) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return true;
+    char what[160];
+    snprintf(what, sizeof(what), "launch of %s", kernel_name);
+    set_cuda_status(st_, e, "%s", what);
+    TF_OpKernelContext_Failure(ctx_, st_);
+    ok_ = false;
+    return false;
+  }
+
+  // Input `i` (null after recording a failure).
+  TensorPtr input(int i) {
+    TF_Tensor* t = nullptr;
+    TF_GetInput(ctx_, i, &t, st_);
+    if (TF_GetCode(st_) != TF_OK) {
+      if (t != nullptr) TF_DeleteTensor(t);
+      check_status();
+      return TensorPtr();
+    }
+    return TensorPtr(t);
+  }
+  // Allocates output `i` of `shape` (null after recording a failure).
+  TensorPtr output(int i, TF_DataType dtype, const Shape& shape) {
+    const size_t len = static_cast<size_t>(shape.num_elements()) * TF_DataTypeSize(dtype);
+    TF_Tensor* t = TF_AllocateOutput(ctx_, i, dtype, shape.dims, shape.rank, len, st_);
+    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
+      if (t != nullptr) TF_DeleteTensor(t);
+      if (TF_GetCode(st_) == TF_OK) {
+        TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, "could not allocate the output");
+      }
+      check_status();
+      return TensorPtr();
+    }
+    return TensorPtr(t);
+  }
+  // Allocates a device temp of `n` elements (null after recording a failure).
+  TensorPtr temp(TF_DataType dtype, int64_t n) {
+    int64_t dims[1] = {n};
+    TF_Tensor* t = TF_AllocateTemp(ctx_, dtype, dims, 1, nullptr, st_);
+    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
+      if (t != nullptr) TF_DeleteTensor(t);
+      if (TF_GetCode(st_) == TF_OK) {
+        TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, "could not allocate a temporary");
+      }
+      check_status();
+      return TensorPtr();
+    }
+    return TensorPtr(t);
+  }
+  // Makes output `i` share the buffer of `t`.
+  bool set_output(int i, const TF_Tensor* t) {
+    TF_SetOutput(ctx_, i, t, st_);
+    return check_status();
+  }
+
+ private:
+  TF_OpKernelContext* ctx_;
+  TF_Status* st_;
+  CudaStream* cs_;
+  DeviceGuard guard_;
+  bool ok_ = true;
+};
+
+// ---------------------------------------------------------------------------
+// Launch sizes
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over `work` items: enough to fill the GPU
+// (`per_sm` blocks of kThreads per multiprocessor), no more than needed.
+inline unsigned grid_for(int64_t work, int sm_count, int threads = kThreads,
+                         int per_sm = 8) {
+  int64_t blocks = (work + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(sm_count) * per_sm;
+  if (blocks > cap) blocks = cap;
+  if (blocks < 1) blocks = 1;
+  return static_cast<unsigned>(blocks);
+}
+
+// ---------------------------------------------------------------------------
+// Element types
+
+// One-byte boolean (0 or 1 in memory); only Cast needs to tell it from uint8.
+struct pg_bool {
+  uint8_t v;
+};
+
+// Arithmetic type for an element type: float for the 16-bit floats.
+template <typename T> struct ComputeType { using type = T; };
+template <> struct ComputeType<__half> { using type = float; };
+template <> struct ComputeType<__nv_bfloat16> { using type = float; };
+template <typename T> using compute_t = typename ComputeType<T>::type;
+
+template <typename T>
+__device__ __forceinline__ compute_t<T> to_compute(T x) { return x; }
+__device__ __forceinline__ float to_compute(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+
+template <typename T> struct FromCompute {
+  __device__ __forceinline__ static T conv(compute_t<T> x) { return x; }
+};
+template <> struct FromCompute<__half> {
+  __device__ __forceinline__ static __half conv(float x) { return __float2half_rn(x); }
+};
+template <> struct FromCompute<__nv_bfloat16> {
+  __device__ __forceinline__ static __nv_bfloat16 conv(float x) {
+    return __float2bfloat16_rn(x);
+  }
+};
+template <typename T>
+__device__ __forceinline__ T from_compute(compute_t<T> x) {
+  return FromCompute<T>::conv(x);
+}
+
+template <typename T> struct IsFloatType {
+  static constexpr bool value = std::is_floating_point<T>::value ||
+                                std::is_same<T, __half>::value ||
+                                std::is_same<T, __nv_bfloat16>::value;
+};
+
+template <typename T> struct Tag { using type = T; };
+
+// Calls f(Tag<T>{}) for the element type of `dt`; false if not handled.
+template <typename F>
+bool dispatch_float(TF_DataType dt, F&& f) {
+  switch (dt) {
+    case TF_HALF: f(Tag<__half>{}); return true;
+    case TF_BFLOAT16: f(Tag<__nv_bfloat16>{}); return true;
+    case TF_FLOAT: f(Tag<float>{}); return true;
+    case TF_DOUBLE: f(Tag<double>{}); return true;
+    default: return false;
+  }
+}
+template <typename F>
+bool dispatch_numeric(TF_DataType dt, F&& f) {
+  switch (dt) {
+    case TF_INT32: f(Tag<int32_t>{}); return true;
+    case TF_INT64: f(Tag<int64_t>{}); return true;
+    default: return dispatch_float(dt, std::forward<F>(f));
+  }
+}
+// Every core dtype; TF_BOOL is given as `Bool` (uint8_t or pg_bool).
+template <typename Bool = uint8_t, typename F>
+bool dispatch_all(TF_DataType dt, F&& f) {
+  switch (dt) {
+    case TF_BOOL: f(Tag<Bool>{}); return true;
+    case TF_INT8: f(Tag<int8_t>{}); return true;
+    case TF_UINT8: f(Tag<uint8_t>{}); return true;
+    case TF_INT16: f(Tag<int16_t>{}); return true;
+    default: return dispatch_numeric(dt, std::forward<F>(f));
+  }
+}
+// An unsigned type of `bytes` bytes (1, 2, 4, 8), for byte-moving kernels.
+template <typename F>
+bool dispatch_size(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(Tag<uint8_t>{}); return true;
+    case 2: f(Tag<uint16_t>{}); return true;
+    case 4: f(Tag<uint32_t>{}); return true;
+    case 8: f(Tag<uint64_t>{}); return true;
+    default: return false;
+  }
+}
+
+const char* dtype_name(TF_DataType dt);
+
+// ---------------------------------------------------------------------------
+// Registration (init_kernels.cu)
+
+constexpr TF_DataType kFloatTypes[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT, TF_DOUBLE};
+constexpr TF_DataType kNumericTypes[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT,
+                                         TF_DOUBLE, TF_INT32, TF_INT64};
+constexpr TF_DataType kAllTypes[] = {TF_BOOL,  TF_INT8,  TF_UINT8,   TF_INT16,
+                                     TF_INT32, TF_INT64, TF_HALF,    TF_BFLOAT16,
+                                     TF_FLOAT, TF_DOUBLE};
+
+struct TypeConstraint {
+  const char* attr;
+  TF_DataType type;
+};
+
+// Registers one kernel of `op` on "GPU"; prints a warning on failure.
+void register_kernel(const char* op, void* (*create)(TF_OpKernelConstruction*),
+                     void (*compute)(void*, TF_OpKernelContext*),
+                     void (*destroy)(void*),
+                     std::initializer_list<TypeConstraint> constraints,
+                     std::initializer_list<const char*> host_memory = {});
+
+// Reads an optional bool attribute (false when absent).
+bool read_bool_attr(TF_OpKernelConstruction* ctx, const char* name, bool dflt);
+
+// Transposes a row-major array of `rank` dims (`dims` are the input's) by
+// `perm` (output dim i = input dim perm[i]) on `stream`. Shared by Transpose
+// and the reductions. Returns cudaErrorNotSupported when the collapsed rank
+// exceeds the kernel's limit.
+cudaError_t launch_transpose(const void* in, void* out, size_t elem_size,
+                             int rank, const int64_t* dims, const int* perm,
+                             cudaStream_t stream, int sm_count);
+
+// Per-file registration entry points.
+void register_elementwise_kernels();
+void register_reduce_kernels();
+void register_matmul_kernels();
+void register_conv_kernels();
+void register_shape_kernels();
+void register_misc_kernels();
+
+}  // namespace pgcuda
+
+#endif  // PLUGGABLE_CUDA_KERNEL_UTIL_H_

@@ -1,0 +1,730 @@
+// Reductions (Sum, Mean, Max, Min over any set of axes) and Softmax.
+//
+// A reduction first drops size-1 dims and merges neighbouring dims that are
+// both reduced or both kept. The shapes [R] and [K, R] are row reductions
+// (a warp per row for short rows, a block per row when there are many rows,
+// otherwise each row is split over several blocks whose partial results a
+// second pass combines); [R, K] and [K, R, K] are column reductions. Any other
+// pattern is transposed into a temporary (kept axes first) and reduced as
+// rows. 16-bit floats accumulate in float; Mean divides at the end.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "kernel_util.h"
+
+namespace pgcuda {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Reducers over the compute type C.
+
+template <typename C> struct Limits {
+  static constexpr C lowest = std::numeric_limits<C>::lowest();
+  static constexpr C highest = std::numeric_limits<C>::max();
+};
+
+struct SumR {
+  template <typename C> __device__ static C init() { return C(0); }
+  template <typename C> __device__ static C combine(C a, C b) {
+    if constexpr (std::is_integral<C>::value) {
+      using U = typename std::make_unsigned<C>::type;
+      return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+// Max and Min propagate NaN (like numpy).
+struct MaxR {
+  template <typename C> __device__ static C init() {
+    if constexpr (std::is_integral<C>::value) return Limits<C>::lowest;
+    else return -C(INFINITY);
+  }
+  template <typename C> __device__ static C combine(C a, C b) {
+    return (a > b || a != a) ? a : b;
+  }
+};
+struct MinR {
+  template <typename C> __device__ static C init() {
+    if constexpr (std::is_integral<C>::value) return Limits<C>::highest;
+    else return C(INFINITY);
+  }
+  template <typename C> __device__ static C combine(C a, C b) {
+    return (a < b || a != a) ? a : b;
+  }
+};
+
+// Final value of a reduction of `count` elements.
+template <bool MEAN, typename C>
+__device__ __forceinline__ C finalize(C acc, int64_t count) {
+  if constexpr (!MEAN) {
+    return acc;
+  } else if constexpr (std::is_integral<C>::value) {
+    return count == 0 ? C(0) : static_cast<C>(static_cast<int64_t>(acc) / count);
+  } else {
+    return acc / static_cast<C>(count);  // 0/0 = NaN for an empty reduction
+  }
+}
+
+template <typename R, typename C>
+__device__ __forceinline__ C warp_reduce(C v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    v = R::combine(v, __shfl_down_sync(0xffffffffu, v, off));
+  }
+  return v;
+}
+
+// Block-wide reduction (blockDim.x a multiple of 32); the result is valid in
+// thread 0.
+template <typename R, typename C>
+__device__ __forceinline__ C block_reduce(C v) {
+  __shared__ C partial[32];
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  v = warp_reduce<R>(v);
+  __syncthreads();  // an earlier use of `partial` is finished
+  if (lane == 0) partial[wid] = v;
+  __syncthreads();
+  const int nwarps = blockDim.x >> 5;
+  v = static_cast<int>(threadIdx.x) < nwarps ? partial[threadIdx.x] : R::template init<C>();
+  if (wid == 0) v = warp_reduce<R>(v);
+  return v;
+}
+
+// This thread's share of the reduction of p[0, n) among `nthreads` threads
+// (this one is `tid`, nthreads >= 16): 16-byte vector loads from the first
+// aligned element on, two in flight per thread, then the tail.
+template <typename C, typename R, typename In>
+__device__ __forceinline__ C thread_reduce_range(const In* __restrict__ p, int64_t n, int tid,
+                                                 int nthreads) {
+  constexpr int V = 16 / sizeof(In);
+  C acc0 = R::template init<C>(), acc1 = R::template init<C>();
+  int64_t head = static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(p) & 15)) & 15) /
+                                      sizeof(In));
+  if (head > n) head = n;
+  if (tid < head) acc0 = R::combine(acc0, static_cast<C>(to_compute(p[tid])));
+  const In* q = p + head;
+  const int64_t m = n - head;
+  const int64_t nvec = m / V;
+  const uint4* qv = reinterpret_cast<const uint4*>(q);
+  int64_t i = tid;
+  for (; i + nthreads < nvec; i += 2 * static_cast<int64_t>(nthreads)) {
+    const uint4 r0 = __ldg(qv + i), r1 = __ldg(qv + i + nthreads);
+    In a[V], b[V];
+    memcpy(&a[0], &r0, 16);
+    memcpy(&b[0], &r1, 16);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      acc0 = R::combine(acc0, static_cast<C>(to_compute(a[j])));
+      acc1 = R::combine(acc1, static_cast<C>(to_compute(b[j])));
+    }
+  }
+  if (i < nvec) {
+    const uint4 r0 = __ldg(qv + i);
+    In a[V];
+    memcpy(&a[0], &r0, 16);
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc0 = R::combine(acc0, static_cast<C>(to_compute(a[j])));
+  }
+  for (int64_t k = nvec * V + tid; k < m; k += nthreads) {
+    acc1 = R::combine(acc1, static_cast<C>(to_compute(q[k])));
+  }
+  return R::combine(acc0, acc1);
+}
+
+// ---------------------------------------------------------------------------
+// Kernels. In: element type read; Out: element type written; both hold the
+// compute type C of T (partials are stored as C).
+
+// One warp per row of `cols` elements.
+template <typename T, typename In, typename Out, typename R, bool MEAN>
+__global__ void rows_warp_kernel(const In* __restrict__ in, Out* __restrict__ out,
+                                 int64_t rows, int64_t cols, int64_t count) {
+  using C = compute_t<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t nwarps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t row = warp; row < rows; row += nwarps) {
+    C acc = thread_reduce_range<C, R>(in + row * cols, cols, lane, 32);
+    acc = warp_reduce<R>(acc);
+    if (lane == 0) out[row] = from_compute<Out>(finalize<MEAN>(acc, count));
+  }
+}
+
+// One thread per row, for short rows (neighbouring threads read neighbouring
+// rows, so a warp still covers one contiguous stretch of memory).
+template <typename T, typename R, bool MEAN>
+__global__ void rows_thread_kernel(const T* __restrict__ in, T* __restrict__ out, int64_t rows,
+                                   int64_t cols) {
+  using C = compute_t<T>;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < rows;
+       row += stride) {
+    const T* p = in + row * cols;
+    C acc = R::template init<C>();
+    for (int64_t j = 0; j < cols; ++j) acc = R::combine(acc, to_compute(p[j]));
+    out[row] = from_compute<T>(finalize<MEAN>(acc, cols));
+  }
+}
+
+// One block per row.
+template <typename T, typename R, bool MEAN>
+__global__ void rows_block_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                  int64_t rows, int64_t cols) {
+  using C = compute_t<T>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    C acc = thread_reduce_range<C, R>(in + row * cols, cols, threadIdx.x, blockDim.x);
+    acc = block_reduce<R>(acc);
+    if (threadIdx.x == 0) out[row] = from_compute<T>(finalize<MEAN>(acc, cols));
+  }
+}
+
+// Row blockIdx.y split into gridDim.x chunks; writes one partial (type C)
+// per chunk to partial[row * gridDim.x + chunk].
+template <typename T, typename R>
+__global__ void rows_split_kernel(const T* __restrict__ in, compute_t<T>* __restrict__ partial,
+                                  int64_t cols) {
+  using C = compute_t<T>;
+  const int64_t row = blockIdx.y;
+  const int64_t chunk = (cols + gridDim.x - 1) / gridDim.x;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
+  int64_t end = begin + chunk;
+  if (end > cols) end = cols;
+  C acc = R::template init<C>();
+  if (begin < end) {
+    acc = thread_reduce_range<C, R>(in + row * cols + begin, end - begin, threadIdx.x,
+                                    blockDim.x);
+  }
+  acc = block_reduce<R>(acc);
+  if (threadIdx.x == 0) partial[row * gridDim.x + blockIdx.x] = acc;
+}
+
+// Column reductions use blocks of (X, Y) threads, X * Y = kThreads: X inner
+// positions (the next power of two >= inner, at most 32, so that a warp reads
+// contiguous memory even for narrow rows), Y threads splitting the reduced
+// axis. Shared memory: Y * (X + 1) values of C.
+
+// Combines the Y partials of each column in shared memory `sh`; the result
+// is returned in the threads with threadIdx.y == 0.
+template <typename R, typename C>
+__device__ __forceinline__ C combine_columns(C acc, C* sh) {
+  const int X = blockDim.x, Y = blockDim.y;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  sh[ty * (X + 1) + tx] = acc;
+  __syncthreads();
+  for (int half = Y / 2; half > 0; half /= 2) {
+    if (ty < half) {
+      sh[ty * (X + 1) + tx] = R::combine(sh[ty * (X + 1) + tx], sh[(ty + half) * (X + 1) + tx]);
+    }
+    __syncthreads();
+  }
+  acc = sh[tx];
+  __syncthreads();  // `sh` is reused by the next tile
+  return acc;
+}
+
+// [outer, rlen, inner] -> [outer, inner], one block per (outer index, tile of
+// X inner positions), grid-stride. In/Out as for rows_warp_kernel; `count`
+// is the number of elements each output stands for.
+template <typename T, typename In, typename Out, typename R, bool MEAN>
+__global__ void cols_kernel(const In* __restrict__ in, Out* __restrict__ out, int64_t outer,
+                            int64_t rlen, int64_t inner, int64_t tiles_inner, int64_t count) {
+  using C = compute_t<T>;
+  extern __shared__ unsigned char smem[];
+  C* sh = reinterpret_cast<C*>(smem);
+  const int64_t total = outer * tiles_inner;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t o = t / tiles_inner;
+    const int64_t i = (t - o * tiles_inner) * blockDim.x + threadIdx.x;
+    C acc = R::template init<C>();
+    if (i < inner) {
+      const In* p = in + o * rlen * inner + i;
+      for (int64_t r = threadIdx.y; r < rlen; r += blockDim.y) {
+        acc = R::combine(acc, static_cast<C>(to_compute(p[r * inner])));
+      }
+    }
+    acc = combine_columns<R>(acc, sh);
+    if (threadIdx.y == 0 && i < inner) {
+      out[o * inner + i] = from_compute<Out>(finalize<MEAN>(acc, count));
+    }
+  }
+}
+
+// First pass of a column reduction with few outputs and a long reduced axis:
+// blockIdx.y picks one of gridDim.y chunks of the reduced axis; writes
+// partial[o][chunk][i] (type C), which cols_kernel then reduces over chunks.
+template <typename T, typename R>
+__global__ void cols_split_kernel(const T* __restrict__ in, compute_t<T>* __restrict__ partial,
+                                  int64_t outer, int64_t rlen, int64_t inner,
+                                  int64_t tiles_inner) {
+  using C = compute_t<T>;
+  extern __shared__ unsigned char smem[];
+  C* sh = reinterpret_cast<C*>(smem);
+  const int64_t chunk = (rlen + gridDim.y - 1) / gridDim.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * chunk;
+  int64_t r1 = r0 + chunk;
+  if (r1 > rlen) r1 = rlen;
+  const int64_t total = outer * tiles_inner;
+  for (int64_t t = blockIdx.x; t < total; t += gridDim.x) {
+    const int64_t o = t / tiles_inner;
+    const int64_t i = (t - o * tiles_inner) * blockDim.x + threadIdx.x;
+    C acc = R::template init<C>();
+    if (i < inner) {
+      const T* p = in + o * rlen * inner + i;
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
+        acc = R::combine(acc, to_compute(p[r * inner]));
+      }
+    }
+    acc = combine_columns<R>(acc, sh);
+    if (threadIdx.y == 0 && i < inner) {
+      partial[(o * gridDim.y + blockIdx.y) * inner + i] = acc;
+    }
+  }
+}
+
+// Output of a reduction over an empty axis: the reducer's identity.
+template <typename T, typename R, bool MEAN>
+__global__ void empty_reduce_kernel(T* __restrict__ out, int64_t n) {
+  using C = compute_t<T>;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    out[i] = from_compute<T>(finalize<MEAN>(R::template init<C>(), 0));
+  }
+}
+
+template <typename C> constexpr TF_DataType tf_type_of();
+template <> constexpr TF_DataType tf_type_of<float>() { return TF_FLOAT; }
+template <> constexpr TF_DataType tf_type_of<double>() { return TF_DOUBLE; }
+template <> constexpr TF_DataType tf_type_of<int32_t>() { return TF_INT32; }
+template <> constexpr TF_DataType tf_type_of<int64_t>() { return TF_INT64; }
+
+// Reduces [rows, cols] row-wise into `out` (rows elements).
+template <typename T, typename R, bool MEAN>
+void launch_rows(OpCall& c, const T* in, T* out, int64_t rows, int64_t cols,
+                 const char* name) {
+  using C = compute_t<T>;
+  const int sm = c.sm_count();
+  if (cols <= 16 && rows >= 4 * static_cast<int64_t>(sm) * kThreads / 32) {
+    rows_thread_kernel<T, R, MEAN><<<grid_for(rows, sm), kThreads, 0, c.stream()>>>(in, out, rows,
+                                                                                   cols);
+    c.check_launch(name);
+    return;
+  }
+  if (cols <= 1024) {
+    const int64_t blocks_needed = (rows + (kThreads / 32) - 1) / (kThreads / 32);
+    const unsigned grid = static_cast<unsigned>(
+        blocks_needed < static_cast<int64_t>(sm) * 16 ? blocks_needed : static_cast<int64_t>(sm) * 16);
+    rows_warp_kernel<T, T, T, R, MEAN><<<grid, kThreads, 0, c.stream()>>>(in, out, rows, cols, cols);
+    c.check_launch(name);
+    return;
+  }
+  if (rows >= 2 * static_cast<int64_t>(sm)) {
+    const unsigned grid = static_cast<unsigned>(rows < static_cast<int64_t>(sm) * 16 ? rows : static_cast<int64_t>(sm) * 16);
+    rows_block_kernel<T, R, MEAN><<<grid, kThreads, 0, c.stream()>>>(in, out, rows, cols);
+    c.check_launch(name);
+    return;
+  }
+  // Few long rows: split each row over several blocks, then combine.
+  int64_t splits = (static_cast<int64_t>(sm) * 8 + rows - 1) / rows;
+  const int64_t by_size = (cols + 4095) / 4096;  // at least 4096 elements each
+  if (splits > by_size) splits = by_size;
+  if (splits > 1024) splits = 1024;
+  if (splits < 1) splits = 1;
+  TensorPtr tmp = c.temp(tf_type_of<C>(), rows * splits);
+  if (!tmp) return;
+  C* partial = static_cast<C*>(TF_TensorData(tmp.get()));
+  rows_split_kernel<T, R><<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows)),
+                            kThreads, 0, c.stream()>>>(in, partial, cols);
+  if (!c.check_launch(name)) return;
+  const unsigned grid2 = static_cast<unsigned>((rows + (kThreads / 32) - 1) / (kThreads / 32));
+  rows_warp_kernel<T, C, T, R, MEAN><<<grid2, kThreads, 0, c.stream()>>>(partial, out, rows,
+                                                                        splits, cols);
+  c.check_launch(name);
+}
+
+template <typename T, typename R, bool MEAN>
+void launch_cols(OpCall& c, const T* in, T* out, int64_t outer, int64_t rlen, int64_t inner,
+                 const char* name) {
+  using C = compute_t<T>;
+  int X = 2;
+  while (X < inner && X < 32) X *= 2;
+  const dim3 block(X, kThreads / X);
+  const size_t shmem = static_cast<size_t>(block.y) * (X + 1) * sizeof(C);
+  const int64_t tiles_inner = (inner + X - 1) / X;
+  const int64_t tiles = outer * tiles_inner;
+  const int64_t cap = static_cast<int64_t>(c.sm_count()) * 8;
+  // Few output tiles and a long reduced axis: split the axis over blocks.
+  int64_t splits = 1;
+  if (tiles < 2 * static_cast<int64_t>(c.sm_count()) && rlen >= 4096) {
+    splits = (cap + tiles - 1) / tiles;
+    const int64_t by_size = rlen / 1024;  // at least 1024 reduced rows per chunk
+    if (splits > by_size) splits = by_size;
+    if (splits > 65535) splits = 65535;
+  }
+  if (splits <= 1) {
+    const int64_t blocks = tiles < cap ? tiles : cap;
+    cols_kernel<T, T, T, R, MEAN><<<static_cast<unsigned>(blocks), block, shmem, c.stream()>>>(
+        in, out, outer, rlen, inner, tiles_inner, rlen);
+    c.check_launch(name);
+    return;
+  }
+  TensorPtr tmp = c.temp(tf_type_of<C>(), outer * splits * inner);
+  if (!tmp) return;
+  C* partial = static_cast<C*>(TF_TensorData(tmp.get()));
+  cols_split_kernel<T, R><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
+                            block, shmem, c.stream()>>>(in, partial, outer, rlen, inner,
+                                                        tiles_inner);
+  if (!c.check_launch(name)) return;
+  const int64_t blocks = tiles < cap ? tiles : cap;
+  cols_kernel<T, C, T, R, MEAN><<<static_cast<unsigned>(blocks), block, shmem, c.stream()>>>(
+      partial, out, outer, splits, inner, tiles_inner, rlen);
+  c.check_launch(name);
+}
+
+struct ReduceState {
+  const char* name;
+  bool keep_dims;
+};
+
+template <typename T, typename R, bool MEAN>
+void run_reduce(OpCall& c, const char* name, TF_DataType dt, const Shape& s,
+                const bool* reduced, const void* in_ptr, void* out_ptr, int64_t out_n) {
+  const T* in = static_cast<const T*>(in_ptr);
+  T* out = static_cast<T*>(out_ptr);
+  const int64_t n = s.num_elements();
+  if (n == 0) {
+    empty_reduce_kernel<T, R, MEAN><<<grid_for(out_n, c.sm_count()), kThreads, 0, c.stream()>>>(
+        out, out_n);
+    c.check_launch(name);
+    return;
+  }
+  // Collapse: drop size-1 dims, merge neighbours with the same flag.
+  int64_t gd[TF_MAX_DIMS];
+  bool gr[TF_MAX_DIMS];
+  int ng = 0;
+  for (int i = 0; i < s.rank; ++i) {
+    if (s.dims[i] == 1) continue;
+    if (ng > 0 && gr[ng - 1] == reduced[i]) {
+      gd[ng - 1] *= s.dims[i];
+    } else {
+      gd[ng] = s.dims[i];
+      gr[ng] = reduced[i];
+      ++ng;
+    }
+  }
+  bool any_reduced = false;
+  for (int g = 0; g < ng; ++g) any_reduced = any_reduced || gr[g];
+  if (!any_reduced) {
+    // Only size-1 axes are reduced: the values are unchanged.
+    c.check_cuda(cudaMemcpyAsync(out, in, static_cast<size_t>(n) * sizeof(T),
+                                 cudaMemcpyDeviceToDevice, c.stream()),
+                 "cudaMemcpyAsync(reduction copy)");
+    return;
+  }
+  if (ng == 1) {
+    launch_rows<T, R, MEAN>(c, in, out, 1, gd[0], name);
+  } else if (ng == 2 && !gr[0]) {
+    launch_rows<T, R, MEAN>(c, in, out, gd[0], gd[1], name);
+  } else if (ng == 2) {
+    launch_cols<T, R, MEAN>(c, in, out, 1, gd[0], gd[1], name);
+  } else if (ng == 3 && !gr[0]) {
+    launch_cols<T, R, MEAN>(c, in, out, gd[0], gd[1], gd[2], name);
+  } else {
+    // Move the kept axes to the front (into a temporary), then reduce rows.
+    int perm[TF_MAX_DIMS];
+    int np = 0;
+    int64_t kept = 1, red = 1;
+    for (int g = 0; g < ng; ++g) {
+      if (!gr[g]) {
+        perm[np++] = g;
+        kept *= gd[g];
+      }
+    }
+    for (int g = 0; g < ng; ++g) {
+      if (gr[g]) {
+        perm[np++] = g;
+        red *= gd[g];
+      }
+    }
+    TensorPtr tmp = c.temp(dt, n);
+    if (!tmp) return;
+    T* t = static_cast<T*>(TF_TensorData(tmp.get()));
+    cudaError_t e = launch_transpose(in, t, sizeof(T), ng, gd, perm, c.stream(), c.sm_count());
+    if (e == cudaErrorNotSupported) {
+      (void)cudaGetLastError();
+      c.fail(TF_UNIMPLEMENTED, "%s: too many alternating reduced and kept axes", name);
+      return;
+    }
+    if (!c.check_cuda(e, "transpose for reduction")) return;
+    launch_rows<T, R, MEAN>(c, t, out, kept, red, name);
+  }
+}
+
+void* reduce_create(TF_OpKernelConstruction* ctx) {
+  ReduceState* st = new (std::nothrow) ReduceState();
+  if (st == nullptr) return nullptr;
+  TF_StringView name = TF_OpKernelConstruction_GetName(ctx);
+  st->name = "Reduce";
+  if (name.len == 3 && name.data[0] == 'S') st->name = "Sum";
+  if (name.len == 4 && name.data[1] == 'e') st->name = "Mean";
+  if (name.len == 3 && name.data[0] == 'M' && name.data[1] == 'a') st->name = "Max";
+  if (name.len == 3 && name.data[0] == 'M' && name.data[1] == 'i') st->name = "Min";
+  st->keep_dims = read_bool_attr(ctx, "keep_dims", false);
+  return st;
+}
+
+void reduce_delete(void* p) { delete static_cast<ReduceState*>(p); }
+
+template <typename R, bool MEAN>
+void reduce_compute(void* kernel, TF_OpKernelContext* ctx) {
+  const ReduceState* st = static_cast<const ReduceState*>(kernel);
+  const char* name = st != nullptr ? st->name : "Reduce";
+  const bool keep_dims = st != nullptr && st->keep_dims;
+  OpCall c(ctx);
+  if (!c.ok()) return;
+  TensorPtr x = c.input(0);
+  if (!x) return;
+  TensorPtr axes_t = c.input(1);
+  if (!axes_t) return;
+  const Shape s = Shape::of(x.get());
+  // Axes: int32/int64 scalar or vector, negative counted from the end.
+  const TF_DataType at = TF_TensorType(axes_t.get());
+  const int64_t na = TF_TensorElementCount(axes_t.get());
+  if (TF_NumDims(axes_t.get()) > 1) {
+    c.fail(TF_INVALID_ARGUMENT, "reduction_indices must be a scalar or vector");
+    return;
+  }
+  if (at != TF_INT32 && at != TF_INT64) {
+    c.fail(TF_INVALID_ARGUMENT, "reduction_indices must be int32 or int64, got %s",
+           dtype_name(at));
+    return;
+  }
+  bool reduced[TF_MAX_DIMS] = {false};
+  const void* ad = TF_TensorData(axes_t.get());
+  for (int64_t i = 0; i < na; ++i) {
+    const int64_t raw = at == TF_INT32 ? static_cast<const int32_t*>(ad)[i]
+                                       : static_cast<const int64_t*>(ad)[i];
+    if (raw < -s.rank || raw >= s.rank) {
+      c.fail(TF_INVALID_ARGUMENT,
+             "Invalid reduction dimension (%lld for input with %d dimension(s)",
+             static_cast<long long>(raw), s.rank);
+      return;
+    }
+    const int64_t ax = raw < 0 ? raw + s.rank : raw;
+    if (reduced[ax]) {
+      c.fail(TF_INVALID_ARGUMENT, "Invalid reduction arguments: Axes contains duplicate dimension: %lld",
+             static_cast<long long>(ax));
+      return;
+    }
+    reduced[ax] = true;
+  }
+  Shape so;
+  so.rank = 0;
+  for (int i = 0; i < s.rank; ++i) {
+    if (!reduced[i]) {
+      so.dims[so.rank++] = s.dims[i];
+    } else if (keep_dims) {
+      so.dims[so.rank++] = 1;
+    }
+  }
+  const TF_DataType dt = TF_TensorType(x.get());
+  TensorPtr out = c.output(0, dt, so);
+  if (!out) return;
+  const int64_t out_n = so.num_elements();
+  if (out_n == 0) return;
+  const void* in = TF_TensorData(x.get());
+  void* o = TF_TensorData(out.get());
+  const bool handled = dispatch_numeric(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_reduce<T, R, MEAN>(c, name, dt, s, reduced, in, o, out_n);
+  });
+  if (!handled) c.fail(TF_UNIMPLEMENTED, "%s: dtype %s", name, dtype_name(dt));
+}
+
+// ---------------------------------------------------------------------------
+// Softmax over the last axis.
+
+__device__ __forceinline__ float m_exp(float x) { return expf(x); }
+__device__ __forceinline__ double m_exp(double x) { return exp(x); }
+
+struct MaxPlainR {
+  template <typename C> __device__ static C init() { return -C(INFINITY); }
+  template <typename C> __device__ static C combine(C a, C b) { return a > b ? a : b; }
+};
+
+template <typename R, typename C>
+__device__ __forceinline__ C warp_allreduce(C v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v = R::combine(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// One warp per row of at most 32 * ELEMS elements, held in registers: lane l
+// keeps elements l, l + 32, ... so the row is read once.
+template <typename T, int ELEMS>
+__global__ void softmax_warp_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                    int64_t rows, int cols) {
+  using C = compute_t<T>;
+  const int lane = threadIdx.x & 31;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
+  const int64_t nwarps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  for (int64_t row = warp; row < rows; row += nwarps) {
+    const T* p = in + row * cols;
+    T* q = out + row * cols;
+    C v[ELEMS];
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e) {
+      const int j = lane + 32 * e;
+      v[e] = j < cols ? to_compute(p[j]) : -C(INFINITY);
+    }
+    C m = -C(INFINITY);
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e) m = MaxPlainR::combine(m, v[e]);
+    m = warp_allreduce<MaxPlainR>(m);
+    C sum = C(0);
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e) {
+      if (lane + 32 * e < cols) {
+        v[e] = m_exp(v[e] - m);
+        sum += v[e];
+      }
+    }
+    sum = warp_allreduce<SumR>(sum);
+#pragma unroll
+    for (int e = 0; e < ELEMS; ++e) {
+      const int j = lane + 32 * e;
+      if (j < cols) q[j] = from_compute<T>(v[e] / sum);
+    }
+  }
+}
+
+template <typename T, int ELEMS>
+void launch_softmax_warp(OpCall& c, const T* in, T* out, int64_t rows, int64_t cols) {
+  const int64_t cap = static_cast<int64_t>(c.sm_count()) * 16;
+  int64_t blocks = (rows + (kThreads / 32) - 1) / (kThreads / 32);
+  if (blocks > cap) blocks = cap;
+  softmax_warp_kernel<T, ELEMS><<<static_cast<unsigned>(blocks), kThreads, 0, c.stream()>>>(
+      in, out, rows, static_cast<int>(cols));
+}
+
+// One block per row; every thread gets the block's result.
+template <typename R, typename C>
+__device__ __forceinline__ C block_allreduce(C v) {
+  __shared__ C result;
+  v = block_reduce<R>(v);
+  if (threadIdx.x == 0) result = v;
+  __syncthreads();
+  v = result;
+  __syncthreads();  // `result` may be written again by the next call
+  return v;
+}
+
+// One block per row. CACHE: the row (as C) is kept in dynamic shared memory
+// (cols values), so global memory is read once.
+template <typename T, bool CACHE>
+__global__ void softmax_block_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                     int64_t rows, int64_t cols) {
+  using C = compute_t<T>;
+  extern __shared__ unsigned char smem[];
+  C* row_cache = reinterpret_cast<C*>(smem);
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* p = in + row * cols;
+    T* q = out + row * cols;
+    C m = -C(INFINITY);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const C v = to_compute(p[j]);
+      if (CACHE) row_cache[j] = v;
+      m = MaxPlainR::combine(m, v);
+    }
+    m = block_allreduce<MaxPlainR>(m);
+    C sum = C(0);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const C e = m_exp((CACHE ? row_cache[j] : to_compute(p[j])) - m);
+      if (CACHE) row_cache[j] = e;
+      sum += e;
+    }
+    sum = block_allreduce<SumR>(sum);
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const C e = CACHE ? row_cache[j] : m_exp(to_compute(p[j]) - m);
+      q[j] = from_compute<T>(e / sum);
+    }
+    // Each thread touches only its own cache entries, so the next row can
+    // reuse the cache without a barrier.
+  }
+}
+
+void softmax_compute(void*, TF_OpKernelContext* ctx) {
+  OpCall c(ctx);
+  if (!c.ok()) return;
+  TensorPtr x = c.input(0);
+  if (!x) return;
+  const Shape s = Shape::of(x.get());
+  if (s.rank < 1) {
+    c.fail(TF_INVALID_ARGUMENT, "logits must have >= 1 dimension, got rank 0");
+    return;
+  }
+  const TF_DataType dt = TF_TensorType(x.get());
+  TensorPtr out = c.output(0, dt, s);
+  if (!out) return;
+  const int64_t n = s.num_elements();
+  if (n == 0) return;
+  const int64_t cols = s.dims[s.rank - 1];
+  const int64_t rows = n / cols;
+  const void* in = TF_TensorData(x.get());
+  void* o = TF_TensorData(out.get());
+  const int64_t cap = static_cast<int64_t>(c.sm_count()) * 16;
+  const bool handled = dispatch_float(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = static_cast<const T*>(in);
+    T* dst = static_cast<T*>(o);
+    if (cols <= 32) {
+      launch_softmax_warp<T, 1>(c, src, dst, rows, cols);
+    } else if (cols <= 64) {
+      launch_softmax_warp<T, 2>(c, src, dst, rows, cols);
+    } else if (cols <= 128) {
+      launch_softmax_warp<T, 4>(c, src, dst, rows, cols);
+    } else if (cols <= 256) {
+      launch_softmax_warp<T, 8>(c, src, dst, rows, cols);
+    } else if (cols <= 512) {
+      launch_softmax_warp<T, 16>(c, src, dst, rows, cols);
+    } else if (cols <= 1024) {
+      launch_softmax_warp<T, 32>(c, src, dst, rows, cols);
+    } else {
+      using C = compute_t<T>;
+      const int64_t blocks = rows < cap ? rows : cap;
+      const size_t cache_bytes = static_cast<size_t>(cols) * sizeof(C);
+      if (cache_bytes <= 32 * 1024) {
+        softmax_block_kernel<T, true><<<static_cast<unsigned>(blocks), kThreads, cache_bytes,
+                                        c.stream()>>>(src, dst, rows, cols);
+      } else {
+        softmax_block_kernel<T, false><<<static_cast<unsigned>(blocks), kThreads, 0,
+                                         c.stream()>>>(src, dst, rows, cols);
+      }
+    }
+    c.check_launch("Softmax");
+  });
+  if (!handled) c.fail(TF_UNIMPLEMENTED, "Softmax: dtype %s", dtype_name(dt));
+}
+
+}  // namespace
+
+void register_reduce_kernels() {
+  for (TF_DataType t : kNumericTypes) {
+    register_kernel("Sum", reduce_create, reduce_compute<SumR, false>, reduce_delete,
+                    {{"T", t}}, {"reduction_indices"});
+    register_kernel("Mean", reduce_create, reduce_compute<SumR, true>, reduce_delete,
+                    {{"T", t}}, {"reduction_indices"});
+    register_kernel("Max", reduce_create, reduce_compute<MaxR, false>, reduce_delete,
+                    {{"T", t}}, {"reduction_indices"});
+    register_kernel("Min", reduce_create, reduce_compute<MinR, false>, reduce_delete,
+                    {{"T", t}}, {"reduction_indices"});
+  }
+  for (TF_DataType t : kFloatTypes) {
+    register_kernel("Softmax", nullptr, softmax_compute, nullptr, {{"T", t}});
+  }
+}
+
+}  // namespace pgcuda
