@@ -36,25 +36,25 @@ if want demo; then
   python3 -m pluggable > "$OUT/demo.txt" 2>&1; summary demo "rc=$?"
 fi
 if want tests; then
-  timeout 420 python3 -m pytest -q -rs -p no:cacheprovider tests > "$OUT/tests.log" 2>&1
+  timeout 300 python3 -m pytest -q -rs -p no:cacheprovider tests > "$OUT/tests.log" 2>&1
   summary "tests" "rc=$? $(tail -1 "$OUT/tests.log")"
 fi
 if want memcheck && command -v compute-sanitizer >/dev/null; then
-  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+  timeout 170 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
     python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu_runtime.py \
       -k "not 1073741824 and not 268435456 and not huge" > "$OUT/memcheck_runtime.log" 2>&1
   summary "memcheck runtime" "rc=$? $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck_runtime.log" | tail -2 | tr '\n' ' ')"
-  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+  timeout 170 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
     python3 -m pytest -q -x -p no:cacheprovider tests/test_ops.py -k "GPU and not large" \
       > "$OUT/memcheck_ops.log" 2>&1
   summary "memcheck ops" "rc=$? $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck_ops.log" | tail -2 | tr '\n' ' ')"
 fi
 if want check; then
-  timeout 300 python3 -m pluggable check pluggable/plugins/libpluggable_cuda.so > "$OUT/check_cuda.txt" 2>&1
+  timeout 200 python3 -m pluggable check pluggable/plugins/libpluggable_cuda.so > "$OUT/check_cuda.txt" 2>&1
   summary "check cuda plugin" "rc=$? $(tail -1 "$OUT/check_cuda.txt")"
 fi
 if want bench; then
-  timeout 420 python3 benchmarks/bench_gpu.py "${BENCH_ARGS[@]}" --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
+  timeout 400 python3 benchmarks/bench_gpu.py "${BENCH_ARGS[@]}" --json "$OUT/bench.json" > "$OUT/bench.txt" 2>&1
   summary "benchmark" "rc=$?"
   tail -45 "$OUT/bench.txt"
 fi
