@@ -122,11 +122,20 @@ def test_threads_running_ops_concurrently():
 
 
 def test_automatic_placement_prefers_plugin_device():
+    # The first plugin device (in listing order) with a kernel takes the op.
+    first = next(d for d in pg.placement.all_devices() if isinstance(d, pg.Device)
+                 and pg.registry.find_kernel("Exp", d.device_type, {"T": pg.float32}))
     x = np.random.default_rng().standard_normal(5).astype(np.float32)
-    with pg.testing.expect_kernel("Exp", "MY_DEVICE"):
+    with pg.testing.expect_kernel("Exp", first.device_type):
         y = pg.exp(x)
-    assert y.device == FULL
+    assert y.device == first.name
     np.testing.assert_allclose(y.numpy(), np.exp(x), rtol=1e-6)
+    # An input already on a plugin device keeps the op there.
+    with pg.device("MY_DEVICE:0"):
+        x_dev = pg.constant(x)
+    with pg.testing.expect_kernel("Exp", "MY_DEVICE"):
+        z = pg.exp(x_dev)
+    assert z.device == FULL
 
 
 def test_automatic_placement_falls_back_to_cpu_without_plugin_kernel():

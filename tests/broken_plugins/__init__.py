@@ -31,9 +31,13 @@ def build(name: str) -> pathlib.Path:
 
 
 def clean_env(**overrides: str) -> dict:
-    """The environment without any PLUGGABLE_* setting, plus `overrides`."""
+    """The environment without any PLUGGABLE_* setting, plus `overrides`. A
+    PYTHONPATH override is put in front of the current one, which may hold
+    the interpreter's dependencies."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PLUGGABLE_")}
     env.update(overrides)
+    if "PYTHONPATH" in overrides and os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join([overrides["PYTHONPATH"], os.environ["PYTHONPATH"]])
     return env
 
 
