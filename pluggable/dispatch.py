@@ -367,11 +367,11 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
     n_out = p.n_out
     outs = ffi.new("TF_Tensor*[]", n_out or 1)
     st = raw_status()  # pg_kernel_run resets it
-    lib.pg_kernel_run(p.kinst, handles, outs, st)
+    code = lib.pg_kernel_run(p.kinst, handles, outs, st)
     if temps:
         for w in temps:
             lib.TF_DeleteTensor(w)
-    if lib.TF_GetCode(st):
+    if code:
         code, msg = code_and_message(st)
         where = p.kernel.plugin.path if p.kernel.plugin is not None else "?"
         raise errors.make_error(code, f"{p.op.name} on {dev.short_name}: {msg} "

@@ -35,14 +35,21 @@ class Tensor:
 
     @staticmethod
     def _from_handle(h: Any, dev: Device, dtype: dtypes.DType, shape: tuple, seq: int) -> "Tensor":
+        """Takes ownership of the TF_Tensor handle `h` (released in __del__)."""
         t = Tensor.__new__(Tensor)
-        t._h = ffi.gc(h, lib.TF_DeleteTensor)
+        t._h = h
         t._a = None
         t._dev = dev
         t._dtype = dtype
         t._shape = shape
         t._seq = seq
         return t
+
+    def __del__(self, _delete=lib.TF_DeleteTensor) -> None:
+        h = self._h
+        if h is not None:
+            self._h = None
+            _delete(h)
 
     # ------------------------------------------------------------- properties
     @property

@@ -482,8 +482,8 @@ void pg_kernel_free(pg_kernel* k) {
   free(k);
 }
 
-void pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
-                   TF_Status* status) {
+TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
+                      TF_Tensor** outputs, TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   for (int i = 0; i < k->num_outputs; ++i) outputs[i] = NULL;
   TF_OpKernelContext ctx = {k, inputs, outputs, status,
@@ -507,6 +507,7 @@ void pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
       outputs[i] = NULL;
     }
   }
+  return TF_GetCode(status);
 }
 
 /*** Context ***/

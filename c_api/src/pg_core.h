@@ -181,9 +181,9 @@ pg_kernel* pg_kernel_create(pg_kernel_def* def, pg_device* dev,
 void pg_kernel_free(pg_kernel* k);
 
 /* Runs compute_func on `inputs`; on success fills `outputs` with new handles
- * (owned by the caller). On failure sets `status`, naming op and device. */
-void pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
-                   TF_Status* status);
+ * (owned by the caller). On failure sets `status`. Returns the status code. */
+TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
+                      TF_Tensor** outputs, TF_Status* status);
 
 /*** Op definitions ***/
 
