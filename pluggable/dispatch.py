@@ -378,6 +378,8 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
                                 f"(kernel from {where})", op=p.op.name, device=dev.name)
     dev._seq += 1
     seq = dev._seq
+    if n_out == 1 and shapes is not None and shapes[0] is not None and not p.out_host[0]:
+        return [Tensor._from_handle(outs[0], dev, p.out_dtypes[0], shapes[0], seq)]
     result = []
     for i in range(n_out):
         h = outs[i]

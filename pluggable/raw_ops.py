@@ -16,28 +16,36 @@ from . import errors, registry
 _cache: dict[str, Any] = {}
 
 
+_UNSET = object()
+
+
 def _make(op_name: str):
     """Builds the function for one op, with the op's inputs and attributes as
-    keyword-only parameters (so calls cost no more than a plain function)."""
+    keyword-only parameters, so that a call costs little more than a plain
+    function call and a misspelt name is a TypeError naming it."""
     from .dispatch import execute
     op = registry.OPS[op_name]
     inputs = [a.name for a in op.inputs]
+    attrs = list(op.attrs)
     type_attrs = {a.type_attr for a in op.inputs if a.type_attr}
-    params = ", ".join(f"{n}" for n in inputs)
-    code = (f"def {op_name}(*, {params + ', ' if params else ''}name=None, **attrs):\n"
-            f"    outs = execute(op, [{params}], attrs)\n"
+    params = ", ".join(inputs + [f"{a}=_UNSET" for a in attrs] + ["name=None"])
+    collect = "".join(f"    if {a} is not _UNSET:\n        given[{a!r}] = {a}\n" for a in attrs)
+    code = (f"def {op_name}(*, {params}):\n"
+            f"    given = {{}}\n{collect}"
+            f"    outs = execute(op, [{', '.join(inputs)}], given)\n"
             f"    return outs[0] if len(outs) == 1 else tuple(outs)\n")
-    scope = {"execute": execute, "op": op}
+    scope = {"execute": execute, "op": op, "_UNSET": _UNSET}
     exec(compile(code, f"<raw_ops.{op_name}>", "exec"), scope)
     fn = scope[op_name]
     fn.__qualname__ = op_name
     fn.__module__ = __name__
     sig = ", ".join(f"{a.name}: {a.type_attr or a.dtype.name}" for a in op.inputs)
-    attrs = ", ".join(f"{a.name}: {a.kind}" + (f" = {a.default!r}" if a.has_default else "")
-                      for a in op.attrs.values() if a.name not in type_attrs)
+    described = ", ".join(f"{a.name}: {a.kind}" + (f" = {a.default!r}" if a.has_default else "")
+                          for a in op.attrs.values() if a.name not in type_attrs)
     fn.__doc__ = (f"Op {op_name} (defined by {op.source}).\n\n"
                   f"Inputs (keyword arguments): {sig or 'none'}\n"
-                  f"Attributes: {attrs or 'none'}\n"
+                  f"Attributes: {described or 'none'} (type attributes "
+                  f"{', '.join(sorted(type_attrs)) or 'none'} follow the inputs)\n"
                   f"Outputs: {', '.join(a.name for a in op.outputs)}")
     return fn
 

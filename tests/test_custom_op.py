@@ -56,7 +56,7 @@ def test_custom_op_shape_function_rejects(sync_plugin):
 def test_custom_op_attribute_checks(sync_plugin):
     with pytest.raises(pg.errors.InvalidArgumentError, match="not allowed"):
         pg.raw_ops.ScaleAndShift(x=np.zeros(3, np.int32))
-    with pytest.raises(TypeError, match="unexpected attribute 'bias'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bias'"):
         pg.raw_ops.ScaleAndShift(x=np.zeros(3, np.float32), bias=1.0)
 
 
