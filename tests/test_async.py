@@ -15,23 +15,6 @@ import pluggable as pg
 DEVICE = "MY_DEVICE:0"
 
 
-class SeededRng:
-    """np.random.Generator with an unfixed seed that it can print."""
-
-    def __init__(self):
-        seed = np.random.SeedSequence().entropy
-        self._gen = np.random.default_rng(seed)
-        self.seed_text = f"seed={seed}"
-
-    def __getattr__(self, name):
-        return getattr(self._gen, name)
-
-
-@pytest.fixture
-def rng():
-    return SeededRng()
-
-
 def _c(values, dtype=np.float64):
     return pg.constant(np.asarray(values, dtype=dtype))
 

@@ -47,23 +47,6 @@ def device(request):
     return name
 
 
-class SeededRng:
-    """np.random.Generator with an unfixed seed that it can print."""
-
-    def __init__(self):
-        seed = np.random.SeedSequence().entropy
-        self._gen = np.random.default_rng(seed)
-        self.seed_text = f"seed={seed}"
-
-    def __getattr__(self, name):
-        return getattr(self._gen, name)
-
-
-@pytest.fixture
-def rng():
-    return SeededRng()
-
-
 def device_type(device: str) -> str:
     return device.split(":")[0]
 

@@ -1,0 +1,21 @@
+"""Fixtures shared by the test modules."""
+import numpy as np
+import pytest
+
+
+class SeededRng:
+    """np.random.Generator with an unfixed seed that it can print."""
+
+    def __init__(self):
+        seed = np.random.SeedSequence().entropy
+        self._gen = np.random.default_rng(seed)
+        self.seed_text = f"seed={seed}"
+
+    def __getattr__(self, name):
+        return getattr(self._gen, name)
+
+
+@pytest.fixture
+def rng():
+    """Fresh random inputs for every test; failures print `rng.seed_text`."""
+    return SeededRng()
