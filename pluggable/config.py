@@ -81,3 +81,27 @@ def placement_log(clear: bool = False) -> list[tuple[str, str, str]]:
         if clear:
             _placement_records.clear()
     return out
+
+
+def get_device_details(device) -> dict:
+    """Details of a physical device (a ``PhysicalDevice`` record or a name):
+    device type, platform, vendor, hardware name, PCI bus id, NUMA node,
+    memory bandwidth, GFLOP/s, memory (total and free, in bytes) and the
+    plugin file. Values a plugin does not report are None."""
+    from . import placement
+    from .device import Device
+    name = getattr(device, "name", device)
+    if isinstance(name, str):
+        name = name.replace("/physical_device:", "")
+    dev = placement.get_device(name)
+    details = {"device_type": dev.device_type, "platform_name": dev.platform_name,
+               "vendor": dev.vendor, "hardware_name": dev.hardware_name,
+               "pci_bus_id": None, "numa_node": None, "memory_bandwidth": None,
+               "gflops": None, "memory_total": None, "memory_free": None, "plugin": None}
+    if isinstance(dev, Device):
+        mem = dev.memory_usage()
+        details.update(pci_bus_id=dev.pci_bus_id, numa_node=dev.numa_node,
+                       memory_bandwidth=dev.memory_bandwidth, gflops=dev.gflops,
+                       memory_total=mem[1] if mem else None,
+                       memory_free=mem[0] if mem else None, plugin=dev.plugin.path)
+    return details

@@ -31,6 +31,13 @@ def test_list_physical_devices_cpu_first_with_details():
     assert pg.PhysicalDevice("/physical_device:MY_DEVICE:0", "MY_DEVICE") in devs
     assert pg.list_physical_devices("my_device") == [
         pg.PhysicalDevice("/physical_device:MY_DEVICE:0", "MY_DEVICE")]
+    details = pg.config.get_device_details(devs[devs.index(
+        pg.PhysicalDevice("/physical_device:MY_DEVICE:0", "MY_DEVICE"))])
+    assert details["platform_name"] == "MY_PLATFORM"
+    assert details["hardware_name"] and details["vendor"]
+    assert details["plugin"].endswith("libpluggable_my_device.so")
+    assert 0 < details["memory_free"] <= details["memory_total"]
+    assert pg.config.get_device_details("CPU:0")["device_type"] == "CPU"
     d = pg.get_device("MY_DEVICE:0")
     assert d.platform_name == "MY_PLATFORM"
     assert d.hardware_name and d.vendor
