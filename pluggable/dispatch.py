@@ -26,6 +26,26 @@ _instances: dict = {}
 def invalidate() -> None:
     """Forgets cached plans (after registrations or config changes)."""
     _plans.clear()
+    for op in list(registry.OPS.values()):
+        op.fast.clear()
+
+
+def _is_simple(p: "Plan", given: dict) -> bool:
+    """Whether later calls with this signature can take the raw_ops fast path:
+    a plugin kernel, no attributes given, no copies, no host-memory inputs,
+    one device output whose shape the shape function gives from shapes."""
+    op = p.op
+    return (p.kinst is not None and not given and p.moves is None and not p.any_host_in
+            and p.n_out == 1 and not p.out_host[0] and op.shape_fn is not None
+            and not op.host_value_inputs and not hasattr(op.shape_fn, "num_outputs"))
+
+
+def kernel_error(p: "Plan", st) -> errors.OpError:
+    """The typed error of a failed kernel call."""
+    code, msg = code_and_message(st)
+    where = p.kernel.plugin.path if p.kernel.plugin is not None else "?"
+    return errors.make_error(code, f"{p.op.name} on {p.device.short_name}: {msg} "
+                             f"(kernel from {where})", op=p.op.name, device=p.device.name)
 
 
 class Plan:
@@ -298,6 +318,9 @@ def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     p = _plans.get(key)
     if p is None:
         p = _plans[key] = _build_plan(op, inputs, given, scope)
+        if _is_simple(p, given) and not config._log_placement:
+            fast_key = (scope, *[x for t in inputs for x in (t._dtype, t._dev)], key[4])
+            op.fast[fast_key] = p
     if p.moves is not None:
         for i, m in enumerate(p.moves):
             if m is not None:
@@ -372,10 +395,7 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
         for w in temps:
             lib.TF_DeleteTensor(w)
     if code:
-        code, msg = code_and_message(st)
-        where = p.kernel.plugin.path if p.kernel.plugin is not None else "?"
-        raise errors.make_error(code, f"{p.op.name} on {dev.short_name}: {msg} "
-                                f"(kernel from {where})", op=p.op.name, device=dev.name)
+        raise kernel_error(p, st)
     dev._seq += 1
     seq = dev._seq
     if n_out == 1 and shapes is not None and shapes[0] is not None and not p.out_host[0]:

@@ -19,6 +19,44 @@ _cache: dict[str, Any] = {}
 _UNSET = object()
 
 
+def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
+    """Code for calls whose plan dispatch marked simple (dispatch._is_simple):
+    one dict lookup, the shape function, one call into the core and the new
+    Tensor, in this frame. Anything else falls through to the general path."""
+    if not inputs or len(op.outputs) != 1 or op.host_value_inputs:
+        return ""
+    no_attrs = " and ".join(f"{a} is _UNSET" for a in attrs) or "True"
+    tensors = " and ".join(f"type({n}) is _Tensor" for n in inputs)
+    key = ", ".join(f"{n}._dtype, {n}._dev" for n in inputs)
+    handles = ", ".join(f"{n}._h" for n in inputs)
+    shapes = ", ".join(f"{n}._shape" for n in inputs)
+    return (
+        f"    if {no_attrs} and {tensors}:\n"
+        f"        p = _fast.get((_scope_get(), {key}, _version[0]))\n"
+        f"        if p is not None and not p.device._poisoned:\n"
+        f"            shape = p.op.shape_fn([{shapes}], p.attrs, None)[0]\n"
+        f"            outs = _new_outs('TF_Tensor*[]', 1)\n"
+        f"            st = _raw_status()\n"
+        f"            if _run(p.kinst, [{handles}], outs, st):\n"
+        f"                raise _kernel_error(p, st)\n"
+        f"            dev = p.device\n"
+        f"            dev._seq += 1\n"
+        f"            t = _new(_Tensor)\n"
+        f"            t._h = outs[0]; t._a = None; t._dev = dev\n"
+        f"            t._dtype = p.out_dtypes[0]; t._shape = shape; t._seq = dev._seq\n"
+        f"            return t\n")
+
+
+def _fast_globals(op) -> dict:
+    from . import config, placement
+    from ._ffi import ffi, lib, raw_status
+    from .dispatch import kernel_error
+    from .tensor import Tensor
+    return {"_fast": op.fast, "_scope_get": placement._scope.get, "_version": config.version,
+            "_new_outs": ffi.new, "_raw_status": raw_status, "_run": lib.pg_kernel_run,
+            "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor}
+
+
 def _make(op_name: str):
     """Builds the function for one op, with the op's inputs and attributes as
     keyword-only parameters, so that a call costs little more than a plain
@@ -31,10 +69,11 @@ def _make(op_name: str):
     params = ", ".join(inputs + [f"{a}=_UNSET" for a in attrs] + ["name=None"])
     collect = "".join(f"    if {a} is not _UNSET:\n        given[{a!r}] = {a}\n" for a in attrs)
     code = (f"def {op_name}(*, {params}):\n"
+            f"{_fast_path(op, inputs, attrs)}"
             f"    given = {{}}\n{collect}"
             f"    outs = execute(op, [{', '.join(inputs)}], given)\n"
             f"    return outs[0] if len(outs) == 1 else tuple(outs)\n")
-    scope = {"execute": execute, "op": op, "_UNSET": _UNSET}
+    scope = {"execute": execute, "op": op, "_UNSET": _UNSET, **_fast_globals(op)}
     exec(compile(code, f"<raw_ops.{op_name}>", "exec"), scope)
     fn = scope[op_name]
     fn.__qualname__ = op_name

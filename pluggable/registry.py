@@ -154,6 +154,9 @@ class OpDef:
     is_commutative: bool = False
     is_stateful: bool = False
     deprecation: str | None = None
+    # Plans of calls that raw_ops can run without the general path (see
+    # dispatch.fast_plan_key); cleared whenever plans are invalidated.
+    fast: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def input_index(self, name: str) -> int | None:
         for i, a in enumerate(self.inputs):

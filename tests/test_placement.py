@@ -214,3 +214,31 @@ def test_status_does_not_leak_between_calls():
         s.synchronize()
     s.synchronize()  # the error was reported once; the stream is usable again
     s.status()
+
+
+def test_fast_path_keeps_logging_and_async_errors():
+    rng = np.random.default_rng()
+    a = rng.standard_normal(16).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(a)
+        pg.raw_ops.AddV2(x=x, y=x)                     # builds the plan
+        assert pg.registry.OPS["AddV2"].fast           # later calls take the fast path
+        with pg.testing.expect_kernel("AddV2", "MY_DEVICE"):
+            y = pg.raw_ops.AddV2(x=x, y=x)
+        np.testing.assert_array_equal(y.numpy(), a + a)
+        pg.config.set_log_device_placement(True)
+        try:
+            pg.config.placement_log(clear=True)
+            pg.raw_ops.AddV2(x=x, y=x)
+            assert ("AddV2", FULL, "") in pg.config.placement_log()
+        finally:
+            pg.config.set_log_device_placement(False)
+        bad = pg.raw_ops.CheckNumerics(tensor=pg.constant([np.nan], dtype=pg.float32),
+                                       message="fast path")
+        z = pg.raw_ops.AddV2(x=bad, y=bad)             # enqueued after the failing op
+        with pytest.raises(pg.errors.InvalidArgumentError, match="fast path"):
+            pg.synchronize()
+        with pytest.raises(pg.errors.InvalidArgumentError, match="not valid"):
+            z.numpy()
+        with pytest.raises(pg.errors.InvalidArgumentError, match="not valid"):
+            pg.raw_ops.AddV2(x=z, y=z)                 # poisoned input: general path raises
