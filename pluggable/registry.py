@@ -256,6 +256,10 @@ def check_kernel(k: KernelDef) -> str | None:
     if not re.fullmatch(r"[A-Z][A-Z_]*", k.device_type):
         return (f"kernel for op {k.op!r}: device type {k.device_type!r} is not "
                 "valid (upper-case letters and underscores)")
+    if k.device_type == "CPU" and k.cdef is not None:
+        return (f"kernel for op {k.op!r} on CPU: plugins cannot register CPU kernels "
+                "(the built-in CPU device runs every op on numpy); register the kernel "
+                "for your plugin's own device type")
     for attr, dt in k.constraints.items():
         a = op.attrs.get(attr)
         if a is None:

@@ -85,3 +85,13 @@ def test_kernel_output_shape_is_checked_against_the_shape_function():
                           timeout=60, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     assert "CAUGHT" in proc.stdout and "[4]" in proc.stdout and "[3]" in proc.stdout
+
+
+def test_plugin_cpu_kernels_are_refused_and_cpu_keeps_working():
+    rec = pg.load_plugin(build_plugin(HERE / "plugins" / "cpu_kernel.c", "cpu_kernel"))
+    assert rec.status == "loaded" and rec.kernels == 0
+    assert any("plugins cannot register CPU kernels" in r for r in rec.rejected)
+    x = np.array([-1.0, 2.0], np.float32)
+    with pg.device("CPU:0"):
+        with pg.testing.expect_kernel("Relu", "CPU"):
+            np.testing.assert_array_equal(pg.nn.relu(x).numpy(), [0.0, 2.0])
