@@ -37,7 +37,7 @@ def _is_simple(p: "Plan", given: dict) -> bool:
     op = p.op
     return (p.kinst is not None and not given and p.moves is None and not p.any_host_in
             and p.n_out == 1 and not p.out_host[0] and op.shape_fn is not None
-            and not op.host_value_inputs and not hasattr(op.shape_fn, "num_outputs"))
+            and not op.host_value_inputs and op.exact_shapes)
 
 
 def kernel_error(p: "Plan", st) -> errors.OpError:
@@ -278,8 +278,6 @@ def _build_plan(op: OpDef, inputs: list[Tensor], given: dict, scope) -> Plan:
             raise errors.InternalError(
                 f"{op.name}: the kernel on {dev.short_name} does not take {n!r} in host memory")
     p.kinst = _kernel_instance(op, k, dev, attrs) if isinstance(dev, Device) else None
-    if op.shape_fn is not None and hasattr(op.shape_fn, "num_outputs"):
-        op.shape_fn.num_outputs = p.n_out
     return p
 
 

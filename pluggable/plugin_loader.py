@@ -273,13 +273,14 @@ def on_register_op(b, st) -> int:
     name = cstr(b.name) or ""
     specs = lambda arr, n: [cstr(arr[i]) or "" for i in range(n)]
     try:
-        shape_fn = _c_shape_fn(b.shape_fn) if b.shape_fn != ffi.NULL else None
         op = registry.make_op_def(
             name, specs(b.inputs, b.num_inputs), specs(b.outputs, b.num_outputs),
-            specs(b.attrs, b.num_attrs), shape_fn=shape_fn,
+            specs(b.attrs, b.num_attrs), exact_shapes=False,
             source=rec.path if rec else "a plugin", is_commutative=bool(b.is_commutative),
             is_stateful=bool(b.is_stateful),
             deprecation=cstr(b.deprecation) if b.deprecation != ffi.NULL else None)
+        if b.shape_fn != ffi.NULL:
+            op.shape_fn = _c_shape_fn(b.shape_fn, op)
         registry.register_op(op)
     except registry.OpSpecError as exc:
         reason, code = f"op {name!r}: {exc}", 3
@@ -298,20 +299,20 @@ def on_register_op(b, st) -> int:
     return 0
 
 
-def _c_shape_fn(fnptr):
-    """Wraps a plugin's C shape function as a Python shape function."""
+def _c_shape_fn(fnptr, op: registry.OpDef):
+    """Wraps a plugin's C shape function for `op` as a Python shape function.
+    Outputs it leaves of unknown rank come back as None (the kernel's
+    allocation then decides)."""
     from .dispatch import make_c_attrs
+    n_out = len(op.outputs)
 
     def shape_fn(shapes, attrs, values):
-        n_in = len(shapes)
         ranks = ffi.new("int[]", [len(s) for s in shapes] or [0])
-        flat = [d for s in shapes for d in s]
-        dims = ffi.new("int64_t[]", flat or [0])
-        n_out = shape_fn.num_outputs
+        dims = ffi.new("int64_t[]", [d for s in shapes for d in s] or [0])
         out_ranks = ffi.new("int[]", max(n_out, 1))
         out_dims = ffi.new("int64_t[]", max(n_out, 1) * lib.TF_MAX_DIMS)
         st = status()
-        lib.pg_run_shape_fn(fnptr, n_in, ranks, dims, make_c_attrs(attrs), n_out,
+        lib.pg_run_shape_fn(fnptr, len(shapes), ranks, dims, make_c_attrs(attrs, op), n_out,
                             out_ranks, out_dims, st)
         code, msg = code_and_message(st)
         if code:
@@ -322,7 +323,6 @@ def _c_shape_fn(fnptr):
             r = out_ranks[i]
             out.append(None if r < 0 else tuple(out_dims[i * lib.TF_MAX_DIMS + j] for j in range(r)))
         return out
-    shape_fn.num_outputs = 0  # set once the OpDef is known (dispatch fills it)
     return shape_fn
 
 

@@ -154,6 +154,9 @@ class OpDef:
     is_commutative: bool = False
     is_stateful: bool = False
     deprecation: str | None = None
+    # Whether shape_fn always returns the full shape of every output (true of
+    # the built-in ops; a plugin's C shape function may leave one unknown).
+    exact_shapes: bool = True
     # Plans of calls that raw_ops can run without the general path (see
     # dispatch.fast_plan_key); cleared whenever plans are invalidated.
     fast: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
