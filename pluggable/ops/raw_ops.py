@@ -11,7 +11,12 @@ import sys
 import types
 from typing import Any
 
-from . import errors, registry
+from .._core import ffi, lib, raw_status
+from ..framework import config, registry
+from ..framework.tensor import Tensor
+from ..plugins import loader as plugins
+from ..runtime import placement
+from ..runtime.dispatch import execute, kernel_error
 
 _cache: dict[str, Any] = {}
 
@@ -48,10 +53,6 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
 
 
 def _fast_globals(op) -> dict:
-    from . import config, placement
-    from ._ffi import ffi, lib, raw_status
-    from .dispatch import kernel_error
-    from .tensor import Tensor
     return {"_fast": op.fast, "_scope_get": placement._scope.get, "_version": config.version,
             "_new_outs": ffi.new, "_raw_status": raw_status, "_run": lib.pg_kernel_run,
             "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor}
@@ -61,7 +62,6 @@ def _make(op_name: str):
     """Builds the function for one op, with the op's inputs and attributes as
     keyword-only parameters, so that a call costs little more than a plain
     function call and a misspelt name is a TypeError naming it."""
-    from .dispatch import execute
     op = registry.OPS[op_name]
     inputs = [a.name for a in op.inputs]
     attrs = list(op.attrs)
@@ -91,7 +91,6 @@ def _make(op_name: str):
 
 class _RawOps(types.ModuleType):
     def __getattr__(self, name: str):
-        from . import plugin_loader as plugins
         plugins.ensure_loaded()
         fn = _cache.get(name)
         if fn is None:
@@ -108,13 +107,4 @@ class _RawOps(types.ModuleType):
         return sorted(registry.OPS)
 
 
-def refresh() -> None:
-    """Drops the cached functions (an op was registered)."""
-    mod = sys.modules[__name__]
-    for name in list(_cache):
-        mod.__dict__.pop(name, None)
-    _cache.clear()
-
-
 sys.modules[__name__].__class__ = _RawOps
-del errors
