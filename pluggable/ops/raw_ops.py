@@ -15,7 +15,7 @@ from .._core import ffi, lib, raw_status
 from ..framework import config, registry
 from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
-from ..runtime import placement
+from ..runtime import hooks, placement
 from ..runtime.dispatch import execute, kernel_error
 
 _cache: dict[str, Any] = {}
@@ -36,7 +36,7 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     handles = ", ".join(f"{n}._h" for n in inputs)
     shapes = ", ".join(f"{n}._shape" for n in inputs)
     return (
-        f"    if {no_attrs} and {tensors}:\n"
+        f"    if {no_attrs} and {tensors} and not _hooks_active[0]:\n"
         f"        p = _fast.get((_scope_get(), {key}, _version[0]))\n"
         f"        if p is not None and not p.device._poisoned:\n"
         f"            shape = p.op.shape_fn([{shapes}], p.attrs, None)[0]\n"
@@ -55,7 +55,8 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
 def _fast_globals(op) -> dict:
     return {"_fast": op.fast, "_scope_get": placement._scope.get, "_version": config.version,
             "_new_outs": ffi.new, "_raw_status": raw_status, "_run": lib.pg_kernel_run,
-            "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor}
+            "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor,
+            "_hooks_active": hooks.active}
 
 
 def _make(op_name: str):

@@ -17,7 +17,7 @@ from .._core import code_and_message, ffi, lib, raw_status, status
 from ..framework import config, dtypes, errors, registry
 from ..framework.registry import KernelDef, OpDef
 from ..framework.tensor import Tensor, to_array
-from . import placement
+from . import hooks, placement
 from .attrs import make_c_attrs
 from .device import CpuDevice, Device
 
@@ -263,7 +263,14 @@ def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
 
 
 def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
-    """Runs `op` on `inputs` (in op-definition order) with attributes `given`."""
+    """Runs `op` on `inputs` (in op-definition order) with attributes `given`
+    (through the installed hooks, if any: see ``runtime.hooks``)."""
+    if _hooks_active[0]:
+        return hooks.call(op, inputs, given, _execute)
+    return _execute(op, inputs, given)
+
+
+def _execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     for x in inputs:
         if type(x) is not Tensor:
             inputs = convert_inputs(op, inputs, given)
@@ -300,6 +307,7 @@ def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
 
 
 _scope_get = placement._scope.get
+_hooks_active = hooks.active
 
 
 def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
