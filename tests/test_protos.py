@@ -307,6 +307,19 @@ def test_messages_live_in_a_private_pool():
             descriptor_pool.Default().FindMessageTypeByName("tensorflow.GraphDef")
 
 
+def test_another_pool_with_the_same_names_leaves_ours_alone(monkeypatch):
+    """As when TensorFlow's generated classes are imported after ours."""
+    from google.protobuf import descriptor_pool, message_factory
+    monkeypatch.setattr(library, "_loaded", None)
+    ours = proto.messages()
+    other = descriptor_pool.DescriptorPool()
+    for file in add_to_pool(other, parse_files(proto.proto_sources())):
+        for desc in file.message_types_by_name.values():
+            assert message_factory.GetMessageClass(desc) is not getattr(ours, desc.name)
+    shape = ours.TensorShapeProto(dim=[ours.TensorShapeProto.Dim(size=3)])
+    assert proto.from_shape_proto(shape) == (3,)
+
+
 def test_first_use_loads_once_across_threads(monkeypatch):
     monkeypatch.setattr(library, "_loaded", None)
     seen, barrier = [], threading.Barrier(8)
