@@ -149,5 +149,5 @@ class BuildExtWithPlugins(build_ext):
             copy_headers(pkg)
 
 
-setup(cffi_modules=["pluggable/_build_core.py:ffibuilder"],
+setup(cffi_modules=["pluggable/_core/build.py:ffibuilder"],
       cmdclass={"build_ext": BuildExtWithPlugins})

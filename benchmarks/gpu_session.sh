@@ -26,7 +26,7 @@ else
   export PYTHONPATH=$PWD
 fi
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-if [ ! -f pluggable/_core.abi3.so ] || [ ! -f pluggable/plugins/libpluggable_cuda.so ]; then
+if [ ! -f pluggable/_core/_lib.abi3.so ] || [ ! -f pluggable/plugins/libpluggable_cuda.so ]; then
   python3 -m pip install -q --no-build-isolation --no-deps --no-index -e . > "$OUT/build.log" 2>&1 \
     || { echo "build failed"; tail -30 "$OUT/build.log"; exit 1; }
 fi

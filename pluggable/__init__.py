@@ -2,7 +2,7 @@
 
 Devices are shared libraries that implement a C ABI source-compatible with
 TensorFlow's PluggableDevice API (``SE_InitPlugin`` / ``TF_InitKernel``).
-They are discovered in the plugin directories (see ``pluggable.plugin_loader``)
+They are discovered in the plugin directories (see ``pluggable.plugins``)
 when the package is imported::
 
     import numpy as np, pluggable as pg
@@ -12,67 +12,48 @@ when the package is imported::
     y.numpy()
 
 Start with ``help(pg.device)``, ``pg.plugins()`` and ``python -m pluggable --help``.
+
+This module only re-exports the public API; the code lives in the layer
+packages (``_core``, ``framework``, ``runtime``, ``plugins``, ``ops``,
+``tools``: see ``docs/architecture.md``).
 """
-from __future__ import annotations
+from . import ops as _ops  # registers the built-in ops and their CPU kernels
+from . import config, debugging, math, nn, testing  # noqa: F401  (public namespaces)
+from .framework import dtypes, errors, registry  # noqa: F401
+from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
+                               int16, int32, int64, uint8)
+from .framework.dtypes import bool_ as bool  # noqa: A001
+from .framework.tensor import Tensor
+from .framework.version import VERSION as __version__
+from .ops import raw_ops
+from .ops.math_ops import (abs, add, cast, divide, exp, fill, identity, log, matmul,
+                           maximum, minimum, multiply, negative, reduce_max, reduce_mean,
+                           reduce_min, reduce_sum, reshape, sigmoid, sqrt, subtract, tanh,
+                           transpose)
+from .plugins import cuda_env as _cuda_env, loader as _loader
+from .plugins.loader import load_plugin, plugins
+from .runtime import placement  # noqa: F401
+from .runtime.device import Device, PhysicalDevice
+from .runtime.placement import device, get_device, list_physical_devices, synchronize
+from .runtime.tensors import constant, convert_to_tensor, from_dlpack
+from .tools.headers import get_include
 
-import os as _os
+__all__ = [
+    # namespaces
+    "config", "debugging", "dtypes", "errors", "math", "nn", "raw_ops", "testing",
+    # devices and plugins
+    "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
+    "load_plugin", "plugins", "synchronize", "get_include",
+    # tensors and dtypes
+    "Tensor", "constant", "convert_to_tensor", "from_dlpack", "DType", "as_dtype",
+    "bool", "bfloat16", "float16", "float32", "float64", "int8", "int16", "int32",
+    "int64", "uint8",
+    # ops
+    "abs", "add", "cast", "divide", "exp", "fill", "identity", "log", "matmul", "maximum",
+    "minimum", "multiply", "negative", "reduce_max", "reduce_mean", "reduce_min",
+    "reduce_sum", "reshape", "sigmoid", "sqrt", "subtract", "tanh", "transpose",
+]
 
-from . import config, debugging, dtypes, errors, registry  # noqa: F401
-from ._ffi import ffi as _ffi  # noqa: F401  (loads the core runtime)
-from . import builtin_ops as _builtin_ops, cpu_kernels as _cpu_kernels
-
-_builtin_ops.define_builtin_ops()
-_cpu_kernels.register_cpu_kernels()
-
-from . import plugin_loader as _plugins  # noqa: E402
-from . import math, nn, raw_ops, testing  # noqa: E402,F401
-from .device import Device, PhysicalDevice  # noqa: E402,F401
-from .dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,  # noqa: E402,F401
-                     int16, int32, int64, uint8)
-from .dtypes import bool_ as bool  # noqa: E402,A001
-from .math_ops import (abs, add, cast, divide, exp, fill, identity, log, matmul,  # noqa: E402,F401
-                       maximum, minimum, multiply, negative, reduce_max, reduce_mean,
-                       reduce_min, reduce_sum, reshape, sigmoid, sqrt, subtract, tanh,
-                       transpose)
-from .placement import device, get_device, list_physical_devices  # noqa: E402,F401
-from .tensor import Tensor, constant, convert_to_tensor, from_dlpack  # noqa: E402,F401
-
-__version__ = "0.1.0"
-
-
-def plugins() -> list:
-    """Every plugin file found, with its status ("loaded", "quarantined",
-    "skipped"), reason, ABI version, platform, device type, device count and
-    the number of kernels and ops it registered."""
-    return _plugins.records()
-
-
-def load_plugin(path: str, probe: "bool | None" = None) -> "_plugins.PluginRecord":
-    """Loads a plugin file now. Returns its record; a plugin that fails is
-    quarantined (record.status, record.reason), never raised. With
-    ``probe=True`` (default: env PLUGGABLE_PROBE_PLUGINS) the file is first
-    loaded in a subprocess, and quarantined if that crashes."""
-    return _plugins.load_plugin(path, probe=probe)
-
-
-def synchronize(device_name: "str | None" = None) -> None:
-    """Waits for all work (or one device's) and raises the first
-    asynchronous error as a typed exception naming the device."""
-    devs = [get_device(device_name)] if device_name else [d for d in _plugins.devices()]
-    for d in devs:
-        d.synchronize()
-
-
-def get_include() -> str:
-    """Directory of the C headers plugin authors compile against."""
-    here = _os.path.dirname(__file__)
-    packaged = _os.path.join(here, "include")
-    if _os.path.isdir(packaged):
-        return packaged
-    return _os.path.join(_os.path.dirname(here), "c_api", "include")
-
-
-from . import _cuda_env  # noqa: E402
-
-_cuda_env.configure(str(_plugins.PACKAGE_PLUGIN_DIR))
-_plugins.ensure_loaded()
+# Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.
+_cuda_env.configure(str(_loader.PACKAGE_PLUGIN_DIR))
+_loader.ensure_loaded()

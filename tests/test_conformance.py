@@ -13,7 +13,7 @@ import pytest
 
 import pluggable as pg
 from broken_plugins import build, clean_env
-from pluggable import check
+from pluggable.tools import check
 
 HOST_PLUGIN = pathlib.Path(pg.__file__).resolve().parent / "plugins" / "libpluggable_my_device.so"
 

@@ -492,8 +492,8 @@ with pg.device("HOSTILE:0"):
 # ---------------------------------------------------------------- CLI table
 
 def test_plugins_table(capsys):
-    from pluggable import check
-    assert check.plugins_main([]) == 0
+    from pluggable.tools import cli
+    assert cli.plugins_main([]) == 0
     text = capsys.readouterr().out
     assert "STATUS" in text and "DEVICE TYPE" in text and "KERNELS" in text
     assert str(HOST_PLUGIN) in text and "MY_DEVICE" in text

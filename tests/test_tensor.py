@@ -125,7 +125,7 @@ def test_dlpack_interop():
 
 
 def test_cublas_locator_finds_nvidia_wheels(tmp_path, monkeypatch):
-    from pluggable import _cuda_env
+    from pluggable.plugins import cuda_env as _cuda_env
     lib = tmp_path / "nvidia" / "cu13" / "lib"
     lib.mkdir(parents=True)
     for name in ("libcublas.so.13", "libcublasLt.so.13"):

@@ -1,4 +1,5 @@
-/* The caching device allocator.
+/* The caching device allocator (device buffers are pg_buffers whose release
+ * returns their block here).
  *
  * Device memory is obtained from the plugin's `allocate` and kept in free
  * lists after its tensors die, so the next allocation of a similar size is
@@ -124,18 +125,22 @@ static pg_block* plugin_allocate(pg_device* dev, size_t size) {
   return b;
 }
 
+static void free_block(pg_device* dev, pg_block* b);
+
+/* Releases a device buffer: its block goes back to the cache. */
+static void release_device_buffer(pg_buffer* buf) {
+  free_block(buf->device, buf->owner);
+}
+
 pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status) {
   pg_allocator* a = dev->allocator;
-  pg_buffer* buf = calloc(1, sizeof(pg_buffer));
-  if (buf == NULL || a == NULL) {
-    free(buf);
+  pg_buffer* buf = a != NULL ? pg_buffer_new(NULL, nbytes, release_device_buffer, NULL)
+                             : NULL;
+  if (buf == NULL) {
     pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
     return NULL;
   }
-  atomic_init(&buf->refs, 1);
-  buf->kind = PG_MEM_DEVICE;
   buf->device = dev;
-  buf->nbytes = nbytes;
   if (nbytes == 0) return buf; /* no memory behind an empty tensor */
 
   int bin;
@@ -181,12 +186,13 @@ pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status) {
   if (dev->stats.bytes_in_use > dev->stats.peak_bytes_in_use)
     dev->stats.peak_bytes_in_use = dev->stats.bytes_in_use;
   pthread_mutex_unlock(&a->mu);
-  buf->block = b;
+  buf->owner = b;
+  buf->mem = b->mem;
   buf->data = b->mem.opaque;
   return buf;
 }
 
-void pg_device_free_block(pg_device* dev, pg_block* b) {
+static void free_block(pg_device* dev, pg_block* b) {
   if (b == NULL) return;
   pg_allocator* a = dev->allocator;
   int bin;
@@ -202,28 +208,4 @@ void pg_device_free_block(pg_device* dev, pg_block* b) {
     a->large = b;
   }
   pthread_mutex_unlock(&a->mu);
-}
-
-void pg_buffer_mem(const pg_buffer* buf, SP_DeviceMemoryBase* mem) {
-  memset(mem, 0, sizeof *mem);
-  mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
-  if (buf->block != NULL) {
-    *mem = buf->block->mem;
-  } else {
-    mem->opaque = buf->data;
-    mem->size = buf->nbytes;
-  }
-}
-
-TF_Tensor* pg_device_alloc_tensor(pg_device* dev, TF_DataType dtype,
-                                  const int64_t* dims, int num_dims,
-                                  TF_Status* status) {
-  int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, status);
-  if (nbytes < 0) return NULL;
-  pg_buffer* b = pg_device_alloc(dev, (size_t)nbytes, status);
-  if (b == NULL) return NULL;
-  TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, b, status);
-  pg_buffer_unref(b);
-  if (t != NULL) TF_SetStatus(status, TF_OK, "");
-  return t;
 }

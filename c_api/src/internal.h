@@ -26,24 +26,23 @@ struct TF_Status {
   struct pg_payload* payloads;
 };
 
-/* Where a buffer's memory came from, which decides how it is released. */
-typedef enum pg_mem_kind {
-  PG_MEM_HOST,      /* pg_host_alloc; freed with pg_host_free */
-  PG_MEM_EXTERNAL,  /* caller's memory; released through its deallocator */
-  PG_MEM_DEVICE,    /* a block of a device's caching allocator */
-} pg_mem_kind;
+/* Reference-counted storage shared by every TF_Tensor handle that views it
+ * (buffer.c). Whoever creates a buffer says how its memory is released:
+ * `release` runs once, when the last reference is dropped, and the buffer
+ * struct itself is freed after it. */
+typedef struct pg_buffer pg_buffer;
+typedef void (*pg_release_fn)(pg_buffer* buf);
 
-/* Reference-counted storage shared by every TF_Tensor handle that views it. */
-typedef struct pg_buffer {
+struct pg_buffer {
   atomic_int refs;
-  pg_mem_kind kind;
-  void* data;      /* host pointer, or SP_DeviceMemoryBase.opaque */
+  void* data;              /* host pointer, or SP_DeviceMemoryBase.opaque */
   size_t nbytes;
-  pg_device* device;        /* NULL for host memory */
-  struct pg_block* block;   /* PG_MEM_DEVICE only */
-  void (*deallocator)(void*, size_t, void*);
-  void* deallocator_arg;
-} pg_buffer;
+  pg_device* device;       /* NULL for host memory */
+  SP_DeviceMemoryBase mem; /* device buffers: the memory as the plugin gave it */
+  pg_release_fn release;   /* NULL: nothing to release (caller-owned memory) */
+  void* owner;             /* what `release` needs (allocator block, argument) */
+  void (*deallocator)(void*, size_t, void*); /* external memory only */
+};
 
 struct TF_Tensor {
   TF_DataType dtype;
@@ -52,27 +51,30 @@ struct TF_Tensor {
   pg_buffer* buf;
 };
 
-/* Buffers. */
+/* Buffers (buffer.c). */
+pg_buffer* pg_buffer_new(void* data, size_t nbytes, pg_release_fn release,
+                         void* owner);
 pg_buffer* pg_buffer_new_host(size_t nbytes);
 pg_buffer* pg_buffer_new_external(void* data, size_t nbytes,
                                   void (*dealloc)(void*, size_t, void*),
                                   void* arg);
+void pg_buffer_ref(pg_buffer* b);
 void pg_buffer_unref(pg_buffer* b);
+/* Fills an SP_DeviceMemoryBase describing `buf`. */
+void pg_buffer_mem(const pg_buffer* buf, SP_DeviceMemoryBase* mem);
 
-/* Builds a tensor handle over `buf` (takes one reference). Returns NULL and
- * sets `status` if the shape is invalid or does not match the buffer. */
+/* Tensors over buffers (tensor.c). Builds a tensor handle over `buf` (takes
+ * one reference). Returns NULL and sets `status` if the shape is invalid or
+ * does not match the buffer. */
 TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims,
                          pg_buffer* buf, TF_Status* status);
 /* Checks dims and computes the byte size; -1 with `status` set if invalid. */
 int64_t pg_shape_nbytes(TF_DataType dtype, const int64_t* dims, int num_dims,
                         TF_Status* status);
 
-/* Device memory through the caching allocator. */
+/* Device memory through the caching allocator (allocator.c). */
 pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status);
-void pg_device_free_block(pg_device* dev, struct pg_block* block);
 void pg_allocator_init(pg_device* dev);
-/* Fills an SP_DeviceMemoryBase describing `buf`. */
-void pg_buffer_mem(const pg_buffer* buf, SP_DeviceMemoryBase* mem);
 
 /* Attribute lookup for kernels and shape functions. */
 typedef enum pg_attr_kind {

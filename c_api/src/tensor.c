@@ -1,4 +1,5 @@
-/* TF_Tensor handles, their reference-counted buffers, and TF_DataTypeSize. */
+/* TF_Tensor handles over reference-counted buffers (buffer.c), shapes and
+ * sizes, and TF_DataTypeSize. */
 #include "internal.h"
 
 /* pg_tensor_view must describe the start of TF_Tensor exactly. */
@@ -23,63 +24,6 @@ size_t TF_DataTypeSize(TF_DataType dt) {
     default:
       return 0;
   }
-}
-
-void* pg_host_alloc(size_t nbytes) {
-  void* p = NULL;
-  /* Round up so aligned_alloc's size rule holds; never ask for 0 bytes. */
-  size_t n = (nbytes + 63) & ~(size_t)63;
-  if (n == 0) n = 64;
-  if (posix_memalign(&p, 64, n) != 0) return NULL;
-  return p;
-}
-
-void pg_host_free(void* p) { free(p); }
-
-static pg_buffer* buffer_new(pg_mem_kind kind, void* data, size_t nbytes) {
-  pg_buffer* b = calloc(1, sizeof(pg_buffer));
-  if (b == NULL) return NULL;
-  atomic_init(&b->refs, 1);
-  b->kind = kind;
-  b->data = data;
-  b->nbytes = nbytes;
-  return b;
-}
-
-pg_buffer* pg_buffer_new_host(size_t nbytes) {
-  void* data = pg_host_alloc(nbytes);
-  if (data == NULL) return NULL;
-  pg_buffer* b = buffer_new(PG_MEM_HOST, data, nbytes);
-  if (b == NULL) pg_host_free(data);
-  return b;
-}
-
-pg_buffer* pg_buffer_new_external(void* data, size_t nbytes,
-                                  void (*dealloc)(void*, size_t, void*),
-                                  void* arg) {
-  pg_buffer* b = buffer_new(PG_MEM_EXTERNAL, data, nbytes);
-  if (b == NULL) return NULL;
-  b->deallocator = dealloc;
-  b->deallocator_arg = arg;
-  return b;
-}
-
-void pg_buffer_unref(pg_buffer* b) {
-  if (b == NULL) return;
-  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
-  switch (b->kind) {
-    case PG_MEM_HOST:
-      pg_host_free(b->data);
-      break;
-    case PG_MEM_EXTERNAL:
-      if (b->deallocator != NULL)
-        b->deallocator(b->data, b->nbytes, b->deallocator_arg);
-      break;
-    case PG_MEM_DEVICE:
-      pg_device_free_block(b->device, b->block);
-      break;
-  }
-  free(b);
 }
 
 int64_t pg_shape_nbytes(TF_DataType dtype, const int64_t* dims, int num_dims,
@@ -139,7 +83,7 @@ TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims,
   t->num_dims = num_dims;
   for (int i = 0; i < num_dims; ++i) t->dims[i] = dims[i];
   t->buf = buf;
-  if (buf != NULL) atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+  pg_buffer_ref(buf);
   return t;
 }
 
@@ -239,7 +183,7 @@ void TF_TensorBitcastFrom(const TF_Tensor* from, TF_DataType type,
   }
   pg_buffer* old = to->buf;
   to->buf = from->buf;
-  if (to->buf != NULL) atomic_fetch_add(&to->buf->refs, 1);
+  pg_buffer_ref(to->buf);
   pg_buffer_unref(old);
   to->dtype = type;
   to->num_dims = num_new_dims;
@@ -274,4 +218,17 @@ TF_Tensor* pg_tensor_ref(const TF_Tensor* t) {
 
 void pg_tensor_mem(const TF_Tensor* t, SP_DeviceMemoryBase* mem) {
   pg_buffer_mem(t->buf, mem);
+}
+
+TF_Tensor* pg_device_alloc_tensor(pg_device* dev, TF_DataType dtype,
+                                  const int64_t* dims, int num_dims,
+                                  TF_Status* status) {
+  int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, status);
+  if (nbytes < 0) return NULL;
+  pg_buffer* b = pg_device_alloc(dev, (size_t)nbytes, status);
+  if (b == NULL) return NULL;
+  TF_Tensor* t = pg_tensor_new(dtype, dims, num_dims, b, status);
+  pg_buffer_unref(b);
+  if (t != NULL) TF_SetStatus(status, TF_OK, "");
+  return t;
 }

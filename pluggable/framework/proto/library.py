@@ -10,7 +10,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from ... import errors
+from .. import errors
 from .parser import add_to_pool, parse_files
 
 PROTO_DIR = pathlib.Path(__file__).resolve().parent

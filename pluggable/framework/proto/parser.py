@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple
 
-from ... import errors
+from .. import errors
 
 if TYPE_CHECKING:  # pragma: no cover
     from google.protobuf.descriptor_pb2 import DescriptorProto, FileDescriptorProto

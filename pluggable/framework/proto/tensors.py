@@ -14,8 +14,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ... import dtypes, errors
-from ...tensor import to_array
+from .. import dtypes, errors
+from ..tensor import to_array
 from .library import messages
 
 # The typed TensorProto field that holds each pluggable dtype's elements.

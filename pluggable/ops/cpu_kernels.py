@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import builtin_ops
-from .registry import KernelDef, OPS, register_kernel
+from ..framework.errors import InvalidArgumentError
+from ..framework.registry import KernelDef, OPS, register_kernel
+from . import definitions as builtin_ops
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -176,7 +177,6 @@ def _conv2d(ins, attrs):
 def _check_numerics(ins, attrs):
     (x,) = ins
     w = _wide(x)
-    from .errors import InvalidArgumentError
     if np.isnan(w).any():
         raise InvalidArgumentError(f"CheckNumerics on CPU:0: {attrs['message']} : Tensor had NaN values",
                                    op="CheckNumerics")

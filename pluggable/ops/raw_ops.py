@@ -11,7 +11,12 @@ import sys
 import types
 from typing import Any
 
-from . import errors, registry
+from .._core import ffi, lib, raw_status
+from ..framework import config, registry
+from ..framework.tensor import Tensor
+from ..plugins import loader as plugins
+from ..runtime import hooks, placement
+from ..runtime.dispatch import execute, kernel_error
 
 _cache: dict[str, Any] = {}
 
@@ -31,7 +36,7 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     handles = ", ".join(f"{n}._h" for n in inputs)
     shapes = ", ".join(f"{n}._shape" for n in inputs)
     return (
-        f"    if {no_attrs} and {tensors}:\n"
+        f"    if {no_attrs} and {tensors} and not _hooks_active[0]:\n"
         f"        p = _fast.get((_scope_get(), {key}, _version[0]))\n"
         f"        if p is not None and not p.device._poisoned:\n"
         f"            shape = p.op.shape_fn([{shapes}], p.attrs, None)[0]\n"
@@ -48,20 +53,16 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
 
 
 def _fast_globals(op) -> dict:
-    from . import config, placement
-    from ._ffi import ffi, lib, raw_status
-    from .dispatch import kernel_error
-    from .tensor import Tensor
     return {"_fast": op.fast, "_scope_get": placement._scope.get, "_version": config.version,
             "_new_outs": ffi.new, "_raw_status": raw_status, "_run": lib.pg_kernel_run,
-            "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor}
+            "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor,
+            "_hooks_active": hooks.active}
 
 
 def _make(op_name: str):
     """Builds the function for one op, with the op's inputs and attributes as
     keyword-only parameters, so that a call costs little more than a plain
     function call and a misspelt name is a TypeError naming it."""
-    from .dispatch import execute
     op = registry.OPS[op_name]
     inputs = [a.name for a in op.inputs]
     attrs = list(op.attrs)
@@ -91,7 +92,6 @@ def _make(op_name: str):
 
 class _RawOps(types.ModuleType):
     def __getattr__(self, name: str):
-        from . import plugin_loader as plugins
         plugins.ensure_loaded()
         fn = _cache.get(name)
         if fn is None:
@@ -108,13 +108,4 @@ class _RawOps(types.ModuleType):
         return sorted(registry.OPS)
 
 
-def refresh() -> None:
-    """Drops the cached functions (an op was registered)."""
-    mod = sys.modules[__name__]
-    for name in list(_cache):
-        mod.__dict__.pop(name, None)
-    _cache.clear()
-
-
 sys.modules[__name__].__class__ = _RawOps
-del errors

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InvalidArgumentError
-from .registry import make_op_def, register_op
+from ..framework.errors import InvalidArgumentError
+from ..framework.registry import make_op_def, register_op
 
 _REAL = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8}"
 _FLOAT = "{bfloat16, half, float, double}"

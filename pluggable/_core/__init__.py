@@ -1,19 +1,28 @@
-"""Access to the core C runtime (cffi) and the hooks it calls into Python."""
+"""Layer 1: the core C runtime (cffi) and the hooks it calls into Python.
+
+``ffi`` and ``lib`` are the cffi view of the core (built from
+``c_api/src`` by ``build.py`` at install time). The core calls back into
+Python when a plugin registers a kernel or an op and when a stream runs a
+host callback; the registration callbacks are looked up in ``hooks``, which
+the plugin layer fills in when it is imported, so this layer imports nothing
+above it.
+"""
 from __future__ import annotations
 
 import ctypes
 import os
 import threading
+from typing import Callable
 
-from . import _core
+from . import _lib
 
-ffi = _core.ffi
-lib = _core.lib
+ffi = _lib.ffi
+lib = _lib.lib
 
 # Plugins are built with the TF_* symbols unresolved. Re-opening the core with
 # RTLD_GLOBAL puts its symbols in the global scope, so that every plugin
 # loaded afterwards binds to them.
-ctypes.CDLL(_core.__file__, mode=os.RTLD_NOW | os.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
+ctypes.CDLL(_lib.__file__, mode=os.RTLD_NOW | os.RTLD_GLOBAL | getattr(os, "RTLD_NOLOAD", 4))
 
 _tls = threading.local()
 
@@ -51,11 +60,30 @@ def _fail_hook(st, exc: BaseException) -> int:
     return 0
 
 
+def _refuse(what: str) -> Callable:
+    def refuse(_obj, st) -> int:
+        set_status(st, 9, f"{what} registrations are not accepted: the plugin layer "
+                   "(pluggable.plugins) is not loaded")
+        return 0
+    return refuse
+
+
+class Hooks:
+    """The Python functions behind the core's registration callbacks. Each
+    takes (C object, TF_Status*) and returns 1 to keep the registration, 0
+    after setting the status. ``pluggable.plugins`` installs them."""
+
+    register_kernel: Callable = staticmethod(_refuse("kernel"))
+    register_op: Callable = staticmethod(_refuse("op"))
+
+
+hooks = Hooks()
+
+
 @ffi.def_extern()
 def pg_hook_register_kernel(cdef, st):
     try:
-        from . import plugin_loader as plugins
-        return plugins.on_register_kernel(cdef, st)
+        return hooks.register_kernel(cdef, st)
     except BaseException as exc:  # never let an exception cross into C
         return _fail_hook(st, exc)
 
@@ -63,8 +91,7 @@ def pg_hook_register_kernel(cdef, st):
 @ffi.def_extern()
 def pg_hook_register_op(builder, st):
     try:
-        from . import plugin_loader as plugins
-        return plugins.on_register_op(builder, st)
+        return hooks.register_op(builder, st)
     except BaseException as exc:
         return _fail_hook(st, exc)
 

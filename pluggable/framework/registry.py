@@ -1,9 +1,12 @@
 """The op registry and the kernel registry.
 
-Op definitions come from the built-in op set (``pluggable.builtin_ops``) and
-from plugins (``TF_RegisterOpDefinition``); both are written in TensorFlow's
-op-spec syntax and parsed here. Kernels come from plugins
-(``TF_RegisterKernelBuilder``) and from the built-in CPU device.
+Op definitions come from the built-in op set (``pluggable.ops.definitions``)
+and from plugins (``TF_RegisterOpDefinition``); both are written in
+TensorFlow's op-spec syntax and parsed here. Kernels come from plugins
+(``TF_RegisterKernelBuilder``, through ``pluggable.plugins``) and from the
+built-in CPU device (``pluggable.ops.cpu_kernels``). Writers register here;
+dispatch only reads, and sees every registration through
+``config.version``.
 """
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ import re
 import threading
 from typing import Any, Callable
 
-from . import dtypes
+from . import config, dtypes
+from .errors import AlreadyExistsError
 
 _TYPE_SETS = {
     "realnumbertype": ("float32", "float64", "int32", "uint8", "int16", "int8",
@@ -242,12 +246,12 @@ generation = [0]  # bumped on every registration; dispatch caches compare it
 def register_op(op: OpDef) -> None:
     with _lock:
         if op.name in OPS:
-            from .errors import AlreadyExistsError
             raise AlreadyExistsError(
                 f"op {op.name!r} is already defined (by {OPS[op.name].source}); "
                 "choose another name")
         OPS[op.name] = op
         generation[0] += 1
+    config.bump_version()
 
 
 def check_kernel(k: KernelDef) -> str | None:
@@ -304,6 +308,7 @@ def register_kernel(k: KernelDef) -> None:
         lst.append(k)
         lst.sort(key=lambda x: -x.priority)
         generation[0] += 1
+    config.bump_version()
 
 
 def find_kernel(op: str, device_type: str, type_attrs: dict) -> KernelDef | None:

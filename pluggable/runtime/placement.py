@@ -1,15 +1,23 @@
-"""Device names, ``pg.device(...)`` scopes and ``list_physical_devices``."""
+"""The device table, device names, ``pg.device(...)`` scopes and
+``list_physical_devices``.
+
+The table holds the built-in CPU and every device of a loaded plugin; the
+plugin layer adds devices as it loads plugins (``add_devices``)."""
 from __future__ import annotations
 
 import contextvars
 import re
+import threading
 from typing import Union
 
-from . import errors, plugin_loader as plugins
+from ..framework import errors
 from .device import CpuDevice, Device, PhysicalDevice
 
 CPU = CpuDevice()
 AnyDevice = Union[CpuDevice, Device]
+
+_table_lock = threading.Lock()
+_plugin_devices: list[Device] = []
 
 _scope: contextvars.ContextVar = contextvars.ContextVar("pluggable_device_scope", default=None)
 
@@ -19,8 +27,28 @@ _NAME_RE = re.compile(
     r"(?P<type>[A-Za-z][A-Za-z_]*)(?::(?P<ord>\d+))?$")
 
 
+def add_devices(devices: list[Device]) -> None:
+    """Makes the devices of a loaded plugin visible to placement."""
+    with _table_lock:
+        _plugin_devices.extend(d for d in devices if d not in _plugin_devices)
+
+
+def remove_devices(devices: list[Device]) -> None:
+    """Withdraws devices (of a plugin quarantined while loading)."""
+    with _table_lock:
+        for d in devices:
+            if d in _plugin_devices:
+                _plugin_devices.remove(d)
+
+
+def plugin_devices() -> list[Device]:
+    """The devices of loaded plugins, in load order."""
+    with _table_lock:
+        return list(_plugin_devices)
+
+
 def all_devices() -> list[AnyDevice]:
-    return [CPU, *plugins.devices()]
+    return [CPU, *plugin_devices()]
 
 
 def list_physical_devices(device_type: str | None = None) -> list[PhysicalDevice]:
@@ -96,3 +124,33 @@ class device:
 def current() -> "AnyDevice | None":
     """The device of the innermost active scope on this thread, or None."""
     return _scope.get()
+
+
+def get_device_details(device) -> dict:
+    """Details of a physical device (a ``PhysicalDevice`` record or a name):
+    device type, platform, vendor, hardware name, PCI bus id, NUMA node,
+    memory bandwidth, GFLOP/s, memory (total and free, in bytes) and the
+    plugin file. Values a plugin does not report are None."""
+    name = getattr(device, "name", device)
+    if isinstance(name, str):
+        name = name.replace("/physical_device:", "")
+    dev = get_device(name)
+    details = {"device_type": dev.device_type, "platform_name": dev.platform_name,
+               "vendor": dev.vendor, "hardware_name": dev.hardware_name,
+               "pci_bus_id": None, "numa_node": None, "memory_bandwidth": None,
+               "gflops": None, "memory_total": None, "memory_free": None, "plugin": None}
+    if isinstance(dev, Device):
+        mem = dev.memory_usage()
+        details.update(pci_bus_id=dev.pci_bus_id, numa_node=dev.numa_node,
+                       memory_bandwidth=dev.memory_bandwidth, gflops=dev.gflops,
+                       memory_total=mem[1] if mem else None,
+                       memory_free=mem[0] if mem else None, plugin=dev.plugin.path)
+    return details
+
+
+def synchronize(device_name: "str | None" = None) -> None:
+    """Waits for all work (or one device's) and raises the first
+    asynchronous error as a typed exception naming the device."""
+    devs = [get_device(device_name)] if device_name else plugin_devices()
+    for d in devs:
+        d.synchronize()

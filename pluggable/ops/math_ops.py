@@ -6,9 +6,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import dtypes
+from ..framework import dtypes
+from ..framework.tensor import Tensor
+from ..runtime.tensors import convert_to_tensor
 from . import raw_ops
-from .tensor import Tensor, convert_to_tensor
 
 
 def add(x: Any, y: Any) -> Tensor:

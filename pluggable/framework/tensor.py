@@ -4,6 +4,13 @@ A CPU tensor holds a numpy array (zero-copy in both directions: ``numpy()``
 returns a read-only view). A plugin-device tensor holds a TF_Tensor handle of
 the core; reading its value (``numpy()``, ``item()``, printing) waits for the
 device and raises any asynchronous error of the work that produced it.
+
+This module knows no device: everything that touches one is asked of the
+tensor's device object (``_dev``), which the runtime layer provides:
+``read(t)`` returns the value of a device tensor as a new numpy array and
+``copy_in(t)`` returns a copy of any tensor on that device. Operators and
+``Tensor.to`` are attached by the layers above (``pluggable.ops``,
+``pluggable.runtime.tensors``).
 """
 from __future__ import annotations
 
@@ -12,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes, errors
-from ._ffi import ffi, lib, status
-from .device import CpuDevice, Device
+from .._core import lib
 
 
 class Tensor:
@@ -23,7 +29,7 @@ class Tensor:
 
     # ----------------------------------------------------------- construction
     @staticmethod
-    def _from_array(a: np.ndarray, dev: CpuDevice, dtype: dtypes.DType | None = None) -> "Tensor":
+    def _from_array(a: np.ndarray, dev: Any, dtype: dtypes.DType | None = None) -> "Tensor":
         t = Tensor.__new__(Tensor)
         t._a = a if a.flags.c_contiguous else np.asarray(a, order="C")
         t._h = None
@@ -34,7 +40,7 @@ class Tensor:
         return t
 
     @staticmethod
-    def _from_handle(h: Any, dev: Device, dtype: dtypes.DType, shape: tuple, seq: int) -> "Tensor":
+    def _from_handle(h: Any, dev: Any, dtype: dtypes.DType, shape: tuple, seq: int) -> "Tensor":
         """Takes ownership of the TF_Tensor handle `h` (released in __del__)."""
         t = Tensor.__new__(Tensor)
         t._h = h
@@ -88,19 +94,7 @@ class Tensor:
             v = self._a.view()
             v.flags.writeable = False
             return v
-        v = ffi.cast("pg_tensor_view*", self._h)
-        if tuple(v.dims[0:v.num_dims]) != self._shape:
-            raise errors.InternalError(
-                f"a kernel on {self._dev.short_name} produced a tensor of shape "
-                f"{list(v.dims[0:v.num_dims])} where its op's shape function gives "
-                f"{list(self._shape)}: the plugin's kernel is wrong (check it with "
-                "`python -m pluggable check`)", device=self._dev.name)
-        out = np.empty(self._shape, self._dtype.as_numpy_dtype)
-        st = status()
-        lib.pg_tensor_to_host(self._h, ffi.from_buffer(out, require_writable=True), out.nbytes, st)
-        self._dev.check_sync(st, "reading a tensor", synced=True)
-        self._dev.check_result(self._seq)
-        return out
+        return self._dev.read(self)
 
     def item(self) -> Any:
         if self.size != 1:
@@ -129,31 +123,9 @@ class Tensor:
         return (1, 0)  # kDLCPU
 
     # -------------------------------------------------------------- movement
-    def to(self, device: Any) -> "Tensor":
-        """A copy of this tensor on `device` (itself if it is already there)."""
-        from . import placement
-        return self._copy_to(placement.get_device(device))
-
     def _copy_to(self, dev) -> "Tensor":
-        if dev is self._dev:
-            return self
-        if isinstance(dev, CpuDevice):
-            return Tensor._from_array(self.numpy(), dev)
-        st = status()
-        dims = ffi.new("int64_t[]", list(self._shape) or [0])
-        if self._a is not None:
-            a = self._a
-            h = lib.pg_tensor_from_host(dev._c, self._dtype.enum, dims, len(self._shape),
-                                        ffi.from_buffer(a), a.nbytes, st)
-        else:
-            self._dev.check_result(self._seq)
-            h = lib.pg_tensor_copy_to_device(self._h, dev._c, st)
-        if h == ffi.NULL:
-            if isinstance(self._dev, Device):
-                self._dev.check_sync(st, f"copying a tensor to {dev.short_name}", synced=False)
-            dev.check_sync(st, "copying a tensor to the device", synced=False)
-            raise errors.InternalError(f"copy to {dev.short_name} failed without a status")
-        return Tensor._from_handle(h, dev, self._dtype, self._shape, dev.next_seq())
+        """This tensor on device object `dev` (itself if it is already there)."""
+        return self if dev is self._dev else dev.copy_in(self)
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:
@@ -223,40 +195,3 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
                         f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes
     return np.asarray(a, order="C")
-
-
-def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
-    """Creates a tensor from a numpy array, a scalar or nested lists, on the
-    device of the current ``pg.device`` scope (CPU when there is none).
-    `shape` broadcasts a scalar or reshapes a matching number of elements."""
-    from . import placement
-    a = to_array(value, dtype)
-    if shape is not None:
-        shape = tuple(int(s) for s in shape)
-        if a.size == 1:
-            a = np.full(shape, a.reshape(()), a.dtype)
-        elif a.size == int(np.prod(shape, dtype=np.int64)):
-            a = a.reshape(shape)
-        else:
-            raise errors.InvalidArgumentError(
-                f"constant: {a.size} values cannot fill shape {list(shape)}")
-    t = Tensor._from_array(a, placement.CPU)
-    dev = placement.current()
-    return t if dev is None or dev is placement.CPU else t._copy_to(dev)
-
-
-def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
-    """Returns `value` if it is a Tensor (checking `dtype`), else a CPU tensor."""
-    from . import placement
-    if isinstance(value, Tensor):
-        if dtype is not None and value.dtype is not dtypes.as_dtype(dtype):
-            raise errors.InvalidArgumentError(
-                f"tensor has dtype {value.dtype.name}, expected {dtypes.as_dtype(dtype).name}")
-        return value
-    return Tensor._from_array(to_array(value, dtype), placement.CPU)
-
-
-def from_dlpack(obj: Any) -> Tensor:
-    """Imports a host array through DLPack (zero-copy where numpy allows)."""
-    from . import placement
-    return Tensor._from_array(np.from_dlpack(obj), placement.CPU)

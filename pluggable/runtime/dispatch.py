@@ -13,21 +13,26 @@ from typing import Any
 
 import numpy as np
 
-from . import config, dtypes, errors, placement, registry
-from ._ffi import code_and_message, ffi, lib, raw_status, status
+from .._core import code_and_message, ffi, lib, raw_status, status
+from ..framework import config, dtypes, errors, registry
+from ..framework.registry import KernelDef, OpDef
+from ..framework.tensor import Tensor, to_array
+from . import hooks, placement
+from .attrs import make_c_attrs
 from .device import CpuDevice, Device
-from .registry import KernelDef, OpDef
-from .tensor import Tensor, to_array
 
 _plans: dict = {}
 _instances: dict = {}
+_plans_version = [0]  # config.version when the plan caches were last cleared
 
 
 def invalidate() -> None:
-    """Forgets cached plans (after registrations or config changes)."""
+    """Forgets cached plans (a setting changed or something was registered:
+    ``config.version`` moved on)."""
     _plans.clear()
     for op in list(registry.OPS.values()):
         op.fast.clear()
+    _plans_version[0] = config.version[0]
 
 
 def _is_simple(p: "Plan", given: dict) -> bool:
@@ -135,53 +140,6 @@ def _attrs_key(given: dict) -> tuple:
     if not given:
         return ()
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in given.items()))
-
-
-def make_c_attrs(attrs: dict, op: OpDef | None = None):
-    """The core's pg_attrs for an attribute dict (kinds from the op def)."""
-    c = ffi.gc(lib.pg_attrs_new(), lib.pg_attrs_free)
-    for name, v in attrs.items():
-        kind = op.attrs[name].kind if op is not None and name in op.attrs else _guess_kind(v)
-        n = name.encode()
-        if kind == "type":
-            lib.pg_attrs_set_type(c, n, v.enum)
-        elif kind == "bool":
-            lib.pg_attrs_set_bool(c, n, int(v))
-        elif kind == "int":
-            lib.pg_attrs_set_int(c, n, v)
-        elif kind == "float":
-            lib.pg_attrs_set_float(c, n, v)
-        elif kind == "string":
-            b = v.encode()
-            lib.pg_attrs_set_string(c, n, b, len(b))
-        elif kind in ("list(int)", "shape"):
-            lib.pg_attrs_set_int_list(c, n, ffi.new("int64_t[]", list(v) or [0]), len(v))
-        elif kind == "list(float)":
-            lib.pg_attrs_set_float_list(c, n, ffi.new("float[]", list(v) or [0]), len(v))
-        elif kind == "list(bool)":
-            lib.pg_attrs_set_bool_list(c, n, ffi.new("int[]", [int(x) for x in v] or [0]), len(v))
-        elif kind == "list(type)":
-            lib.pg_attrs_set_type_list(c, n, ffi.new("TF_DataType[]", [x.enum for x in v] or [0]), len(v))
-        elif kind == "list(string)":
-            bs = [x.encode() for x in v]
-            ptrs = [ffi.new("char[]", b) for b in bs]
-            lib.pg_attrs_set_string_list(c, n, ffi.new("char*[]", ptrs or [ffi.NULL]),
-                                         ffi.new("size_t[]", [len(b) for b in bs] or [0]), len(v))
-    return c
-
-
-def _guess_kind(v: Any) -> str:
-    if isinstance(v, dtypes.DType):
-        return "type"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, float):
-        return "float"
-    if isinstance(v, str):
-        return "string"
-    return "list(int)"
 
 
 # ------------------------------------------------------------------- placement
@@ -305,7 +263,14 @@ def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
 
 
 def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
-    """Runs `op` on `inputs` (in op-definition order) with attributes `given`."""
+    """Runs `op` on `inputs` (in op-definition order) with attributes `given`
+    (through the installed hooks, if any: see ``runtime.hooks``)."""
+    if _hooks_active[0]:
+        return hooks.call(op, inputs, given, _execute)
+    return _execute(op, inputs, given)
+
+
+def _execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     for x in inputs:
         if type(x) is not Tensor:
             inputs = convert_inputs(op, inputs, given)
@@ -315,6 +280,8 @@ def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
            _attrs_key(given) if given else (), config.version[0])
     p = _plans.get(key)
     if p is None:
+        if _plans_version[0] != key[4]:
+            invalidate()  # drop plans made before the last change
         p = _plans[key] = _build_plan(op, inputs, given, scope)
         if _is_simple(p, given) and not config._log_placement:
             fast_key = (scope, *[x for t in inputs for x in (t._dtype, t._dev)], key[4])
@@ -340,6 +307,7 @@ def execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
 
 
 _scope_get = placement._scope.get
+_hooks_active = hooks.active
 
 
 def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:

@@ -13,7 +13,7 @@ import re
 
 from cffi import FFI
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "c_api" / "include"
 SRC = ROOT / "c_api" / "src"
 
@@ -45,7 +45,7 @@ def cdef_text(path: pathlib.Path) -> str:
     text = "\n".join(out).replace("TF_CAPI_EXPORT extern ", "")
     for name in PLUGIN_ENTRY_POINTS:
         text = re.sub(rf"\bvoid\s+{name}\s*\([^;]*\);", "", text)
-    # Registration hooks are implemented in Python (pluggable._hooks).
+    # Registration and host-callback hooks are implemented in Python (pluggable._core).
     text = re.sub(r"\b(int|void) (pg_hook_\w+)\(", r'extern "Python+C" \1 \2(', text)
     return text
 
@@ -57,7 +57,7 @@ def build_ffi() -> FFI:
     ffi.cdef("\n".join(decls))
     sources = sorted(str(p.relative_to(ROOT)) for p in SRC.glob("*.c"))
     ffi.set_source(
-        "pluggable._core",
+        "pluggable._core._lib",
         '#include "pg_core.h"\n',
         sources=sources,
         include_dirs=[str(INCLUDE.relative_to(ROOT)), str(SRC.relative_to(ROOT))],

@@ -1,0 +1,93 @@
+"""Process-wide settings of the runtime (public through ``pg.config``).
+
+``version`` counts every change of a setting and every registration of an op
+or a kernel; dispatch caches compare it, so a change is seen by the next call
+without the registering code knowing about dispatch."""
+from __future__ import annotations
+
+import logging
+import threading
+
+_lock = threading.Lock()
+_soft_placement = True
+_log_placement = False
+_tf32 = False
+version = [0]  # bumped on every change and registration; dispatch caches compare it
+
+placement_logger = logging.getLogger("pluggable.placement")
+_placement_records: list[tuple[str, str, str]] = []
+_MAX_RECORDS = 10000
+
+
+def _bump() -> None:
+    version[0] += 1
+
+
+def bump_version() -> None:
+    """Marks cached dispatch decisions as stale (a registration happened)."""
+    with _lock:
+        _bump()
+
+
+def set_soft_device_placement(enabled: bool) -> None:
+    """When on (the default), an op whose requested device has no kernel for
+    it runs on CPU instead, with the copies inserted and logged. When off,
+    such a call raises NotFoundError."""
+    global _soft_placement
+    with _lock:
+        _soft_placement = bool(enabled)
+        _bump()
+
+
+def get_soft_device_placement() -> bool:
+    return _soft_placement
+
+
+def set_log_device_placement(enabled: bool) -> None:
+    """Logs the device of every op (logger "pluggable.placement", level INFO,
+    also printed to stderr when no handler is configured) and keeps the
+    records for ``placement_log()``."""
+    global _log_placement
+    with _lock:
+        _log_placement = bool(enabled)
+        _bump()
+
+
+def get_log_device_placement() -> bool:
+    return _log_placement
+
+
+def enable_tensor_float_32_execution(enabled: bool) -> None:
+    """Allows float32 matrix products to use TF32 tensor cores (faster, about
+    10 bits of mantissa). Off by default: float32 results are full precision.
+    Kernels read it as the boolean attribute ``_allow_tf32``."""
+    global _tf32
+    with _lock:
+        _tf32 = bool(enabled)
+        _bump()
+
+
+def tensor_float_32_execution_enabled() -> bool:
+    return _tf32
+
+
+def record_placement(op: str, device: str, note: str = "") -> None:
+    msg = f"Executing op {op} in device {device}" + (f" ({note})" if note else "")
+    with _lock:
+        _placement_records.append((op, device, note))
+        if len(_placement_records) > _MAX_RECORDS:
+            del _placement_records[: _MAX_RECORDS // 2]
+    if placement_logger.hasHandlers():
+        placement_logger.info(msg)
+    else:
+        import sys
+        print(msg, file=sys.stderr)
+
+
+def placement_log(clear: bool = False) -> list[tuple[str, str, str]]:
+    """The (op, device, note) records logged while placement logging was on."""
+    with _lock:
+        out = list(_placement_records)
+        if clear:
+            _placement_records.clear()
+    return out

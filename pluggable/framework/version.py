@@ -1,0 +1,2 @@
+"""The version of pluggable."""
+VERSION = "0.1.0"

@@ -1,0 +1,199 @@
+"""Loading one plugin file (``load_plugin``) and all discovered ones
+(``ensure_loaded``): security policy, optional probe, dlopen, SE_InitPlugin
+and its validation, device creation, TF_InitKernel. A failure quarantines the
+plugin with its reason; it never raises to the caller."""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable
+
+from .._core import code_and_message, cstr, ffi, lib, status
+from ..runtime import placement
+from ..runtime.device import Device
+from . import discovery, probe as probing
+from . import registration  # noqa: F401  (installs the core's registration hooks)
+from .discovery import PACKAGE_PLUGIN_DIR  # noqa: F401  (re-exported)
+from .records import PluginQuarantined, PluginRecord, _by_realpath, _lock, _records, new_record
+from .security import env_flag, policy_refusal
+
+log = logging.getLogger("pluggable.plugins")
+
+# Called with a short description before each loading step that runs plugin
+# code; the probe child uses it to say where a crash happened.
+stage_hook: Callable[[str], None] | None = None
+
+def _stage(what: str) -> None:
+    if stage_hook is not None:
+        stage_hook(what)
+
+def _quarantine(rec: PluginRecord, reason: str) -> None:
+    rec.status = "quarantined"
+    rec.reason = reason
+    log.warning("plugin %s quarantined: %s", rec.path, reason)
+
+def _skip(rec: PluginRecord, reason: str) -> None:
+    rec.status = "skipped"
+    rec.reason = reason
+    log.warning("plugin %s skipped: %s", rec.path, reason)
+
+def _load_platform(rec: PluginRecord, se_init) -> list[Device]:
+    st = status()
+    _stage("SE_InitPlugin")
+    plat = lib.pg_platform_init(se_init, rec.id, st)
+    code, msg = code_and_message(st)
+    if plat == ffi.NULL:
+        raise PluginQuarantined(msg or "SE_InitPlugin failed")
+    p = plat.params
+    rec.abi_version = f"{p.major_version}.{p.minor_version}.{p.patch_version}"
+    rec.platform_name = cstr(plat.platform.name)
+    rec.device_type = cstr(plat.platform.type)
+    for other in _records:
+        if other is rec or other.status != "loaded":
+            continue
+        if other.device_type == rec.device_type:
+            raise PluginQuarantined(
+                f"device type {rec.device_type!r} of {rec.path} is already provided by "
+                f"{other.path}: remove one of the two plugins (or skip one with "
+                "PLUGGABLE_SKIP_PLUGINS)")
+        if other.platform_name == rec.platform_name:
+            raise PluginQuarantined(
+                f"platform name {rec.platform_name!r} of {rec.path} is already used by "
+                f"{other.path}: platform names must be unique")
+    devices = []
+    for ordinal in range(int(plat.device_count)):
+        _stage(f"create_device {ordinal}")
+        cdev = lib.pg_device_create(plat, ordinal, st)
+        code, msg = code_and_message(st)
+        if cdev == ffi.NULL:
+            raise PluginQuarantined(msg or f"creating device {ordinal} failed")
+        devices.append(Device(rec, cdev))
+    rec.device_count = len(devices)
+    return devices
+
+def load_plugin(path: str | os.PathLike, probe: bool | None = None,
+                source: str = "load_plugin") -> PluginRecord:
+    """Loads one plugin file now (if not loaded yet) and returns its record.
+    A failure quarantines the plugin and is reported in the record; it never
+    raises for a bad plugin. With `probe` (default: PLUGGABLE_PROBE_PLUGINS),
+    the file is first loaded in a subprocess and quarantined if that crashes."""
+    given = os.fspath(path)
+    real = os.path.realpath(given)
+    with _lock:
+        if real in _by_realpath:
+            return _by_realpath[real]
+        rec = new_record(real, source)
+        _by_realpath[real] = rec
+        try:
+            _load(rec, given, real, env_flag("PLUGGABLE_PROBE_PLUGINS") if probe is None else probe)
+        except Exception as exc:  # never let a plugin break the caller
+            if rec.status in ("pending", "loaded"):
+                placement.remove_devices(rec.devices)
+                rec.devices = []
+                _quarantine(rec, f"internal error while loading: {exc!r}")
+        return rec
+
+def _load(rec: PluginRecord, given: str, real: str, use_probe: bool) -> None:
+    global _loading
+    if not os.path.exists(real):
+        _quarantine(rec, f"no such file: {given}")
+        return
+    if not os.path.isfile(real):
+        _quarantine(rec, f"{real} is not a regular file")
+        return
+    skip = {s.strip() for s in os.environ.get("PLUGGABLE_SKIP_PLUGINS", "").split(",") if s.strip()}
+    if os.path.basename(real) in skip or os.path.basename(given) in skip:
+        _skip(rec, "listed in PLUGGABLE_SKIP_PLUGINS")
+        return
+    refusal = policy_refusal(given, real)
+    if refusal:
+        _skip(rec, f"refused by the security policy: {refusal}")
+        return
+    if use_probe:
+        ok, why, child = probing.probe(real)
+        if not ok:
+            _quarantine(rec, f"probe: {why}")
+            return
+        if child is not None and child.get("status") != "loaded":
+            for key in ("abi_version", "platform_name", "device_type"):
+                setattr(rec, key, child.get(key))
+            rec.rejected = list(child.get("rejected") or [])
+            _quarantine(rec, child.get("reason") or "the probe did not load it")
+            return
+    _stage("dlopen")
+    err = ffi.new("char[1024]")
+    handle = lib.pg_dlopen(real.encode(), err, 1024)
+    if handle == ffi.NULL:
+        msg = ffi.string(err).decode("utf-8", "replace")
+        if "undefined symbol" in msg:
+            msg += (" (the core exports only the TF_* functions of pluggable's headers; link "
+                    "the plugin's other dependencies into it or against their libraries)")
+        elif "invalid ELF header" in msg or "file too short" in msg:
+            msg += " (the file is not a shared library)"
+        _quarantine(rec, f"dlopen failed: {msg}")
+        return
+    se_init = lib.pg_dlsym(handle, b"SE_InitPlugin")
+    init_kernel = lib.pg_dlsym(handle, b"TF_InitKernel")
+    if se_init == ffi.NULL and init_kernel == ffi.NULL:
+        _quarantine(rec, "the library exports neither SE_InitPlugin nor TF_InitKernel; "
+                    "it is not a pluggable device plugin")
+        return
+    try:
+        devices = _load_platform(rec, se_init) if se_init != ffi.NULL else []
+    except PluginQuarantined as exc:
+        _quarantine(rec, str(exc))
+        return
+    rec.status = "loaded"
+    rec.devices = devices
+    placement.add_devices(devices)
+    if init_kernel != ffi.NULL:
+        _stage("TF_InitKernel")
+        _loading = rec
+        try:
+            lib.pg_call_init_kernel(init_kernel, rec.id)
+        finally:
+            _loading = None
+    log.info("plugin %s loaded: %s", real, rec)
+
+def _record_broken_entry_point(source: str, error: str) -> None:
+    with _lock:
+        rec = new_record(f"<{source}>", source)
+        _quarantine(rec, error)
+
+_discovered = False
+
+def ensure_loaded() -> None:
+    """Discovers and loads the plugins once per process."""
+    global _discovered
+    if _discovered:
+        return
+    with _lock:
+        if _discovered:
+            return
+        _discovered = True
+        if env_flag("PLUGGABLE_DISABLE_PLUGINS"):
+            return
+        try:
+            for path, source in discovery.discover():
+                load_plugin(path, source=source)
+            for path, source, error in discovery.entry_point_items():
+                if path is None:
+                    _record_broken_entry_point(source, error)
+                else:
+                    load_plugin(path, source=source)
+        except Exception as exc:  # discovery must never break the import
+            log.warning("plugin discovery failed: %r", exc)
+
+def plugins() -> list[PluginRecord]:
+    """Every plugin file found, with its status ("loaded", "quarantined",
+    "skipped"), reason, ABI version, platform, device type, device count and
+    the number of kernels and ops it registered."""
+    return records()
+
+def records() -> list[PluginRecord]:
+    ensure_loaded()
+    return list(_records)
+
+def devices() -> list[Device]:
+    ensure_loaded()
+    return placement.plugin_devices()

@@ -1,0 +1,63 @@
+"""What ``pg.plugins()`` reports about each plugin file, and the table of
+records (indexed by the id the core attributes registrations to)."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+from ..runtime.device import Device
+
+
+@dataclasses.dataclass
+class PluginRecord:
+    """What is known about one plugin file."""
+    path: str
+    status: str = "pending"          # loaded | quarantined | skipped
+    reason: str = ""
+    abi_version: str | None = None
+    platform_name: str | None = None
+    device_type: str | None = None
+    device_count: int = 0
+    kernels: int = 0
+    ops: int = 0
+    rejected: list[str] = dataclasses.field(default_factory=list)
+    devices: list[Device] = dataclasses.field(default_factory=list, repr=False)
+    source: str = ""                 # where it was found (search step or load_plugin)
+    id: int = -1
+
+    def __repr__(self) -> str:
+        extra = f", reason={self.reason!r}" if self.reason else ""
+        return (f"PluginRecord(path={self.path!r}, status={self.status!r}, "
+                f"device_type={self.device_type!r}, devices={self.device_count}, "
+                f"kernels={self.kernels}, ops={self.ops}{extra})")
+
+    def to_dict(self) -> dict:
+        """The record as plain data (what ``python -m pluggable plugins --json``
+        prints)."""
+        return {"path": self.path, "status": self.status, "reason": self.reason,
+                "abi_version": self.abi_version, "platform_name": self.platform_name,
+                "device_type": self.device_type, "device_count": self.device_count,
+                "kernels": self.kernels, "ops": self.ops, "rejected": list(self.rejected),
+                "source": self.source}
+
+class PluginQuarantined(Exception):
+    """Internal: a loading step failed; the message is the reason."""
+
+_lock = threading.RLock()  # guards the table and every loading step
+_records: list[PluginRecord] = []
+_by_realpath: dict[str, PluginRecord] = {}
+
+def new_record(path: str, source: str) -> PluginRecord:
+    """Adds a record for `path` to the table (call with ``_lock`` held)."""
+    rec = PluginRecord(path=path, id=len(_records), source=source)
+    _records.append(rec)
+    return rec
+
+def record_for(plugin_id: int) -> PluginRecord | None:
+    """The record of the plugin with this id, or None."""
+    if 0 <= plugin_id < len(_records):
+        return _records[plugin_id]
+    return None
+
+def all_records() -> list[PluginRecord]:
+    return list(_records)

@@ -1,0 +1,118 @@
+"""What the core calls when a plugin registers a kernel or an op
+(``TF_RegisterKernelBuilder``, ``TF_RegisterOpDefinition``): validation
+against the registry, attribution to the plugin's record, and storage in
+the registry. Installed as the core's hooks when this layer is imported."""
+from __future__ import annotations
+
+import logging
+
+from .. import _core
+from .._core import code_and_message, cstr, ffi, lib, set_status, status
+from ..framework import dtypes, errors, registry
+from ..runtime.attrs import make_c_attrs
+from .records import record_for
+
+log = logging.getLogger("pluggable.plugins")
+
+
+def on_register_kernel(cdef, st) -> int:
+    rec = record_for(cdef.plugin_id)
+    op = cstr(cdef.op_name)
+    dev = cstr(cdef.device_type)
+    where = rec.path if rec else "an unknown plugin"
+    k = None
+    if cdef.compute_func == ffi.NULL:
+        reason = (f"kernel for op {op!r} on {dev}: compute_func is NULL "
+                  "(TF_NewKernelBuilder needs a compute function)")
+        code = 3
+    elif cdef.overflow:
+        reason = (f"kernel for op {op!r} on {dev}: too many type constraints or host-memory "
+                  f"arguments (at most {lib.PG_MAX_CONSTRAINTS} and {lib.PG_MAX_HOST_ARGS})")
+        code = 3
+    else:
+        constraints = {}
+        bad_type = None
+        for i in range(cdef.num_constraints):
+            attr = ffi.string(cdef.constraint_attr[i]).decode("utf-8", "replace")
+            enum = int(cdef.constraint_type[i])
+            try:
+                constraints[attr] = dtypes.from_enum(enum)
+            except KeyError:
+                constraints[attr] = None
+                bad_type = enum
+        host = frozenset(ffi.string(cdef.host_args[i]).decode("utf-8", "replace")
+                         for i in range(cdef.num_host_args))
+        k = registry.KernelDef(op, dev, constraints, host, priority=int(cdef.priority),
+                               label=cstr(cdef.label) or "", plugin=rec, cdef=cdef)
+        reason = registry.check_kernel(k)
+        if reason and bad_type is not None:
+            reason += f" (TF_DataType {bad_type})"
+        code = 5 if reason and "unknown op" in reason else 6 if reason and reason.startswith("duplicate") else 3
+    if reason:
+        set_status(st, code, reason)
+        log.warning("plugin %s: kernel rejected: %s", where, reason)
+        if rec is not None:
+            rec.rejected.append(reason)
+        return 0
+    registry.register_kernel(k)
+    if rec is not None:
+        rec.kernels += 1
+    return 1
+
+
+def on_register_op(b, st) -> int:
+    rec = record_for(b.plugin_id)
+    name = cstr(b.name) or ""
+    specs = lambda arr, n: [cstr(arr[i]) or "" for i in range(n)]
+    try:
+        op = registry.make_op_def(
+            name, specs(b.inputs, b.num_inputs), specs(b.outputs, b.num_outputs),
+            specs(b.attrs, b.num_attrs), exact_shapes=False,
+            source=rec.path if rec else "a plugin", is_commutative=bool(b.is_commutative),
+            is_stateful=bool(b.is_stateful),
+            deprecation=cstr(b.deprecation) if b.deprecation != ffi.NULL else None)
+        if b.shape_fn != ffi.NULL:
+            op.shape_fn = _c_shape_fn(b.shape_fn, op)
+        registry.register_op(op)
+    except registry.OpSpecError as exc:
+        reason, code = f"op {name!r}: {exc}", 3
+    except Exception as exc:  # AlreadyExistsError
+        reason, code = str(exc), getattr(exc, "code", 3)
+    else:
+        if rec is not None:
+            rec.ops += 1
+        return 1
+    set_status(st, code, reason)
+    log.warning("plugin %s: op rejected: %s", rec.path if rec else "?", reason)
+    if rec is not None:
+        rec.rejected.append(reason)
+    return 0
+
+
+def _c_shape_fn(fnptr, op: registry.OpDef):
+    """Wraps a plugin's C shape function for `op` as a Python shape function.
+    Outputs it leaves of unknown rank come back as None (the kernel's
+    allocation then decides)."""
+    n_out = len(op.outputs)
+
+    def shape_fn(shapes, attrs, values):
+        ranks = ffi.new("int[]", [len(s) for s in shapes] or [0])
+        dims = ffi.new("int64_t[]", [d for s in shapes for d in s] or [0])
+        out_ranks = ffi.new("int[]", max(n_out, 1))
+        out_dims = ffi.new("int64_t[]", max(n_out, 1) * lib.TF_MAX_DIMS)
+        st = status()
+        lib.pg_run_shape_fn(fnptr, len(shapes), ranks, dims, make_c_attrs(attrs, op), n_out,
+                            out_ranks, out_dims, st)
+        code, msg = code_and_message(st)
+        if code:
+            raise errors.make_error(code, f"shape function: {msg}")
+        out = []
+        for i in range(n_out):
+            r = out_ranks[i]
+            out.append(None if r < 0 else tuple(out_dims[i * lib.TF_MAX_DIMS + j] for j in range(r)))
+        return out
+    return shape_fn
+
+
+_core.hooks.register_kernel = on_register_kernel
+_core.hooks.register_op = on_register_op

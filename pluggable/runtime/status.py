@@ -1,0 +1,12 @@
+"""Turning a TF_Status into a typed exception."""
+from __future__ import annotations
+
+from .._core import code_and_message
+from ..framework import errors
+
+
+def raise_status(st, what: str, device: str | None = None, op: str | None = None) -> None:
+    """Raises the typed error held by `st` (if any), prefixed by `what`."""
+    code, msg = code_and_message(st)
+    if code:
+        raise errors.make_error(code, f"{what}: {msg}" if what else msg, op=op, device=device)

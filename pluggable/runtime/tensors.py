@@ -1,0 +1,55 @@
+"""Making tensors from Python values and moving them between devices:
+``pg.constant``, ``pg.convert_to_tensor``, ``pg.from_dlpack`` and
+``Tensor.to``."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..framework import dtypes, errors
+from ..framework.tensor import Tensor, to_array
+from . import placement
+
+
+def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
+    """Creates a tensor from a numpy array, a scalar or nested lists, on the
+    device of the current ``pg.device`` scope (CPU when there is none).
+    `shape` broadcasts a scalar or reshapes a matching number of elements."""
+    a = to_array(value, dtype)
+    if shape is not None:
+        shape = tuple(int(s) for s in shape)
+        if a.size == 1:
+            a = np.full(shape, a.reshape(()), a.dtype)
+        elif a.size == int(np.prod(shape, dtype=np.int64)):
+            a = a.reshape(shape)
+        else:
+            raise errors.InvalidArgumentError(
+                f"constant: {a.size} values cannot fill shape {list(shape)}")
+    t = Tensor._from_array(a, placement.CPU)
+    dev = placement.current()
+    return t if dev is None or dev is placement.CPU else t._copy_to(dev)
+
+
+def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
+    """Returns `value` if it is a Tensor (checking `dtype`), else a CPU tensor."""
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype is not dtypes.as_dtype(dtype):
+            raise errors.InvalidArgumentError(
+                f"tensor has dtype {value.dtype.name}, expected {dtypes.as_dtype(dtype).name}")
+        return value
+    return Tensor._from_array(to_array(value, dtype), placement.CPU)
+
+
+def from_dlpack(obj: Any) -> Tensor:
+    """Imports a host array through DLPack (zero-copy where numpy allows)."""
+    return Tensor._from_array(np.from_dlpack(obj), placement.CPU)
+
+
+def _to(self: Tensor, device: Any) -> Tensor:
+    """A copy of this tensor on `device` (a name such as "MY_DEVICE:0" or a
+    device object); the tensor itself if it is already there."""
+    return self._copy_to(placement.get_device(device))
+
+
+Tensor.to = _to

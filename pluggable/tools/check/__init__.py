@@ -1,0 +1,116 @@
+"""The conformance kit behind ``python -m pluggable check``.
+
+``main(argv)`` runs the conformance suite against one plugin file::
+
+    python -m pluggable check path/to/libmy_plugin.so [--json] [--timeout S]
+
+The suite runs in a subprocess that loads nothing but that plugin
+(PLUGGABLE_DISABLE_PLUGINS=1, then ``pg.load_plugin(PATH)``), so a crash or a
+hang is reported as a failed check instead of taking the caller down. It
+checks, on device 0 of the plugin: loading and validation, device
+enumeration, allocation of many sizes (through the core and directly through
+the plugin's ``allocate``), synchronous and asynchronous copies, fills,
+ordering across two streams with events, event states, timers, host
+callbacks and error reporting, allocator statistics, and every registered
+kernel on random inputs against the built-in CPU kernels. The exit status is
+0 when every check passed (or was skipped as not applicable) and 1 otherwise.
+
+The checks are grouped by what they check: ``abi`` (loading, registrations,
+devices), ``memory`` (allocation, fills, allocator statistics), ``streams``
+(copies, stream ordering, events, timers, host callbacks, stream errors) and
+``kernels`` (every registered kernel against the CPU reference); ``suite``
+runs them in the child (``python -m pluggable.tools.check --suite-child
+PATH``) and ``results`` formats the report.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+from ...plugins.probe import no_core_dumps, signal_name
+from .results import CheckResult, format_report
+
+DEFAULT_TIMEOUT = 600.0
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env["PLUGGABLE_DISABLE_PLUGINS"] = "1"
+    env.pop("PLUGGABLE_PROBE_PLUGINS", None)
+    return env
+
+
+def run_suite(path: str, timeout: float = DEFAULT_TIMEOUT,
+              with_plugins: tuple[str, ...] = ()) -> list[CheckResult]:
+    """Runs the conformance suite against `path` in a subprocess and returns
+    its results; a crash or a timeout becomes a failed check. `with_plugins`
+    are loaded first (e.g. the device plugin a kernel-only plugin targets)."""
+    cmd = [sys.executable, "-m", "pluggable.tools.check", "--suite-child", os.path.abspath(path)]
+    for w in with_plugins:
+        cmd += ["--with", os.path.abspath(w)]
+    crashed = ""
+    try:
+        proc = subprocess.run(cmd, env=_child_env(), capture_output=True, text=True,
+                              timeout=timeout, preexec_fn=no_core_dumps)
+        out, err, rc = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode("utf-8", "replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err, rc = "", None
+        crashed = f"did not finish within {timeout:g} s (hang?); use --timeout to allow more"
+    results: list[CheckResult] = []
+    started: str | None = None
+    stage = ""
+    for line in out.splitlines():
+        if line.startswith("CHECK_START "):
+            started = line[len("CHECK_START "):]
+        elif line.startswith("CHECK_RESULT "):
+            try:
+                results.append(CheckResult(**json.loads(line[len("CHECK_RESULT "):])))
+            except (ValueError, TypeError):
+                pass
+            started = None
+        elif line.startswith("PROBE_STAGE "):
+            stage = line[len("PROBE_STAGE "):]
+    if rc is not None and rc < 0:
+        crashed = f"crashed with {signal_name(-rc)}"
+    elif rc not in (None, 0, 1) and not crashed:
+        tail = " | ".join(err.strip().splitlines()[-3:])
+        crashed = f"the check process exited with status {rc}" + (f": {tail}" if tail else "")
+    if crashed:
+        where = f" (in {stage})" if started == "load" and stage else ""
+        results.append(CheckResult(started or "suite", "fail", crashed + where))
+    elif not results:
+        tail = " | ".join(err.strip().splitlines()[-3:])
+        results.append(CheckResult("suite", "fail", f"the check process reported nothing: {tail}"))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pluggable check PATH.so [--json] [--timeout S]``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pluggable check",
+        description="Run the conformance suite against one plugin (in a subprocess).")
+    parser.add_argument("path", help="the plugin's shared library")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                        help=f"seconds the whole suite may take (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--with", dest="with_plugins", action="append", default=[],
+                        metavar="OTHER.so",
+                        help="load this plugin first (repeatable), e.g. the device plugin "
+                             "whose device type a kernel-only plugin targets")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    for p in [args.path, *args.with_plugins]:
+        if not os.path.exists(p):
+            print(f"error: no such file: {p}", file=sys.stderr)
+            return 2
+    results = run_suite(args.path, args.timeout, tuple(args.with_plugins))
+    failed = any(r.outcome == "fail" for r in results)
+    if args.json:
+        print(json.dumps({"plugin": os.path.realpath(args.path), "passed": not failed,
+                          "checks": [r.to_dict() for r in results]}, indent=2))
+    else:
+        print(format_report(os.path.realpath(args.path), results))
+    return 1 if failed else 0
