@@ -8,15 +8,19 @@ from __future__ import annotations
 import pathlib
 import threading
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import errors
 from .parser import add_to_pool, parse_files
 
+if TYPE_CHECKING:  # pragma: no cover
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from google.protobuf.message import Message
+
 PROTO_DIR = pathlib.Path(__file__).resolve().parent
 
 _lock = threading.Lock()
-_loaded: tuple[Any, "Messages"] | None = None
+_loaded: tuple[DescriptorPool, Messages] | None = None
 
 
 class Messages(SimpleNamespace):
@@ -34,7 +38,7 @@ def proto_sources() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(PROTO_DIR.glob("*.proto"))}
 
 
-def _load() -> tuple[Any, Messages]:
+def _load() -> tuple[DescriptorPool, Messages]:
     from google.protobuf import descriptor_pool, message_factory
     from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
 
@@ -52,7 +56,7 @@ def _load() -> tuple[Any, Messages]:
     return pool, Messages(**found)
 
 
-def _state() -> tuple[Any, Messages]:
+def _state() -> tuple[DescriptorPool, Messages]:
     global _loaded
     if _loaded is None:
         with _lock:
@@ -67,14 +71,14 @@ def messages() -> Messages:
     return _state()[1]
 
 
-def pool():
+def pool() -> DescriptorPool:
     """The private ``DescriptorPool`` that holds our files (``graph.proto``,
     ``xplane.proto`` ...), for code that needs descriptors by full name."""
     return _state()[0]
 
 
-def decode(message_type: type, data: bytes, *, source: str | None = None,
-           strict: bool = False):
+def decode(message_type: type[Message], data: bytes, *, source: str | None = None,
+           strict: bool = False) -> Message:
     """Parses serialised bytes into a new ``message_type`` message.
 
     ``source`` (a file name, a plugin) is named in the error.  Malformed data
@@ -108,7 +112,7 @@ def decode(message_type: type, data: bytes, *, source: str | None = None,
     return msg
 
 
-def encode(message) -> bytes:
+def encode(message: Message) -> bytes:
     """Serialises a message deterministically (map entries in key order), so
     the same message always gives the same bytes."""
     return message.SerializeToString(deterministic=True)

@@ -159,7 +159,7 @@ class _TypeRef:
 
 @dataclass
 class _ParsedFile:
-    proto: "FileDescriptorProto"
+    proto: FileDescriptorProto
     refs: list[_TypeRef] = field(default_factory=list)
     import_tokens: dict[str, _Token] = field(default_factory=dict)
 
@@ -340,7 +340,7 @@ class _Parser:
 
     # -- messages
 
-    def message(self, msg: "DescriptorProto", scope: str) -> None:
+    def message(self, msg: DescriptorProto, scope: str) -> None:
         name_tok = self.ident("a message name")
         msg.name = name_tok.text
         full = f"{scope}.{msg.name}" if scope else msg.name
@@ -353,7 +353,7 @@ class _Parser:
             self.message_statement(body, full)
         body.finish(self)
 
-    def message_statement(self, body: "_MessageBody", scope: str) -> None:
+    def message_statement(self, body: _MessageBody, scope: str) -> None:
         tok = self.peek()
         msg = body.msg
         if self.accept(";"):
@@ -396,7 +396,7 @@ class _Parser:
                              "or 'repeated'")
         return label, tok
 
-    def field(self, body: "_MessageBody", scope: str, oneof_index: int | None) -> None:
+    def field(self, body: _MessageBody, scope: str, oneof_index: int | None) -> None:
         from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
         label, first = self.label(in_oneof=oneof_index is not None)
         type_name, type_tok = self.dotted("a field type", leading_dot=True)
@@ -442,7 +442,7 @@ class _Parser:
                 break
         self.expect("]", "after the field options")
 
-    def map_field(self, body: "_MessageBody", scope: str) -> None:
+    def map_field(self, body: _MessageBody, scope: str) -> None:
         from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
         first = self.expect("<", "after 'map'")
         key_name, key_tok = self.dotted("a map key type")
@@ -477,7 +477,7 @@ class _Parser:
         self.end_statement(f"after field {f.name!r}")
         body.add_field(f, first, number_tok)
 
-    def oneof(self, body: "_MessageBody", scope: str) -> None:
+    def oneof(self, body: _MessageBody, scope: str) -> None:
         name_tok = self.ident("a oneof name")
         index = len(body.msg.oneof_decl)
         body.msg.oneof_decl.add(name=name_tok.text)
@@ -499,7 +499,7 @@ class _Parser:
         if count == 0:
             raise self.error(name_tok, f"oneof {name_tok.text} has no fields")
 
-    def reserved(self, body: "_MessageBody") -> None:
+    def reserved(self, body: _MessageBody) -> None:
         if self.peek().kind == "string":
             while True:
                 tok = self.peek()
@@ -662,7 +662,7 @@ class _MessageBody:
 
 # ------------------------------------------------------------------ resolution
 
-def _file_symbols(fdp: "FileDescriptorProto") -> dict[str, str]:
+def _file_symbols(fdp: FileDescriptorProto) -> dict[str, str]:
     """Full names (without the leading dot) of the types a file defines."""
     out: dict[str, str] = {}
 
@@ -776,7 +776,7 @@ def _dependency_order(files: Mapping[str, _ParsedFile]) -> list[str]:
     return order
 
 
-def parse_files(sources: Mapping[str, str]) -> list["FileDescriptorProto"]:
+def parse_files(sources: Mapping[str, str]) -> list[FileDescriptorProto]:
     """Parses ``.proto`` texts that may import each other.
 
     ``sources`` maps each file's name (the name ``import`` statements use)
@@ -794,7 +794,7 @@ def parse_files(sources: Mapping[str, str]) -> list["FileDescriptorProto"]:
     return [parsed[name].proto for name in order]
 
 
-def add_to_pool(pool, files: Iterable["FileDescriptorProto"]) -> list:
+def add_to_pool(pool, files: Iterable[FileDescriptorProto]) -> list:
     """Adds parsed files to ``pool`` (in the order given) and returns their
     ``FileDescriptor``s.  A file the pool refuses raises ``ProtoSyntaxError``
     naming it."""

@@ -10,13 +10,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from .. import dtypes, errors
 from ..tensor import to_array
 from .library import messages
+
+if TYPE_CHECKING:  # pragma: no cover
+    from google.protobuf.message import Message
 
 # The typed TensorProto field that holds each pluggable dtype's elements.
 _VALUE_FIELD = {
@@ -60,7 +63,7 @@ def from_datatype(value: int) -> dtypes.DType:
 
 # ------------------------------------------------------------------ shapes
 
-def to_shape_proto(shape: Sequence[int | None] | None):
+def to_shape_proto(shape: Sequence[int | None] | None) -> Message:
     """A ``TensorShapeProto`` for ``shape``: ``None`` for an unknown rank,
     ``None`` (or -1) in place of each unknown size."""
     m = messages()
@@ -77,7 +80,7 @@ def to_shape_proto(shape: Sequence[int | None] | None):
     return m.TensorShapeProto(dim=[m.TensorShapeProto.Dim(size=s) for s in sizes])
 
 
-def from_shape_proto(proto) -> tuple[int | None, ...] | None:
+def from_shape_proto(proto: Message) -> tuple[int | None, ...] | None:
     """The shape a ``TensorShapeProto`` describes: a tuple with ``None`` for
     unknown sizes, or ``None`` when the rank is unknown."""
     if proto.unknown_rank:
@@ -98,7 +101,8 @@ def from_shape_proto(proto) -> tuple[int | None, ...] | None:
 
 # ------------------------------------------------------------------ tensors
 
-def to_tensor_proto(value: Any, dtype: Any = None, shape: Sequence[int] | None = None):
+def to_tensor_proto(value: Any, dtype: Any = None,
+                    shape: Sequence[int] | None = None) -> Message:
     """A ``TensorProto`` holding ``value`` (a numpy array, a pluggable
     Tensor, a scalar or nested lists), written as ``tf.make_tensor_proto``
     writes it.
@@ -156,7 +160,7 @@ def _write_values(proto, dt: dtypes.DType, flat: np.ndarray) -> None:
     getattr(proto, field).extend(flat.tolist())
 
 
-def from_tensor_proto(proto) -> np.ndarray:
+def from_tensor_proto(proto: Message) -> np.ndarray:
     """The numpy array a ``TensorProto`` holds (a new, writable array), read
     as ``tf.make_ndarray`` reads it: raw ``tensor_content`` when present,
     else the typed field, whose last value repeats to fill the shape (no
