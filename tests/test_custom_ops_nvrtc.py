@@ -82,6 +82,9 @@ def test_unsupported_constructs_are_typed_errors(code, what):
 
 
 def test_compiler_choice_is_checked(monkeypatch):
+    """Checked on every use, also when the library is already loaded."""
+    if cuda.nvcc_command() is not None:
+        pg.custom_op(f"{ADD_CU}:AddScaled", out_shape=lambda a, b: a, arch="sm_90")
     monkeypatch.setenv(nvrtc.ENV, "clang")
     with pytest.raises(pg.errors.InvalidArgumentError, match="nvcc' or 'nvrtc'"):
         pg.custom_op(f"{ADD_CU}:AddScaled", out_shape=lambda a, b: a, arch="sm_90")

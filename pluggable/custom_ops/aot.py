@@ -99,14 +99,17 @@ def load(path: str, flags: Sequence[str] = (), capability: tuple | None = None) 
     """Loads a library, or compiles a source first (see ``compiler``; a
     ``.cu`` source for the GPU `capability`); both pass the allow-list
     checks of ``security``."""
+    ext = os.path.splitext(path)[1].lower()
+    # The compiler route is part of the key: nvcc and NVRTC build different
+    # libraries, and a bad choice is an error even when one is loaded.
+    route = cuda.compiler_choice() if ext in cuda.CUDA_EXTS else None
     fd = security.open_checked(path)
     st = os.fstat(fd)
-    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, tuple(flags), capability)
+    key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, tuple(flags), capability, route)
     with _libs_lock:
         if key in _libs:
             os.close(fd)
             return _libs[key]
-        ext = os.path.splitext(path)[1].lower()
         if ext in compiler.SOURCE_EXTS:
             src = security.read_fd(fd)
             os.close(fd)

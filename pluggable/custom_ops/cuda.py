@@ -38,15 +38,22 @@ def arch_flags(capability: tuple[int, int]) -> list[str]:
     return ["-gencode", f"arch=compute_{cc},code=[sm_{cc},compute_{cc}]"]
 
 
+def compiler_choice() -> str:
+    """``PLUGGABLE_CUSTOM_OP_COMPILER``: '' (nvcc where found, else NVRTC),
+    'nvcc' or 'nvrtc'; anything else is an InvalidArgumentError."""
+    choice = os.environ.get(nvrtc.ENV, "").strip().lower()
+    if choice not in ("", "nvcc", "nvrtc"):
+        raise errors.InvalidArgumentError(
+            f"{nvrtc.ENV}={choice!r}: use 'nvcc' or 'nvrtc' (or leave it unset)")
+    return choice
+
+
 def compile_cuda(src: bytes, src_path: str, capability: tuple[int, int],
                  flags: list[str] = ()) -> Path:
     """The cached library of a ``.cu`` source for `capability`: nvcc, or
     NVRTC plus the host compiler (``nvrtc``) where nvcc is absent or
     ``PLUGGABLE_CUSTOM_OP_COMPILER=nvrtc``."""
-    choice = os.environ.get(nvrtc.ENV, "").strip().lower()
-    if choice not in ("", "nvcc", "nvrtc"):
-        raise errors.InvalidArgumentError(
-            f"{nvrtc.ENV}={choice!r}: use 'nvcc' or 'nvrtc' (or leave it unset)")
+    choice = compiler_choice()
     cmd = nvcc_command() if choice != "nvrtc" else None
     if cmd is None:
         if choice == "nvcc":
