@@ -31,6 +31,8 @@ constexpr Result kMaxLimitReached = 12;  // cuptiActivityGetNextRecord: no more 
 enum Kind : int32_t {
   kMemcpy = 1,
   kMemset = 2,
+  kDriver = 4,   // API records: CUPTI writes external-correlation records only
+  kRuntime = 5,  // for calls that get one of these (which are skipped)
   kConcurrentKernel = 10,
   kExternalCorrelation = 39,
 };

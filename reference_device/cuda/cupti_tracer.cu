@@ -16,10 +16,14 @@ namespace {
 
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr size_t kMaxActivities = 1 << 20;
+// RUNTIME and DRIVER are enabled only because CUPTI writes an
+// EXTERNAL_CORRELATION record (which ties a launch to the op that pushed its
+// id) just before an API record; the API records themselves are skipped.
 constexpr int32_t kKinds[] = {cupti::kConcurrentKernel, cupti::kMemcpy, cupti::kMemset,
+                              cupti::kRuntime, cupti::kDriver,
                               cupti::kExternalCorrelation};
-constexpr const char* kKindNames[] = {"CONCURRENT_KERNEL", "MEMCPY", "MEMSET",
-                                      "EXTERNAL_CORRELATION"};
+constexpr const char* kKindNames[] = {"CONCURRENT_KERNEL", "MEMCPY", "MEMSET", "RUNTIME",
+                                      "DRIVER", "EXTERNAL_CORRELATION"};
 
 struct Tracer {
   std::once_flag load_once;
