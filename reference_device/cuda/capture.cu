@@ -18,6 +18,7 @@
 #include "cublas_loader.h"
 #include "cublaslt_loader.h"
 #include "cuda_common.h"
+#include "gemv.h"
 #include "stream_capture.h"
 
 struct SP_Graph_st {
@@ -79,6 +80,7 @@ void begin_capture(const SP_Device*, SP_Stream stream, TF_Status* status) {
   {
     std::lock_guard<std::mutex> lock(s->mu);
     prepare_blas(s);
+    (void)gemv_prepare_stream(s);
   }
   prepare_blaslt();
   cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeRelaxed);

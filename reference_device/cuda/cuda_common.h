@@ -76,6 +76,10 @@ struct CudaStream {
   // allocated on first use (see AsyncCheck in kernel_util.h).
   void* pinned_checks = nullptr;
   std::atomic<unsigned int> next_check{0};
+  // Zeroed tickets of the matrix-vector path's one-pass split-K reduction
+  // (kernels_gemv.cu), kGemvTickets of them, allocated on first use outside
+  // a capture; every launch leaves them zero again.
+  unsigned int* gemv_tickets = nullptr;
 };
 
 // The object behind an SP_Event.

@@ -14,6 +14,14 @@ namespace pgcuda {
 // The most rows of the output the path takes.
 constexpr int64_t kGemvMaxRows = 8;
 
+// Column tiles a one-pass launch may have: one ticket each per stream.
+constexpr int64_t kGemvTickets = 8192;
+
+// Gives stream `s` its zeroed tickets (CudaStream::gemv_tickets) if it has
+// none and is not capturing; returns them or null. Call with s->mu held
+// (the capture code calls it before a capture begins).
+unsigned int* gemv_prepare_stream(CudaStream* s);
+
 // Whether the path takes C[M, N] = A[M, K] op(B) (row-major; B is [K, N], or
 // [N, K] with transpose_b; not transpose_a) for dtype `dt`: float32, float16 and bfloat16 (accumulated in float), M in
 // [1, kGemvMaxRows], K and N at least 1, and PLUGGABLE_CUDA_GEMV is "1"

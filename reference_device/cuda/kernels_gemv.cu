@@ -1,6 +1,6 @@
 // Matrix-vector path for MatMul and _FusedMatMul with few rows (gemv.h).
 //
-// C[M, N] = act(A[M, K] B[K, N] + bias) for M <= 8 in two passes, no atomics:
+// C[M, N] = act(A[M, K] B[K, N] + bias) for M <= 8, split over K:
 //
 //  1. gemv_partial_kernel, grid (column tiles of 128, K slices). A block is
 //     32 x 8 threads: each thread owns 4 consecutive columns (one 16-byte load
@@ -11,8 +11,13 @@
 //     memory (one address per warp: a broadcast). The 8 row groups are summed
 //     in shared memory in a fixed order and the block writes its slice's
 //     partial sums [slice, M, N] (float) to a temporary.
-//  2. gemv_reduce_kernel sums the slices in order, adds the bias, applies the
-//     Relu and stores C. With a single K slice, pass 1 does this itself.
+//  2. The last block of a column tile to finish (it takes a ticket: an
+//     atomic count per tile, kept per stream and left at zero) sums the
+//     tile's slices in slice order, adds the bias, applies the Relu and
+//     stores C, so the whole product is one launch. Where the stream has no
+//     tickets (more tiles than kGemvTickets, or a first use under capture)
+//     gemv_reduce_kernel does this in a second launch, with the same sums.
+//     With a single K slice, pass 1 stores C itself.
 //
 // With transpose_b (B stored [N, K]) each column is a dot product of
 // contiguous rows: gemv_t_kernel, one warp per column, in one pass.
@@ -26,6 +31,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "gemv.h"
 
@@ -125,13 +131,14 @@ __device__ __forceinline__ T epilogue(float s, const T* __restrict__ bias, int64
 
 // Pass 1 for MR = M rows. Block (kLanes, kRowGroups); grid (column tiles,
 // K slices of `slice_rows`). Writes partial[slice, r, n] when `partial` is
-// not null, else out[r, n] = act(sum + bias[n]) (a single slice).
+// not null, else out[r, n] = act(sum + bias[n]) (a single slice); with
+// `tickets` too, the tile's last block also stores out (see the top).
 template <typename T, int MR, bool VEC>
 __global__ void __launch_bounds__(kLanes* kRowGroups)
     gemv_partial_kernel(const T* __restrict__ a, const T* __restrict__ b,
-                        float* __restrict__ partial, const T* __restrict__ bias,
-                        T* __restrict__ out, bool relu, int64_t N, int64_t K,
-                        int64_t slice_rows) {
+                        float* __restrict__ partial, unsigned int* __restrict__ tickets,
+                        const T* __restrict__ bias, T* __restrict__ out, bool relu, int64_t N,
+                        int64_t K, int64_t slice_rows) {
   constexpr int kXChunk = XRows<MR>::chunk, kXStage = XRows<MR>::stage;
   __shared__ float xs[MR][kXStage];
   __shared__ float4 red[kRowGroups][MR][kLanes];
@@ -201,6 +208,25 @@ __global__ void __launch_bounds__(kLanes* kRowGroups)
       out[r * N + n] = epilogue(s, bias, n, relu);
     }
   }
+  if (tickets == nullptr) return;
+  // This block's partial sums are visible to the device before it takes a
+  // ticket; the block that takes the last one reads every slice's.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = tid; i < MR * kCols; i += kLanes * kRowGroups) {
+    const int r = i / kCols, c = i % kCols;
+    const int64_t n = tile + c;
+    if (n >= N) continue;
+    float s = 0.0f;  // the slices in order, as gemv_reduce_kernel sums them
+    for (unsigned z = 0; z < gridDim.y; ++z) s += __ldcg(partial + (z * MR + r) * N + n);
+    out[r * N + n] = epilogue(s, bias, n, relu);
+  }
+  if (tid == 0) tickets[blockIdx.x] = 0;  // ready for the stream's next launch
 }
 
 // Pass 2: out[i] = act(sum over slices of partial[slice, i] + bias[i % N]),
@@ -338,13 +364,19 @@ bool run_rows(OpCall& c, const void* a, const void* b, const void* bias, bool re
     if (!temp) return false;
     partial = static_cast<float*>(TF_TensorData(temp.get()));
   }
+  unsigned int* tickets = nullptr;
+  if (partial != nullptr && g.tiles <= kGemvTickets) {
+    CudaStream* s = c.cuda_stream();
+    std::lock_guard<std::mutex> lock(s->mu);
+    tickets = gemv_prepare_stream(s);
+  }
   const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.slices));
   const dim3 block(kLanes, kRowGroups);
   gemv_partial_kernel<T, MR, VEC><<<grid, block, 0, c.stream()>>>(
-      static_cast<const T*>(a), static_cast<const T*>(b), partial, static_cast<const T*>(bias),
-      static_cast<T*>(out), relu, N, K, g.slice_rows);
+      static_cast<const T*>(a), static_cast<const T*>(b), partial, tickets,
+      static_cast<const T*>(bias), static_cast<T*>(out), relu, N, K, g.slice_rows);
   if (!c.check_launch("gemv_partial_kernel")) return false;
-  if (partial == nullptr) return true;
+  if (partial == nullptr || tickets != nullptr) return true;
   const int64_t total = MR * N;
   gemv_reduce_kernel<T><<<grid_for(total, c.sm_count()), kThreads, 0, c.stream()>>>(
       partial, static_cast<const T*>(bias), static_cast<T*>(out), relu, total, N, g.slices);
@@ -410,6 +442,30 @@ bool run_typed(OpCall& c, const char* op, bool transpose_b, const void* a, const
 }
 
 }  // namespace
+
+unsigned int* gemv_prepare_stream(CudaStream* s) {
+  if (s->gemv_tickets != nullptr) return s->gemv_tickets;
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(s->stream, &capturing) != cudaSuccess ||
+      capturing != cudaStreamCaptureStatusNone) {
+    (void)cudaGetLastError();
+    return nullptr;  // no allocation inside a capture: the two-launch path
+  }
+  void* p = nullptr;
+  const size_t bytes = kGemvTickets * sizeof(unsigned int);
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  // Zeroed in stream order, before the first launch that uses them.
+  if (cudaMemsetAsync(p, 0, bytes, s->stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaFree(p);
+    return nullptr;
+  }
+  s->gemv_tickets = static_cast<unsigned int*>(p);
+  return s->gemv_tickets;
+}
 
 bool gemv_applies(TF_DataType dt, bool transpose_a, bool /*transpose_b*/, int64_t M, int64_t N,
                   int64_t K) {

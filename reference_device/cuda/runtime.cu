@@ -201,6 +201,7 @@ void free_stream(CudaStream* s) {
   if (s->blas_handle != nullptr) destroy_blas_handle(s->blas_handle);
   if (s->blas_workspace != nullptr) (void)cudaFree(s->blas_workspace);
   if (s->pinned_checks != nullptr) (void)cudaFreeHost(s->pinned_checks);
+  if (s->gemv_tickets != nullptr) (void)cudaFree(s->gemv_tickets);
   if (s->dep_event != nullptr) (void)cudaEventDestroy(s->dep_event);
   if (s->stream != nullptr) (void)cudaStreamDestroy(s->stream);
   (void)cudaGetLastError();
