@@ -137,3 +137,21 @@ def test_times_are_the_recorded_ones(profile, trace_viewer):
             assert name == o_name and abs(ts - o_ts) <= 1 and abs(dur - o_dur) <= 1, \
                 (plane_name, name, ts, o_ts)
             assert profile["before"] <= start + ts <= start + ts + dur <= profile["after"]
+
+
+def test_framework_op_stats_count_every_op_call(profile):
+    """TensorBoard's "Framework op stats" table: one host row per op, with
+    our call count and our total time."""
+    data, _ = raw_to_tool_data.xspace_to_tool_data(
+        [profile["result"].xplane_path], "framework_op_stats", {"use_saved_result": False})
+    table = json.loads(data)[0]
+    ids = [c["id"] for c in table["cols"]]
+    rows = [{k: c.get("v") for k, c in zip(ids, row["c"])} for row in table["rows"]]
+    host = {r["operation"]: r for r in rows if r["host_or_device"] == "Host"}
+    ours = [e for e in _plane_events(profile["space"], "/host:CPU") if e[0] in OPS]
+    for op in OPS:
+        row = host.get(op)
+        assert row is not None, (op, sorted(host))
+        assert row["type"] == op and row["occurrences"] == profile["n"], row
+        total_ns = sum(dur for name, _, dur in ours if name == op)
+        assert abs(row["total_time"] * 1000 - total_ns) <= profile["n"], (op, row, total_ns)

@@ -4,7 +4,9 @@ plugin profiler handed over, unchanged (TensorBoard's xplane.proto).
 The host plane is named "/host:CPU" (TensorBoard's name for host threads):
 one line per OS thread (``XLine.id`` is the thread id), one event per span,
 with stats "category" ("op", "copy", "graph", "alloc", "user") and the
-span's details ("device", "shapes", "dtypes", "bytes" ...). Its plane stats
+span's details ("device", "shapes", "dtypes", "bytes" ...); op calls and
+graph node runs also have TensorBoard's "tf_op" ("name:type") and
+"is_eager", by which its framework-op tables count them. Its plane stats
 "plugin_planes" say which planes each plugin contributed
 ("MY_DEVICE:1,2": indices into ``XSpace.planes``), because correlation ids
 (pluggable_profiler.h) are only unique within one plugin's data.
@@ -34,6 +36,8 @@ from .host_tracer import Span
 HOST_PLANE = "/host:CPU"
 HOST_PLANE_ID = 49          # TensorBoard's id for the host threads plane
 PLUGIN_PLANES_STAT = "plugin_planes"
+TF_OP_STAT = "tf_op"                # TensorBoard's framework-op stats
+IS_EAGER_STAT = "is_eager"
 START_STAT = "profile_start_time"   # on the host plane: Unix-epoch ns of line time 0
 DEVICE_PREFIX = "/device:"
 CUSTOM_PREFIX = "/device:CUSTOM:"
@@ -118,6 +122,20 @@ def plugin_plane_groups(plugin_spaces: list[tuple[str, Any]]) -> list[str]:
     return groups
 
 
+def _framework_op_stats(span: Span) -> dict:
+    """The stats by which TensorBoard counts a span as a framework op (its
+    "Framework op stats" and overview tables): "tf_op" ("name:type") and
+    "is_eager". Op calls are eager ops, graph node runs graph ops."""
+    if span.category == "op":
+        return {TF_OP_STAT: f"{span.name}:{span.name}", IS_EAGER_STAT: True}
+    if span.category == "graph":
+        node = span.args.get("node", span.name)
+        graph = span.args.get("graph")
+        full = f"{graph}/{node}" if graph else node
+        return {TF_OP_STAT: f"{full}:{span.name}", IS_EAGER_STAT: False}
+    return {}
+
+
 def host_plane(spans: Iterable[Span], to_epoch_ns: int, start_ns: int, end_ns: int,
                plane_id: int = HOST_PLANE_ID, groups: Iterable[str] = ()) -> Any:
     """The host plane of `spans` (monotonic times, shifted by `to_epoch_ns` to
@@ -135,6 +153,7 @@ def host_plane(spans: Iterable[Span], to_epoch_ns: int, start_ns: int, end_ns: i
         line = b.line(s.tid, names.get(s.tid, f"Thread {s.tid}"), origin)
         stats = {"category": s.category}
         stats.update(s.args)
+        stats.update(_framework_op_stats(s))
         b.add_event(line, s.name, s.start_ns + to_epoch_ns, s.end_ns + to_epoch_ns, stats)
         last = max(last, s.end_ns + to_epoch_ns)
     stop = max(last, end_ns + to_epoch_ns)
