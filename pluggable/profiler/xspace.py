@@ -196,8 +196,9 @@ def start_time_ns(space: Any) -> int:
 
 def _rebase(space: Any) -> None:
     """Makes every line timestamp relative to the earliest one and records
-    that time on the host plane (``space.planes[0]``)."""
-    lines = [line for plane in space.planes for line in plane.lines]
+    that time on the host plane (``space.planes[0]``). A line at 0 (a plugin
+    that set no time) stays at 0 rather than going negative."""
+    lines = [line for plane in space.planes for line in plane.lines if line.timestamp_ns > 0]
     base = min((line.timestamp_ns for line in lines), default=0)
     for line in lines:
         line.timestamp_ns -= base
