@@ -1,5 +1,5 @@
 """The profile as an XSpace: the framework's host plane plus the planes every
-plugin profiler handed over, unchanged (TensorBoard's xplane.proto).
+plugin profiler handed over (TensorBoard's xplane.proto).
 
 The host plane is named "/host:CPU" (TensorBoard's name for host threads):
 one line per OS thread (``XLine.id`` is the thread id), one event per span,
