@@ -33,15 +33,27 @@ def _stat_names(plane) -> dict:
     return {k: m.name for k, m in plane.stat_metadata.items()}
 
 
-def _events(plane) -> list[dict]:
-    """Every event of a plane as {name, line, start_ns, end_ns, stats}."""
+def _start_time_ns(space) -> int:
+    """The host plane's "profile_start_time": line timestamps count from it."""
+    host = _plane(space, "/host:CPU")
+    names = _stat_names(host)
+    found = [s.int64_value for s in host.stats if names[s.metadata_id] == "profile_start_time"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _events(space, plane_name: str) -> list[dict]:
+    """Every event of a plane as {name, line, start_ns, end_ns, stats}, with
+    times in Unix-epoch nanoseconds."""
+    plane = _plane(space, plane_name)
     names = _stat_names(plane)
+    base = _start_time_ns(space)
     out = []
     for line in plane.lines:
         for ev in line.events:
             stats = {names[s.metadata_id]: getattr(s, s.WhichOneof("value"))
                      for s in ev.stats}
-            start = line.timestamp_ns + ev.offset_ps // 1000
+            start = base + line.timestamp_ns + ev.offset_ps // 1000
             out.append({"name": plane.event_metadata[ev.metadata_id].name, "line": line.id,
                         "line_name": line.name, "start_ns": start,
                         "end_ns": start + ev.duration_ps // 1000, "stats": stats})
@@ -102,8 +114,8 @@ def test_files_are_where_tensorboard_looks(profile):
 
 def test_every_op_is_on_the_device_track_with_real_ordered_times(profile):
     space, n = _space_from_file(profile), profile["n"]
-    device = _events(_plane(space, "/device:MY_DEVICE:0"))
-    host = [e for e in _events(_plane(space, "/host:CPU")) if e["stats"].get("category") == "op"]
+    device = _events(space, "/device:CUSTOM:MY_DEVICE:0")
+    host = [e for e in _events(space, "/host:CPU") if e["stats"].get("category") == "op"]
     for op in OPS:
         calls = [e for e in host if e["name"] == op]
         work = [e for e in device if e["name"] == op]
@@ -128,9 +140,9 @@ def test_every_op_is_on_the_device_track_with_real_ordered_times(profile):
 def test_device_work_is_tied_to_the_op_that_enqueued_it(profile):
     space = _space_from_file(profile)
     launches = {e["stats"]["correlation_id"]: e
-                for e in _events(_plane(space, "/host:MY_DEVICE"))}
-    host_ops = [e for e in _events(_plane(space, "/host:CPU")) if e["stats"].get("category") == "op"]
-    for ev in _events(_plane(space, "/device:MY_DEVICE:0")):
+                for e in _events(space, "/host:MY_DEVICE")}
+    host_ops = [e for e in _events(space, "/host:CPU") if e["stats"].get("category") == "op"]
+    for ev in _events(space, "/device:CUSTOM:MY_DEVICE:0"):
         launch = launches[ev["stats"]["correlation_id"]]
         assert launch["start_ns"] <= ev["start_ns"] + 2000
         if ev["name"] in OPS:
@@ -143,7 +155,7 @@ def test_device_work_is_tied_to_the_op_that_enqueued_it(profile):
 
 
 def test_user_trace_span(profile):
-    spans = [e for e in _events(_plane(_space_from_file(profile), "/host:CPU"))
+    spans = [e for e in _events(_space_from_file(profile), "/host:CPU")
              if e["name"] == "my_step"]
     assert len(spans) == 1 and spans[0]["stats"] == {"category": "user", "step": 7}
 
@@ -174,8 +186,8 @@ def test_chrome_trace_loads_with_tracks_events_and_flows(profile):
 def test_summary_numbers_match_the_events(profile):
     res, n = profile["result"], profile["n"]
     space = _space_from_file(profile)
-    host = [e for e in _events(_plane(space, "/host:CPU")) if e["stats"].get("category") == "op"]
-    device = _events(_plane(space, "/device:MY_DEVICE:0"))
+    host = [e for e in _events(space, "/host:CPU") if e["stats"].get("category") == "op"]
+    device = _events(space, "/device:CUSTOM:MY_DEVICE:0")
     rows = {(r.name, r.device): r for r in res.summary.rows}
     for op in OPS:
         row = rows[(op, "MY_DEVICE:0")]
@@ -327,13 +339,17 @@ def test_hostile_profilers_are_reported_and_skipped(tmp_path, rng):
     assert res["profilers"]["PROF_GARBAGE"]["status"] == "ready"
     second = "\n".join(res["second_errors"])
     assert "PROF_OVERFLOW" not in second and "PROF_GARBAGE profiler" in second
-    # The good plugin's plane is in the merged file exactly as it was sent;
-    # no plane of a failing one is.
+    # The good plugin's plane is in the merged file as it was sent, but for
+    # the name TensorBoard shows and line times counted from the profile's
+    # start; no plane of a failing one is.
     space = proto.decode(proto.XSpace, unpack(res["space"]), strict=True)
     sent = proto.decode(proto.XSpace, spaces["PROF_GOOD"]).planes[0]
+    sent.name = "/device:CUSTOM:PROF_GOOD:0"
+    for line in sent.lines:
+        line.timestamp_ns -= _start_time_ns(space)
     assert [p for p in space.planes if p.name == sent.name] == [sent]
-    assert set(res["planes"]) == {"/host:CPU", "/device:MY_DEVICE:0", "/host:MY_DEVICE",
-                                  "/device:PROF_GOOD:0"}
+    assert set(res["planes"]) == {"/host:CPU", "/device:CUSTOM:MY_DEVICE:0", "/host:MY_DEVICE",
+                                  "/device:CUSTOM:PROF_GOOD:0"}
     assert list(space.errors) == res["errors"]
 
 
@@ -358,7 +374,7 @@ def test_tensorflow_parses_the_xspace(tf, profile):
     back = tf.call("parse", type_name="tensorflow.profiler.XSpace", data=pack(data))
     assert not back["unknown_fields"]
     assert proto.decode(proto.XSpace, unpack(back["deterministic"])) == profile["result"].space
-    assert 'name: "/device:MY_DEVICE:0"' in back["text"]
+    assert 'name: "/device:CUSTOM:MY_DEVICE:0"' in back["text"]
 
 
 def test_tensorflow_profiler_tools_read_the_profile(tf, profile):
@@ -482,7 +498,7 @@ def test_gpu_ops_are_on_the_gpu_track_with_cupti(tmp_path, rng):
     plane = _plane(p["space"], "/device:GPU:0")
     stats = _plane_stats(plane)
     assert stats.get("profiler_source") == "cupti", stats
-    device = _events(plane)
+    device = _events(p["space"], "/device:GPU:0")
     tied = [e for e in device if e["stats"].get("op") == "AddV2"]
     adds = [e for e in tied if "grid" in e["stats"]]  # kernels, not copies or memsets
     assert len({e["stats"]["correlation_id"] for e in adds}) == n
@@ -511,7 +527,7 @@ def test_gpu_ops_are_on_the_gpu_track(tmp_path, rng, monkeypatch):
     stats = _plane_stats(plane)
     assert stats.get("profiler_source") == "cuda_events", stats
     assert "PLUGGABLE_CUDA_PROFILER=events" in stats.get("profiler_note", ""), stats
-    device = _events(plane)
+    device = _events(p["space"], "/device:GPU:0")
     adds = sorted((e for e in device if e["name"] == "AddV2"), key=lambda e: e["start_ns"])
     assert len(adds) == n
     copies = [e for e in device if e["name"] == "MemcpyH2D"]

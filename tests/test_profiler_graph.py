@@ -115,7 +115,7 @@ def test_every_graph_node_is_a_span_tied_to_its_device_track(tmp_path, rng):
     space = proto.decode(proto.XSpace, pathlib.Path(result.xplane_path).read_bytes(),
                          strict=True)
     host = [e for e in _plane_events(space, "/host:CPU") if e["stats"].get("category") == "graph"]
-    device = _plane_events(space, f"/device:{DEV}")
+    device = _plane_events(space, f"/device:CUSTOM:{DEV}")
     launches = {e["stats"]["correlation_id"]: e
                 for e in _plane_events(space, "/host:MY_DEVICE")}
     for name, node in nodes.items():

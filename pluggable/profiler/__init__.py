@@ -20,8 +20,8 @@ call (op, device, input shapes and dtypes), per copy, per graph node run and
 per allocation retry, and every plugin that exports ``TF_InitProfiler``
 (pluggable_profiler.h) records its device work. ``stop`` writes
 ``<logdir>/plugins/profile/<run>/<host>.xplane.pb`` (one XSpace: the host
-plane and every plugin's planes unchanged; TensorBoard's profile plugin
-reads it) and ``<host>.trace.json.gz`` (Chrome trace-event JSON, one track
+plane and every plugin's planes, named and timed the way TensorBoard's
+profile plugin reads them, see ``xspace``) and ``<host>.trace.json.gz`` (Chrome trace-event JSON, one track
 per host thread and per device stream, flow arrows from each op call to the
 device work it enqueued).
 

@@ -16,7 +16,7 @@ import bisect
 import dataclasses
 from typing import Any
 
-from .xspace import HOST_PLANE, PLUGIN_PLANES_STAT
+from .xspace import HOST_PLANE, PLUGIN_PLANES_STAT, plane_name, start_time_ns
 
 # Host spans that may enqueue device work (op calls, copies, graph nodes),
 # the rows of the summary.
@@ -105,18 +105,19 @@ def _stats(stats: Any, names: dict) -> dict:
     return out
 
 
-def _read_plane(index: int, plane: Any) -> list[Track]:
+def _read_plane(index: int, plane: Any, base_ns: int) -> list[Track]:
+    """The tracks of one plane; `base_ns` is added to line timestamps."""
     stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
     tracks = []
     for line in plane.lines:
-        track = Track(index, plane.name, line.id, line.display_name or line.name
+        track = Track(index, plane_name(plane.name), line.id, line.display_name or line.name
                       or f"Stream {line.id}")
         for ev in line.events:
             meta = plane.event_metadata.get(ev.metadata_id)
             stats = _stats(meta.stats, stat_names) if meta is not None else {}
             stats.update(_stats(ev.stats, stat_names))
             name = (meta.display_name or meta.name) if meta is not None else str(ev.metadata_id)
-            start = line.timestamp_ns + ev.offset_ps // 1000
+            start = base_ns + line.timestamp_ns + ev.offset_ps // 1000
             track.events.append(Event(name, start, ev.duration_ps // 1000, stats, track))
         track.events.sort(key=lambda e: e.start_ns)
         tracks.append(track)
@@ -184,8 +185,10 @@ def _flows(tracks: list[Track], groups: list[list[int]], ops: _OpIndex) -> list[
 
 
 def from_xspace(space: Any) -> Timeline:
-    """Reads a merged XSpace (ours, or any with TensorBoard's conventions)."""
-    tracks = [t for i, p in enumerate(space.planes) for t in _read_plane(i, p)]
+    """Reads a merged XSpace (ours, or any with TensorBoard's conventions);
+    times are Unix-epoch nanoseconds again, plane names the devices' own."""
+    base = start_time_ns(space)
+    tracks = [t for i, p in enumerate(space.planes) for t in _read_plane(i, p, base)]
     host_ops = [e for t in tracks if t.plane_name == HOST_PLANE for e in t.events
                 if e.stats.get("category") in FLOW_CATEGORIES]
     flows = _flows(tracks, _groups(space), _OpIndex(host_ops))
