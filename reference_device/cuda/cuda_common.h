@@ -43,6 +43,18 @@ struct CudaDevice {
   // Internal stream for the synchronous copies.
   cudaStream_t sync_stream = nullptr;
 
+  // Pinned ring that pageable copies are staged through (staging.cu):
+  // kStagingSlots chunks of kStageChunk bytes, each with the event recorded
+  // after its last DMA. Made on the first staged copy; `staging_failed` once
+  // that failed (copies then go straight to cudaMemcpyAsync). `staging_mu`
+  // is held for a whole staged copy, across CUDA calls.
+  static constexpr int kStagingSlots = 4;
+  std::mutex staging_mu;
+  bool staging_ready = false;
+  bool staging_failed = false;
+  void* staging[kStagingSlots] = {nullptr, nullptr, nullptr, nullptr};
+  cudaEvent_t staging_done[kStagingSlots] = {nullptr, nullptr, nullptr, nullptr};
+
   // Allocator statistics of allocate/deallocate.
   std::atomic<int64_t> num_allocs{0};
   std::atomic<int64_t> bytes_in_use{0};

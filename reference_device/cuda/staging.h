@@ -1,0 +1,54 @@
+// Host<->device copies of the CUDA reference plugin (staging.cu).
+//
+// A copy from or to pageable host memory is staged through a small ring of
+// pinned chunks that belongs to the device: the host-side memcpy of chunk
+// i+1 (split over a few host threads when large) runs while the DMA of chunk
+// i is in flight, and each chunk is guarded by an event recorded after its
+// DMA. Small copies, copies whose host side is pinned (cudaHostAlloc,
+// cudaHostRegister), managed or device memory, and copies on a stream that
+// is being captured go straight to cudaMemcpyAsync.
+//
+// What a call promises (see SP_StreamExecutor.memcpy_htod/memcpy_dtoh):
+//   * host to device: when host_device_copy returns, the caller's pageable
+//     buffer has been read completely (the last chunks are in flight from the
+//     pinned ring, in stream order); a pinned buffer is read by the DMA later,
+//     when the stream reaches the copy;
+//   * device to host into pageable memory: returns once the data is in place
+//     (the call waits for the stream to reach the copy, as cudaMemcpyAsync to
+//     pageable memory does); into pinned memory it only enqueues the copy.
+// A staged host-to-device copy waits on the host only when it reuses a chunk
+// whose previous DMA has not finished, i.e. after the first
+// kStageSlots * kStageChunk bytes when the stream is busy.
+#ifndef PLUGGABLE_CUDA_STAGING_H_
+#define PLUGGABLE_CUDA_STAGING_H_
+
+#include <cstdint>
+
+#include "cuda_common.h"
+
+namespace pgcuda {
+
+// Copies of at most this many bytes are never staged.
+constexpr uint64_t kStageThreshold = 256ull << 10;
+// Size of one pinned chunk of the ring.
+constexpr uint64_t kStageChunk = 4ull << 20;
+
+// Enqueues a copy of `size` bytes on `stream` (of device `dev`, which the
+// caller has made current): host to device when `to_device`, else device to
+// host. `host` and `device_ptr` are the two sides. Returns the first CUDA
+// error (already cleared from the runtime's last-error state).
+cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_device,
+                             void* device_ptr, void* host, uint64_t size);
+
+// memcpy of `n` bytes split over the plugin's host copy threads when large
+// (PLUGGABLE_CUDA_COPY_THREADS sets how many threads take part, the calling
+// one included; default min(4, cores / 2), 1 turns the split off).
+void parallel_memcpy(void* dst, const void* src, uint64_t n);
+
+// Frees the device's staging ring (on device destruction; no copy may be
+// running).
+void release_staging(CudaDevice* dev);
+
+}  // namespace pgcuda
+
+#endif  // PLUGGABLE_CUDA_STAGING_H_
