@@ -135,6 +135,11 @@ def copy_to_device_async(value: Any, device: Any = None) -> PendingCopy:
         raise errors.InvalidArgumentError(
             f"copy_to_device_async: {name} is not a plugin device; give a device such as "
             "'GPU:0' (CPU tensors need no copy)")
+    if dev._c.capturing:
+        raise errors.FailedPreconditionError(
+            f"copy_to_device_async: {dev.short_name} is capturing a device graph; a copy "
+            "on its copy stream cannot be part of the graph (use pg.constant)",
+            device=dev.name)
     a = np.asarray(value)
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
