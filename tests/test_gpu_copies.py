@@ -2,9 +2,10 @@
 copies, the Fill kernel, and the copy stream of ``pg.copy_to_device_async``.
 
 The GPU tests need an NVIDIA GPU and skip without one. The CUDA plugin
-stages copies above 256 KiB from or to pageable memory through a ring of
-four 4 MiB pinned chunks (reference_device/cuda/staging.h), so the sizes
-sit around those boundaries and wrap the ring. The MY_DEVICE tests run
+stages copies above 256 KiB from or to pageable memory through 4 MiB pinned
+chunks (at most 16, reference_device/cuda/staging.h), so the sizes sit
+around those boundaries, and one copy behind a busy stream needs more chunks
+than there may be. The MY_DEVICE tests run
 everywhere: they check that the paths every plugin shares keep their
 behaviour (pg.constant never aliases the caller's array, copies are exact,
 the copy stream orders its copies with events).
@@ -26,7 +27,8 @@ needs_my_device = pytest.mark.skipif(not HAS_MY_DEVICE,
 
 KIB, MIB = 1 << 10, 1 << 20
 THRESHOLD = 256 * KIB   # staging.h: kStageThreshold
-CHUNK = 4 * MIB         # staging.h: kStageChunk (the ring has 4)
+CHUNK = 4 * MIB         # staging.h: kStageChunk
+MAX_CHUNKS = 16         # cuda_common.h: kStagingMaxSlots
 BYTE_SIZES = [0, 1, THRESHOLD - 1, THRESHOLD, THRESHOLD + 1, CHUNK - 1, CHUNK, CHUNK + 1,
               3 * CHUNK + 12345, 9 * CHUNK + 77]
 DTYPES = [pg.bool, pg.int8, pg.uint8, pg.int16, pg.int32, pg.int64, pg.uint32, pg.uint64,
@@ -165,6 +167,25 @@ def test_copy_into_memory_a_kernel_still_reads_keeps_stream_order(no_tf32):
     for y in ys:
         np.testing.assert_allclose(y.numpy(), ref, rtol=1e-3, atol=1e-2)
     assert _same_bits(z.numpy(), b)
+
+
+@needs_gpu
+def test_copy_behind_a_busy_stream_needs_every_chunk(no_tf32):
+    """A staged copy queued behind long work takes a new chunk for each busy
+    one, up to the limit, then waits for the oldest: more data than all
+    chunks hold still arrives whole, after the work ahead of it."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((4096, 4096)).astype(np.float32)
+    big = _random_bytes((MAX_CHUNKS + 3) * CHUNK + 4321)
+    with pg.device("GPU:0"):
+        x = pg.constant(a)
+        ys = [pg.matmul(x, x) for _ in range(6)]   # about 15 ms of queued work
+        t = pg.constant(big)
+        back = t.numpy()
+    assert _same_bits(back, big)
+    want = a[:4].astype(np.float64) @ a.astype(np.float64)
+    for y in ys:
+        np.testing.assert_allclose(y.numpy()[:4], want, rtol=1e-3, atol=1e-2)
 
 
 @needs_gpu

@@ -127,9 +127,11 @@ class CopyThreads {
 };
 
 // ---------------------------------------------------------------------------
-// The staging ring
+// The staging chunks
 
-constexpr int kSlots = CudaDevice::kStagingSlots;
+constexpr int kMaxSlots = CudaDevice::kStagingMaxSlots;
+// Chunks a device-to-host copy keeps in flight ahead of the host memcpy.
+constexpr uint64_t kReadAhead = 4;
 
 // True when `p` is ordinary (pageable) host memory.
 bool is_pageable(const void* p) {
@@ -152,42 +154,70 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-void free_ring(CudaDevice* dev) {
-  for (int i = 0; i < kSlots; ++i) {
-    if (dev->staging_done[i] != nullptr) {
-      (void)cudaEventSynchronize(dev->staging_done[i]);
-      (void)cudaEventDestroy(dev->staging_done[i]);
-      dev->staging_done[i] = nullptr;
-    }
-    if (dev->staging[i] != nullptr) {
-      (void)cudaFreeHost(dev->staging[i]);
-      dev->staging[i] = nullptr;
-    }
+// Adds one chunk (staging_mu held); false if it cannot be had.
+bool add_slot(CudaDevice* dev) {
+  const int i = dev->staging_slots;
+  if (i >= kMaxSlots) return false;
+  void* p = nullptr;
+  cudaEvent_t ev = nullptr;
+  if (cudaHostAlloc(&p, kStageChunk, cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
   }
-  (void)cudaGetLastError();
-  dev->staging_ready = false;
-}
-
-// Makes the ring on first use (staging_mu held); false if it cannot be had.
-bool ensure_ring(CudaDevice* dev) {
-  if (dev->staging_ready) return true;
-  if (dev->staging_failed) return false;
-  for (int i = 0; i < kSlots; ++i) {
-    if (cudaHostAlloc(&dev->staging[i], kStageChunk, cudaHostAllocPortable) != cudaSuccess ||
-        cudaEventCreateWithFlags(&dev->staging_done[i], cudaEventDisableTiming) !=
-            cudaSuccess) {
-      free_ring(dev);
-      dev->staging_failed = true;
-      return false;
-    }
+  if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaFreeHost(p);
+    return false;
   }
-  dev->staging_ready = true;
+  dev->staging[i] = p;
+  dev->staging_done[i] = ev;
+  dev->staging_stamp[i] = 0;
+  dev->staging_slots = i + 1;
   return true;
 }
 
-// Waits until chunk `slot` is free (its last DMA done).
-cudaError_t wait_slot(CudaDevice* dev, int slot) {
-  return cudaEventSynchronize(dev->staging_done[slot]);
+// A chunk free for new data (staging_mu held), stamped as the newest: the
+// least recently used one if its last DMA is done, else a new one while
+// fewer than kMaxSlots exist, else the least recently used one once its DMA
+// is done. -1 with *err set when none can be had.
+//
+// The least recently used chunk is never one that a device-to-host copy
+// still has to read out: its chunks are stamped in order and read out in
+// that order, each before the next chunk is picked.
+int pick_slot(CudaDevice* dev, cudaError_t* err) {
+  int best = -1;
+  for (int i = 0; i < dev->staging_slots; ++i) {
+    if (best < 0 || dev->staging_stamp[i] < dev->staging_stamp[best]) best = i;
+  }
+  bool ready = false;
+  if (best >= 0) {
+    cudaError_t q = cudaEventQuery(dev->staging_done[best]);
+    if (q == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+    } else if (q != cudaSuccess) {
+      *err = q;
+      return -1;
+    } else {
+      ready = true;
+    }
+  }
+  if (!ready && add_slot(dev)) {
+    best = dev->staging_slots - 1;
+    ready = true;
+  }
+  if (best < 0) {
+    *err = cudaErrorMemoryAllocation;
+    return -1;
+  }
+  if (!ready) {
+    cudaError_t e = cudaEventSynchronize(dev->staging_done[best]);
+    if (e != cudaSuccess) {
+      *err = e;
+      return -1;
+    }
+  }
+  dev->staging_stamp[best] = ++dev->staging_clock;
+  return best;
 }
 
 // Enqueues the DMA of one chunk and marks the chunk busy until it is done.
@@ -200,12 +230,11 @@ cudaError_t dma(CudaDevice* dev, int slot, cudaStream_t stream, void* dst, const
 
 cudaError_t staged_to_device(CudaDevice* dev, cudaStream_t stream, char* dst,
                              const char* src, uint64_t size) {
-  uint64_t k = 0;
-  for (uint64_t off = 0; off < size; off += kStageChunk, ++k) {
-    const int slot = static_cast<int>(k % kSlots);
+  for (uint64_t off = 0; off < size; off += kStageChunk) {
     const uint64_t len = std::min(kStageChunk, size - off);
-    cudaError_t e = wait_slot(dev, slot);
-    if (e != cudaSuccess) return e;
+    cudaError_t e = cudaSuccess;
+    const int slot = pick_slot(dev, &e);
+    if (slot < 0) return e;
     char* chunk = static_cast<char*>(dev->staging[slot]);
     parallel_memcpy(chunk, src + off, len);
     e = dma(dev, slot, stream, dst + off, chunk, len, cudaMemcpyHostToDevice);
@@ -217,26 +246,28 @@ cudaError_t staged_to_device(CudaDevice* dev, cudaStream_t stream, char* dst,
 cudaError_t staged_to_host(CudaDevice* dev, cudaStream_t stream, char* dst,
                            const char* src, uint64_t size) {
   const uint64_t chunks = (size + kStageChunk - 1) / kStageChunk;
+  int slot_of[kReadAhead];
   auto enqueue = [&](uint64_t k) {
-    const int slot = static_cast<int>(k % kSlots);
+    cudaError_t e = cudaSuccess;
+    const int slot = pick_slot(dev, &e);
+    if (slot < 0) return e;
+    slot_of[k % kReadAhead] = slot;
     const uint64_t off = k * kStageChunk;
-    cudaError_t e = wait_slot(dev, slot);
-    if (e != cudaSuccess) return e;
     return dma(dev, slot, stream, dev->staging[slot], src + off,
                std::min(kStageChunk, size - off), cudaMemcpyDeviceToHost);
   };
-  for (uint64_t k = 0; k < chunks && k < static_cast<uint64_t>(kSlots); ++k) {
+  for (uint64_t k = 0; k < chunks && k < kReadAhead; ++k) {
     cudaError_t e = enqueue(k);
     if (e != cudaSuccess) return e;
   }
   for (uint64_t k = 0; k < chunks; ++k) {
-    const int slot = static_cast<int>(k % kSlots);
+    const int slot = slot_of[k % kReadAhead];
     const uint64_t off = k * kStageChunk;
-    cudaError_t e = wait_slot(dev, slot);
+    cudaError_t e = cudaEventSynchronize(dev->staging_done[slot]);
     if (e != cudaSuccess) return e;
     parallel_memcpy(dst + off, dev->staging[slot], std::min(kStageChunk, size - off));
-    if (k + kSlots < chunks) {
-      e = enqueue(k + kSlots);
+    if (k + kReadAhead < chunks) {
+      e = enqueue(k + kReadAhead);
       if (e != cudaSuccess) return e;
     }
   }
@@ -261,12 +292,14 @@ cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_devic
   bool done = false;
   if (size > kStageThreshold && is_pageable(host) && !capturing(stream)) {
     std::lock_guard<std::mutex> lock(dev->staging_mu);
-    if (ensure_ring(dev)) {
+    if (!dev->staging_failed && (dev->staging_slots > 0 || add_slot(dev))) {
       e = to_device ? staged_to_device(dev, stream, static_cast<char*>(dst),
                                        static_cast<const char*>(src), size)
                     : staged_to_host(dev, stream, static_cast<char*>(dst),
                                      static_cast<const char*>(src), size);
       done = true;
+    } else {
+      dev->staging_failed = true;
     }
   }
   // cudaMemcpyDefault: direction (and device, for peer copies) from UVA.
@@ -278,7 +311,15 @@ cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_devic
 void release_staging(CudaDevice* dev) {
   if (dev == nullptr) return;
   std::lock_guard<std::mutex> lock(dev->staging_mu);
-  free_ring(dev);
+  for (int i = 0; i < dev->staging_slots; ++i) {
+    (void)cudaEventSynchronize(dev->staging_done[i]);
+    (void)cudaEventDestroy(dev->staging_done[i]);
+    (void)cudaFreeHost(dev->staging[i]);
+    dev->staging_done[i] = nullptr;
+    dev->staging[i] = nullptr;
+  }
+  dev->staging_slots = 0;
+  (void)cudaGetLastError();
 }
 
 }  // namespace pgcuda

@@ -1,10 +1,13 @@
 // Host<->device copies of the CUDA reference plugin (staging.cu).
 //
-// A copy from or to pageable host memory is staged through a small ring of
-// pinned chunks that belongs to the device: the host-side memcpy of chunk
+// A copy from or to pageable host memory is staged through pinned chunks of
+// kStageChunk bytes that belong to the device: the host-side memcpy of chunk
 // i+1 (split over a few host threads when large) runs while the DMA of chunk
 // i is in flight, and each chunk is guarded by an event recorded after its
-// DMA. Small copies, copies whose host side is pinned (cudaHostAlloc,
+// DMA. The least recently used chunk is reused once its DMA is done; while
+// every chunk is busy (the stream has work queued ahead of the copy) another
+// is added, up to CudaDevice::kStagingMaxSlots (64 MiB), so that a copy
+// enqueued behind long work returns without waiting for it. Small copies, copies whose host side is pinned (cudaHostAlloc,
 // cudaHostRegister), managed or device memory, and copies on a stream that
 // is being captured go straight to cudaMemcpyAsync.
 //
@@ -16,9 +19,8 @@
 //   * device to host into pageable memory: returns once the data is in place
 //     (the call waits for the stream to reach the copy, as cudaMemcpyAsync to
 //     pageable memory does); into pinned memory it only enqueues the copy.
-// A staged host-to-device copy waits on the host only when it reuses a chunk
-// whose previous DMA has not finished, i.e. after the first
-// kStageSlots * kStageChunk bytes when the stream is busy.
+// A staged host-to-device copy waits on the host only when all 16 chunks are
+// busy, i.e. after its first 64 MiB when the stream is busy.
 #ifndef PLUGGABLE_CUDA_STAGING_H_
 #define PLUGGABLE_CUDA_STAGING_H_
 
