@@ -52,17 +52,19 @@ from .streams import Event, Stream
 
 
 class _CopyStream:
-    """A device's copy stream and the copies still reading host arrays."""
+    """A device's copy stream, and what queued work still uses."""
 
     def __init__(self, device: Device):
         self.stream = Stream(device)
         self.mu = threading.Lock()
-        self.in_flight: list = []  # (event, host array) until the event completes
+        # (event, objects): the objects (host arrays, events a stream still
+        # has to wait for) are kept until the event is no longer pending.
+        self.in_flight: list = []
 
-    def keep(self, event: Event, array: np.ndarray) -> None:
+    def keep(self, until: Event, *objects: Any) -> None:
         with self.mu:
-            self.in_flight = [(e, a) for e, a in self.in_flight if e.status() == "pending"]
-            self.in_flight.append((event, array))
+            self.in_flight = [e for e in self.in_flight if e[0].status() == "pending"]
+            self.in_flight.append((until, objects))
 
 
 _streams: dict = {}
@@ -114,6 +116,12 @@ class PendingCopy:
         raise_status(st, f"host-to-device copy on the copy stream of {d.short_name}", d.name)
         d._se.wait_for_event(d._sp, d._c.stream, self._done._e, st)
         raise_status(st, f"waiting for a copy on {d.short_name}", d.name)
+        # The event may be destroyed only once the default stream has passed
+        # the wait: keep it until an event recorded after the wait completes.
+        passed = Event(d)
+        d._se.record_event(d._sp, d._c.stream, passed._e, st)
+        raise_status(st, f"record_event on {d.short_name}", d.name)
+        self._cs.keep(passed, self._done)
         h, self._h = self._h, None
         return Tensor._from_handle(h, d, self._dtype, self._shape)
 
