@@ -316,6 +316,8 @@ def test_copy_stream_errors_and_edge_cases():
         p.result()
     with pytest.raises(pg.errors.InvalidArgumentError, match="not a plugin device"):
         pg.copy_to_device_async(np.zeros(3), "CPU:0")
+    with pytest.raises(pg.errors.InvalidArgumentError, match="no device given"):
+        pg.copy_to_device_async(np.zeros(3))
     dropped = pg.copy_to_device_async(np.arange(10.0)[::2], "MY_DEVICE:0")  # strided
     del dropped  # freed unused: its memory waits for the copy
     q = pg.copy_to_device_async(np.arange(10.0)[::2], "MY_DEVICE:0")

@@ -138,6 +138,10 @@ def copy_to_device_async(value: Any, device: Any = None) -> PendingCopy:
     the device's copy stream, and returns at once with a ``PendingCopy``
     (see the module's documentation for the ordering rules)."""
     dev = placement.get_device(device) if device is not None else placement.current()
+    if dev is None:
+        raise errors.InvalidArgumentError(
+            "copy_to_device_async: no device given and no pg.device scope; pass a device "
+            "such as 'GPU:0'")
     if not isinstance(dev, Device):
         name = getattr(dev, "name", dev)
         raise errors.InvalidArgumentError(
