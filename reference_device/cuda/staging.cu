@@ -17,7 +17,10 @@ namespace {
 // Host copy threads
 
 // Parts smaller than this are not worth a thread.
-constexpr uint64_t kMinPart = 512ull << 10;
+#ifndef PGCUDA_MIN_COPY_PART
+#define PGCUDA_MIN_COPY_PART (512ull << 10)
+#endif
+constexpr uint64_t kMinPart = PGCUDA_MIN_COPY_PART;
 
 // A fixed set of worker threads that take parts of one memcpy at a time
 // (the calling thread takes parts too). Created on first use and never

@@ -30,10 +30,18 @@
 
 namespace pgcuda {
 
+// The sizes below; tests/cuda_sim builds this file with small ones.
+#ifndef PGCUDA_STAGE_THRESHOLD
+#define PGCUDA_STAGE_THRESHOLD (256ull << 10)
+#endif
+#ifndef PGCUDA_STAGE_CHUNK
+#define PGCUDA_STAGE_CHUNK (4ull << 20)
+#endif
+
 // Copies of at most this many bytes are never staged.
-constexpr uint64_t kStageThreshold = 256ull << 10;
-// Size of one pinned chunk of the ring.
-constexpr uint64_t kStageChunk = 4ull << 20;
+constexpr uint64_t kStageThreshold = PGCUDA_STAGE_THRESHOLD;
+// Size of one pinned chunk.
+constexpr uint64_t kStageChunk = PGCUDA_STAGE_CHUNK;
 
 // Enqueues a copy of `size` bytes on `stream` (of device `dev`, which the
 // caller has made current): host to device when `to_device`, else device to
