@@ -464,7 +464,7 @@ void async_copy(SP_Stream stream, void* dst, const void* src, uint64_t size,
 }
 
 // Host<->device copy on a caller's stream, staged through the device's
-// pinned ring when the host side is large and pageable (staging.h).
+// pinned chunks when the host side is large and pageable (staging.h).
 void host_copy(SP_Stream stream, bool to_device, void* device_ptr, void* host,
                uint64_t size, const char* what, TF_Status* status) {
   if (size == 0) return;
