@@ -133,7 +133,7 @@ def test_tensor_round_trip_every_dtype(dtype):
 
 @needs_gpu
 def test_interleaved_async_copies_on_two_streams(gpu):
-    """Staged copies of two streams share the device's ring: interleaved,
+    """Staged copies of two streams share the device's chunks: interleaved,
     each stream still gets its own data."""
     sizes = [CHUNK + 1, 3 * CHUNK + 12345, THRESHOLD + 3, 5 * CHUNK]
     s1, s2 = gpu.create_stream(), gpu.create_stream()

@@ -7,15 +7,16 @@
 // DMA. The least recently used chunk is reused once its DMA is done; while
 // every chunk is busy (the stream has work queued ahead of the copy) another
 // is added, up to CudaDevice::kStagingMaxSlots (64 MiB), so that a copy
-// enqueued behind long work returns without waiting for it. Small copies, copies whose host side is pinned (cudaHostAlloc,
-// cudaHostRegister), managed or device memory, and copies on a stream that
-// is being captured go straight to cudaMemcpyAsync.
+// enqueued behind long work returns without waiting for it. Small copies,
+// copies whose host side is pinned (cudaHostAlloc, cudaHostRegister), managed
+// or device memory, and copies on a stream that is being captured go
+// straight to cudaMemcpyAsync.
 //
 // What a call promises (see SP_StreamExecutor.memcpy_htod/memcpy_dtoh):
 //   * host to device: when host_device_copy returns, the caller's pageable
-//     buffer has been read completely (the last chunks are in flight from the
-//     pinned ring, in stream order); a pinned buffer is read by the DMA later,
-//     when the stream reaches the copy;
+//     buffer has been read completely (the last chunks are still in flight,
+//     in stream order); a pinned buffer is read by the DMA later, when the
+//     stream reaches the copy;
 //   * device to host into pageable memory: returns once the data is in place
 //     (the call waits for the stream to reach the copy, as cudaMemcpyAsync to
 //     pageable memory does); into pinned memory it only enqueues the copy.
@@ -55,7 +56,7 @@ cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_devic
 // one included; default min(4, cores / 2), 1 turns the split off).
 void parallel_memcpy(void* dst, const void* src, uint64_t n);
 
-// Frees the device's staging ring (on device destruction; no copy may be
+// Frees the device's staging chunks (on device destruction; no copy may be
 // running).
 void release_staging(CudaDevice* dev);
 
