@@ -119,13 +119,18 @@ def test_staged_copies_keep_their_promises(gpu, nbytes):
 
 
 @needs_gpu
+@pytest.mark.parametrize("pinned", [False, True], ids=["pageable", "pinned"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.name)
-def test_tensor_round_trip_every_dtype(dtype):
+def test_tensor_round_trip_every_dtype(gpu, dtype, pinned):
     """pg.constant to the GPU and .numpy() back, bit for bit, around the
-    staging boundaries."""
+    staging boundaries, from pageable or page-locked arrays."""
     for nbytes in (0, dtype.size, THRESHOLD + dtype.size, CHUNK - dtype.size,
                    CHUNK + dtype.size, 3 * CHUNK + 5 * dtype.size):
         a = _random(dtype, nbytes)
+        if pinned:
+            h = gpu.allocate_host(a.nbytes).view(a.dtype)
+            h[:] = a
+            a = h
         with pg.device("GPU:0"):
             t = pg.constant(a)
         assert _same_bits(t.numpy(), a), (dtype.name, nbytes)
