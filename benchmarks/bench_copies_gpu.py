@@ -213,7 +213,8 @@ def environment() -> str:
         parts.append(f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}")
     if cp is not None:
         parts.append(f"cupy {cp.__version__}")
-    parts.append(f"PLUGGABLE_CUDA_COPY_THREADS={os.environ.get('PLUGGABLE_CUDA_COPY_THREADS', '(default)')}")
+    threads = os.environ.get("PLUGGABLE_CUDA_COPY_THREADS", "(default)")
+    parts.append(f"PLUGGABLE_CUDA_COPY_THREADS={threads}")
     parts.append(f"{os.cpu_count()} CPUs")
     return ", ".join(parts)
 

@@ -142,12 +142,12 @@ def torch_variants(pageable: list, w: np.ndarray, repeats: int) -> dict:
 
     def serial_pageable():
         for b in pageable:
-            y = torch.from_numpy(b).cuda() @ wt
+            torch.from_numpy(b).cuda() @ wt
         sync()
 
     def serial_pinned():
         for h in pinned:
-            y = h.cuda() @ wt
+            h.cuda() @ wt
         sync()
 
     def prefetch(h):
@@ -163,7 +163,7 @@ def torch_variants(pageable: list, w: np.ndarray, repeats: int) -> dict:
             x.record_stream(main)
             if i + 1 < n:
                 nxt = prefetch(pinned[i + 1])
-            y = x @ wt
+            x @ wt
         sync()
 
     def copies_only():
@@ -175,7 +175,7 @@ def torch_variants(pageable: list, w: np.ndarray, repeats: int) -> dict:
 
     def compute_only():
         for _ in range(n):
-            y = x0 @ wt
+            x0 @ wt
         sync()
 
     return {
@@ -214,8 +214,8 @@ def main() -> int:
     figures = {"pluggable": pg_variants(pageable, pinned, w, args.repeats)}
     if torch is not None:
         figures["torch"] = torch_variants(pageable, w, args.repeats)
-    env = (f"{args.batches} batches of {args.batch_mib} MiB ({rows}x{K} float32) @ ({K}x{args.cols}),"
-           f" python {platform.python_version()}"
+    env = (f"{args.batches} batches of {args.batch_mib} MiB ({rows}x{K} float32)"
+           f" @ ({K}x{args.cols}), python {platform.python_version()}"
            + (f", torch {torch.__version__} on {torch.cuda.get_device_name(0)}" if torch else ""))
     print(env)
     print()
