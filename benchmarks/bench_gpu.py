@@ -12,7 +12,7 @@ Prints a markdown table (with each row's ratio to PyTorch) and optionally
 writes the rows as JSON. Every section runs on its own: a failing one prints
 its exception and the others still run.
 
-usage: python benchmarks/bench_gpu.py [--quick] [--json PATH]
+usage: python benchmarks/bench_gpu.py [--quick] [--json PATH] [--only SECTIONS]
 """
 from __future__ import annotations
 
@@ -428,9 +428,9 @@ def bench_alloc(quick: bool) -> None:
         return per_op(loop, pg.synchronize)
 
     def pg_fill():
+        # Both on the host: the GPU kernel takes the value by value.
         with pg.device("CPU:0"):
             dims = pg.constant(np.array([size], np.int32))
-        with gpu_scope():
             value = pg.constant(np.uint8(0))
 
         def loop():
@@ -454,14 +454,30 @@ def bench_alloc(quick: bool) -> None:
                 del t
         return per_op(loop, cupy_sync)
 
+    def torch_full():
+        def loop():
+            for _ in range(n_calls):
+                t = torch.full((size,), 0, dtype=torch.uint8, device="cuda")
+                del t
+        return per_op(loop, torch_sync)
+
+    def cupy_full():
+        def loop():
+            for _ in range(n_calls):
+                t = cp.full(size, 0, dtype=cp.uint8)
+                del t
+        return per_op(loop, cupy_sync)
+
     torch_v = guarded("torch empty", torch_case) if torch else None
     cupy_v = guarded("cupy empty", cupy_case) if cp else None
     add_row("allocation", "1 MiB allocate + free (dev.allocate)", "us/op",
             guarded("pg allocate", pg_alloc) if pg else None, torch_v, cupy_v,
             note="torch.empty / cp.empty in the other columns")
     add_row("allocation", "1 MiB tensor via Fill (allocates + fills)", "us/op",
-            guarded("pg fill", pg_fill) if pg else None, torch_v, cupy_v,
-            note="torch.empty / cp.empty in the other columns (no fill)")
+            guarded("pg fill", pg_fill) if pg else None,
+            guarded("torch full", torch_full) if torch else None,
+            guarded("cupy full", cupy_full) if cp else None,
+            note="value in host memory; torch.full / cp.full in the other columns")
 
 
 # --- report ---------------------------------------------------------------------
@@ -581,12 +597,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer iterations, smaller MatMul")
     ap.add_argument("--json", metavar="PATH", help="write the rows as JSON to PATH")
+    ap.add_argument("--only", metavar="SECTIONS",
+                    help="comma-separated sections to run: dispatch, transfers, add, matmul, "
+                         "alloc, dlpack (default: all)")
     args = ap.parse_args(argv)
     if pg is not None and not pg.list_physical_devices("GPU"):
         print("no GPU device in pluggable: the CUDA plugin did not load or no GPU present",
               file=sys.stderr)
-    for section in (bench_dispatch, bench_transfers, bench_add, bench_matmul, bench_alloc,
-                    bench_dlpack):
+    sections = (bench_dispatch, bench_transfers, bench_add, bench_matmul, bench_alloc,
+                bench_dlpack)
+    if args.only:
+        wanted = {w.strip() for w in args.only.split(",")}
+        unknown = wanted - {f.__name__[len("bench_"):] for f in sections}
+        if unknown:
+            ap.error(f"unknown sections: {', '.join(sorted(unknown))}")
+        sections = tuple(f for f in sections if f.__name__[len("bench_"):] in wanted)
+    for section in sections:
         try:
             section(args.quick)
         except Exception:

@@ -46,6 +46,7 @@ from .plugins import cuda_env as _cuda_env, loader as _loader
 from .plugins.loader import load_plugin, plugins
 from .custom_ops import custom_op
 from .runtime import placement  # noqa: F401
+from .runtime.copy_streams import PendingCopy, copy_to_device_async
 from .runtime.device import Device, PhysicalDevice
 from .runtime.placement import device, get_device, list_physical_devices, synchronize
 from .runtime.tensors import constant, convert_to_tensor, from_dlpack
@@ -58,6 +59,7 @@ __all__ = [
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
+    "copy_to_device_async", "PendingCopy",
     # tensors and dtypes
     "custom_op",
     "Tensor", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",

@@ -342,13 +342,20 @@ typedef struct SP_StreamExecutor {
   /*** Copies ***/
 
   /* [Required] Enqueues a copy of `size` bytes from device to host. The core
-   * keeps `host_dst` valid until the stream has passed the copy. */
+   * keeps `host_dst` valid until the stream has passed the copy. The plugin
+   * may write `host_dst` at any time until then, and may return only once
+   * the data is there (the CUDA reference plugin does for pageable memory,
+   * which it stages through pinned chunks; into page-locked memory from
+   * host_memory_allocate it only enqueues the copy). */
   void (*memcpy_dtoh)(const SP_Device* device, SP_Stream stream, void* host_dst,
                       const SP_DeviceMemoryBase* device_src, uint64_t size,
                       TF_Status* status);
 
   /* [Required] Enqueues a copy of `size` bytes from host to device. The core
-   * keeps `host_src` valid and unchanged until the stream has passed it. */
+   * keeps `host_src` valid and unchanged until the stream has passed it, so
+   * the plugin may read it at any time until then (the CUDA reference plugin
+   * reads pageable memory into pinned staging chunks before returning, and
+   * lets the DMA read page-locked memory when the stream reaches it). */
   void (*memcpy_htod)(const SP_Device* device, SP_Stream stream,
                       SP_DeviceMemoryBase* device_dst, const void* host_src,
                       uint64_t size, TF_Status* status);

@@ -19,6 +19,10 @@ newaxis = None
 
 def _index_array(values: Any) -> np.ndarray:
     """int32 index values (int64 when they do not fit), as TensorFlow packs them."""
+    if type(values) in (list, tuple) and values and all(type(v) is int for v in values):
+        # the common shape list (pg.zeros([n, m])): no round trip through int64
+        small = all(-2**31 <= v < 2**31 for v in values)
+        return np.array(values, np.int32 if small else np.int64)
     a = np.asarray(values.numpy() if isinstance(values, Tensor) else values)
     if a.dtype.kind not in "iu" and a.size:
         raise TypeError(f"indices and sizes must be integers, got {a.dtype} values")

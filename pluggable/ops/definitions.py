@@ -122,14 +122,15 @@ def _reshape(shapes, attrs, values):
 
 
 def _fill(shapes, attrs, values):
-    dims = [int(x) for x in np.asarray(values["dims"]).reshape(-1)]
-    if np.asarray(values["dims"]).ndim != 1:
-        raise _err("Fill", f"dims must be a vector, got shape {list(np.shape(values['dims']))}")
-    if any(d < 0 for d in dims):
-        raise _err("Fill", f"dims must be non-negative, got {dims}")
+    d = np.asarray(values["dims"])
+    if d.ndim != 1:
+        raise _err("Fill", f"dims must be a vector, got shape {list(d.shape)}")
+    dims = tuple(d.tolist())  # Python ints (one call: Fill runs per zeros/ones/fill)
+    if any(x < 0 for x in dims):
+        raise _err("Fill", f"dims must be non-negative, got {list(dims)}")
     if shapes[1] != ():
         raise _err("Fill", f"value must be a scalar, got shape {list(shapes[1])}")
-    return [tuple(dims)]
+    return [dims]
 
 
 def conv2d_geometry(shape, fshape, attrs, op: str = "Conv2D"):

@@ -10,6 +10,7 @@ import numpy as np
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor, to_array
 from . import placement
+from .device import Device
 from .dlpack import from_dlpack  # noqa: F401 (pg.from_dlpack; attaches Tensor.__dlpack__)
 
 
@@ -18,7 +19,12 @@ def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
     device of the current ``pg.device`` scope (CPU when there is none).
     `shape` broadcasts a scalar or reshapes a matching number of elements."""
     a = to_array(value, dtype)
-    if isinstance(value, np.ndarray) and np.may_share_memory(a, value):
+    dev = placement.current()
+    # A copy to a device has read the array when it returns (the core stages
+    # small copies and waits for large ones): only a CPU tensor, or a copy
+    # recorded into a device graph, would alias the caller's array.
+    if isinstance(value, np.ndarray) and np.may_share_memory(a, value) and (
+            not isinstance(dev, Device) or dev._c.capturing):
         a = a.copy()   # never alias the caller's array (pg.from_dlpack does)
     if shape is not None:
         shape = tuple(int(s) for s in shape)
@@ -30,7 +36,6 @@ def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
             raise errors.InvalidArgumentError(
                 f"constant: {a.size} values cannot fill shape {list(shape)}")
     t = Tensor._from_array(a, placement.CPU)
-    dev = placement.current()
     return t if dev is None or dev is placement.CPU else t._copy_to(dev)
 
 

@@ -43,6 +43,22 @@ struct CudaDevice {
   // Internal stream for the synchronous copies.
   cudaStream_t sync_stream = nullptr;
 
+  // Pinned chunks that pageable copies are staged through (staging.cu): up
+  // to kStagingMaxSlots chunks of kStageChunk bytes, each with the event
+  // recorded after its last DMA and the stamp of its last use. Chunks are
+  // added one at a time, only while every chunk is still in use;
+  // `staging_failed` once the first could not be allocated (copies then go
+  // straight to cudaMemcpyAsync). `staging_mu` is held for a whole staged
+  // copy, across CUDA calls.
+  static constexpr int kStagingMaxSlots = 16;
+  std::mutex staging_mu;
+  bool staging_failed = false;
+  int staging_slots = 0;
+  uint64_t staging_clock = 0;
+  void* staging[kStagingMaxSlots] = {};
+  cudaEvent_t staging_done[kStagingMaxSlots] = {};
+  uint64_t staging_stamp[kStagingMaxSlots] = {};
+
   // Allocator statistics of allocate/deallocate.
   std::atomic<int64_t> num_allocs{0};
   std::atomic<int64_t> bytes_in_use{0};

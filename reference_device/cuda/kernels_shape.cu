@@ -308,10 +308,9 @@ void identity_compute(void*, TF_OpKernelContext* ctx) {
   c.set_output(0, x.get());
 }
 
-// Fills `out` with the device scalar *value.
+// Fills `out` with `v`, passed by value: the kernel reads no memory.
 template <typename T, bool VEC>
-__global__ void fill_kernel(const T* __restrict__ value, T* __restrict__ out, int64_t n) {
-  const T v = *value;
+__global__ void fill_kernel(const T v, T* __restrict__ out, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t start = tid;
@@ -356,17 +355,21 @@ void fill_compute(void*, TF_OpKernelContext* ctx) {
   if (!out) return;
   const int64_t n = so.num_elements();
   if (n == 0) return;
+  // `value` is in host memory (registered so): its bits go to the kernel as
+  // an argument, with no copy to the device and no wait.
   const void* v = TF_TensorData(value.get());
   void* o = TF_TensorData(out.get());
   dispatch_size(TF_DataTypeSize(dt), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int V = 16 / sizeof(T);
+    T bits;
+    memcpy(&bits, v, sizeof(T));
     if ((reinterpret_cast<uintptr_t>(o) & 15) == 0) {
       fill_kernel<T, true><<<grid_for((n + V - 1) / V, c.sm_count()), kThreads, 0,
-                             c.stream()>>>(static_cast<const T*>(v), static_cast<T*>(o), n);
+                             c.stream()>>>(bits, static_cast<T*>(o), n);
     } else {
       fill_kernel<T, false><<<grid_for(n, c.sm_count()), kThreads, 0, c.stream()>>>(
-          static_cast<const T*>(v), static_cast<T*>(o), n);
+          bits, static_cast<T*>(o), n);
     }
     c.check_launch("Fill");
   });
@@ -617,7 +620,9 @@ void register_shape_kernels() {
     // Tshape, shape in host memory): priority 1 makes TensorFlow pick this one.
     register_kernel("Reshape", nullptr, reshape_compute, nullptr, {{"T", t}}, {"shape"}, 1);
     register_kernel("Identity", nullptr, identity_compute, nullptr, {{"T", t}});
-    register_kernel("Fill", nullptr, fill_compute, nullptr, {{"T", t}}, {"dims"});
+    // The fill value in host memory too: it is passed to the kernel by value
+    // (a value computed on the GPU is read back first).
+    register_kernel("Fill", nullptr, fill_compute, nullptr, {{"T", t}}, {"dims", "value"});
     register_kernel("ExpandDims", nullptr, expand_dims_compute, nullptr, {{"T", t}}, {"dim"});
     register_kernel("Squeeze", squeeze_create, squeeze_compute, squeeze_delete, {{"T", t}});
   }

@@ -7,6 +7,7 @@
 
 #include "cuda_common.h"
 #include "pluggable_native_stream.h"
+#include "staging.h"
 
 namespace pgcuda {
 
@@ -85,6 +86,7 @@ void free_device(CudaDevice* dev) {
   if (dev->alloc_stream != nullptr) {
     (void)cudaStreamSynchronize(dev->alloc_stream);
   }
+  release_staging(dev);
   if (dev->pool != nullptr) (void)cudaMemPoolDestroy(dev->pool);
   if (dev->alloc_stream != nullptr) (void)cudaStreamDestroy(dev->alloc_stream);
   if (dev->sync_stream != nullptr) (void)cudaStreamDestroy(dev->sync_stream);

@@ -7,6 +7,7 @@
 #include "cublas_loader.h"
 #include "cuda_common.h"
 #include "profiler.h"
+#include "staging.h"
 
 namespace pgcuda {
 
@@ -463,16 +464,42 @@ void async_copy(SP_Stream stream, void* dst, const void* src, uint64_t size,
   }
 }
 
+// Host<->device copy on a caller's stream, staged through the device's
+// pinned chunks when the host side is large and pageable (staging.h).
+void host_copy(SP_Stream stream, bool to_device, void* device_ptr, void* host,
+               uint64_t size, const char* what, TF_Status* status) {
+  if (size == 0) return;
+  CudaStream* s = stream_of(stream);
+  if (s == nullptr) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "copy: NULL stream");
+    return;
+  }
+  DeviceGuard guard(s->ordinal);
+  if (!guard.ok(status, s->ordinal)) return;
+  int64_t prof = profiling() ? prof_begin(what, strlen(what), s, static_cast<int64_t>(size)) : -1;
+  cudaError_t e = host_device_copy(s->dev, s->stream, to_device, device_ptr, host, size);
+  prof_end(prof, s);
+  if (e != cudaSuccess) {
+    set_cuda_status(status, e, "cudaMemcpyAsync(%s, %llu bytes)", what,
+                    static_cast<unsigned long long>(size));
+  }
+}
+
+// A pageable destination holds the data when this returns; a pinned one
+// once the stream has passed the copy.
 void memcpy_dtoh(const SP_Device*, SP_Stream stream, void* host_dst,
                  const SP_DeviceMemoryBase* device_src, uint64_t size,
                  TF_Status* status) {
-  async_copy(stream, host_dst, device_src->opaque, size, "MemcpyD2H", status);
+  host_copy(stream, false, device_src->opaque, host_dst, size, "MemcpyD2H", status);
 }
 
+// A pageable source has been read completely when this returns; a pinned
+// one is read when the stream reaches the copy.
 void memcpy_htod(const SP_Device*, SP_Stream stream,
                  SP_DeviceMemoryBase* device_dst, const void* host_src,
                  uint64_t size, TF_Status* status) {
-  async_copy(stream, device_dst->opaque, host_src, size, "MemcpyH2D", status);
+  host_copy(stream, true, device_dst->opaque, const_cast<void*>(host_src), size,
+            "MemcpyH2D", status);
 }
 
 void memcpy_dtod(const SP_Device*, SP_Stream stream,
@@ -482,8 +509,23 @@ void memcpy_dtod(const SP_Device*, SP_Stream stream,
   async_copy(stream, device_dst->opaque, device_src->opaque, size, "MemcpyD2D", status);
 }
 
-// Synchronous copy through the device's internal stream: returns only once
-// the data has arrived (cudaMemcpy from pageable memory may return earlier).
+// Synchronous host<->device copy through the device's internal stream:
+// returns only once the data has arrived.
+void sync_host_copy(const SP_Device* device, bool to_device, void* device_ptr,
+                    void* host, uint64_t size, const char* what, TF_Status* status) {
+  if (size == 0) return;
+  CudaDevice* dev = device_of(device);
+  DeviceGuard guard(dev->ordinal);
+  if (!guard.ok(status, dev->ordinal)) return;
+  cudaError_t e = host_device_copy(dev, dev->sync_stream, to_device, device_ptr, host, size);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(dev->sync_stream);
+  if (e != cudaSuccess) {
+    set_cuda_status(status, e, "cudaMemcpy(%s, %llu bytes)", what,
+                    static_cast<unsigned long long>(size));
+  }
+}
+
+// Synchronous device-to-device copy through the device's internal stream.
 void sync_copy(const SP_Device* device, void* dst, const void* src,
                uint64_t size, const char* what, TF_Status* status) {
   if (size == 0) return;
@@ -501,12 +543,13 @@ void sync_copy(const SP_Device* device, void* dst, const void* src,
 void sync_memcpy_dtoh(const SP_Device* device, void* host_dst,
                       const SP_DeviceMemoryBase* device_src, uint64_t size,
                       TF_Status* status) {
-  sync_copy(device, host_dst, device_src->opaque, size, "MemcpyD2H", status);
+  sync_host_copy(device, false, device_src->opaque, host_dst, size, "MemcpyD2H", status);
 }
 
 void sync_memcpy_htod(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
                       const void* host_src, uint64_t size, TF_Status* status) {
-  sync_copy(device, device_dst->opaque, host_src, size, "MemcpyH2D", status);
+  sync_host_copy(device, true, device_dst->opaque, const_cast<void*>(host_src), size,
+                 "MemcpyH2D", status);
 }
 
 void sync_memcpy_dtod(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
