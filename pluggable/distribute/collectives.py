@@ -57,6 +57,12 @@ def _keys(devices: Sequence[str]) -> tuple[int, int]:
         return gk, next(_instance_keys) % (2**31 - 1) + 1
 
 
+def _per_process(tensors: Any) -> bool:
+    """Whether a call means the process group's form (one tensor, not a list)."""
+    return isinstance(tensors, Tensor) or (process_group.is_initialized()
+                                           and not isinstance(tensors, (list, tuple)))
+
+
 def _err(fn: str, msg: str) -> InvalidArgumentError:
     return InvalidArgumentError(f"pg.distribute.{fn}: {msg}", op=fn)
 
@@ -130,7 +136,7 @@ def all_reduce(tensors: Sequence[Tensor], op: str = "sum",
     toward zero. `timeout` (seconds; None: the plugin's default) bounds the
     wait for the other participants (DeadlineExceededError when read).
     Given one tensor in a process group: across the processes (group.py)."""
-    if isinstance(tensors, Tensor):
+    if _per_process(tensors):
         return process_group.all_reduce(tensors, op, timeout)
     if op not in REDUCTIONS:
         raise _err("all_reduce", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
@@ -151,7 +157,7 @@ def reduce_scatter(tensors: Sequence[Tensor], op: str = "sum",
     (ordinal order) the r-th of len(tensors) equal chunks of the result along
     the first axis, which must be divisible by len(tensors). Given one
     tensor in a process group: across the processes (group.py)."""
-    if isinstance(tensors, Tensor):
+    if _per_process(tensors):
         return process_group.reduce_scatter(tensors, op, timeout)
     if op not in REDUCTIONS:
         raise _err("reduce_scatter", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
@@ -175,7 +181,7 @@ def all_gather(tensors: Sequence[Tensor], axis: int = 0,
     """Concatenates the tensors (one per device, same dtype and shape) along
     `axis` in device ordinal order; returns the result on every device.
     Given one tensor in a process group: across the processes (group.py)."""
-    if isinstance(tensors, Tensor):
+    if _per_process(tensors):
         return process_group.all_gather(tensors, axis, timeout)
     tensors = _check_tensors("all_gather", tensors)
     _check_kernels("all_gather", "CollectiveGatherV2", [t.device_object for t in tensors],

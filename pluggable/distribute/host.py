@@ -69,14 +69,17 @@ def _reduce(chunks: list[np.ndarray], op: str) -> np.ndarray:
 
 
 def _bytes(a: np.ndarray) -> memoryview:
-    return memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    """The bytes of C-contiguous `a`, without a copy (receives write into `a`)."""
+    assert a.flags.c_contiguous
+    return memoryview(a.reshape(-1).view(np.uint8))
 
 
 def _array(t: Tensor, fn: str) -> np.ndarray:
     if not (t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool):
         raise InvalidArgumentError(f"pg.distribute.{fn}: {t.dtype.name} tensors cannot be "
                                    "sent between processes (numbers and bools only)", op=fn)
-    return np.ascontiguousarray(t.numpy())
+    a = t.numpy()
+    return a if a.flags.c_contiguous else a.copy()   # (ascontiguousarray makes scalars 1-d)
 
 
 def _place(a: np.ndarray, like: Tensor) -> Tensor:
@@ -190,20 +193,32 @@ class HostBackend(Backend):
                      (selectors.EVENT_READ if p in recvs else 0)
             sel.register(self._peers[p], events, p)
         deadline = time.monotonic() + timeout
+        mismatch: InvalidArgumentError | None = None
         try:
             while out or any(got[p] < _HEADER.size + len(recvs[p]) for p in recvs):
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    if mismatch is not None:
+                        raise mismatch
                     self._timed_out(op, timeout, out, recvs, got)
                 for key, mask in sel.select(min(left, 1.0)):
                     p = key.data
                     if mask & selectors.EVENT_READ:
-                        self._read(op, dtype, p, headers[p], recvs[p], got)
+                        try:
+                            self._read(op, dtype, p, headers[p], recvs[p], got)
+                        except InvalidArgumentError as exc:
+                            # keep sending our headers briefly, so that the
+                            # peers notice the mismatch too instead of waiting
+                            mismatch = mismatch or exc
+                            got[p] = _HEADER.size + len(recvs[p])
+                            deadline = min(deadline, time.monotonic() + 2.0)
                     if mask & selectors.EVENT_WRITE and p in out:
                         self._write(op, p, out)
                     self._update(sel, p, out, recvs, got)
         finally:
             sel.close()
+        if mismatch is not None:
+            raise mismatch
 
     def _update(self, sel, p: int, out: dict, recvs: dict, got: dict) -> None:
         events = (selectors.EVENT_WRITE if p in out else 0) | \

@@ -28,8 +28,8 @@ import threading
 import time
 from typing import Iterable
 
-from ..framework.errors import (DeadlineExceededError, InvalidArgumentError, OpError,
-                                UnavailableError, make_error)
+from ..framework.errors import (DeadlineExceededError, InvalidArgumentError, UnavailableError,
+                                make_error)
 
 MAX_FRAME = 1 << 30          # a frame larger than this is refused (1 GiB)
 MAX_KEY = 4096               # bytes of a key, UTF-8
@@ -165,7 +165,12 @@ class _Server:
         if cmd == _ADD:
             key = fields[0].decode()
             with self.cond:
-                value = int(self.data.get(key, b"0")) + int(fields[1])
+                try:
+                    value = int(self.data.get(key, b"0")) + int(fields[1])
+                except ValueError:
+                    return _pack(_CODE_INVALID, [
+                        f"store.add({key!r}): the key holds a value that is not an integer "
+                        "counter; use another key".encode()])
                 self.data[key] = str(value).encode()
                 self.cond.notify_all()
             return _pack(_OK, [str(value).encode()])
@@ -335,13 +340,7 @@ class TCPStore:
         if isinstance(n, bool) or not isinstance(n, int):
             raise InvalidArgumentError(f"store.add({key!r}): n must be an int, got {n!r}",
                                        op="store.add")
-        try:
-            return int(self._request(_ADD, [raw, str(n).encode()], op="store.add")[0])
-        except OpError:
-            raise
-        except ValueError:
-            raise InvalidArgumentError(f"store.add({key!r}): the key holds a value that is not "
-                                       "an integer counter", op="store.add") from None
+        return int(self._request(_ADD, [raw, str(n).encode()], op="store.add")[0])
 
     def barrier(self, name: str = "barrier", timeout: float | None = None) -> None:
         """Waits until every rank has called ``barrier(name)`` as many times as
