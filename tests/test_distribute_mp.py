@@ -9,6 +9,7 @@ hang), gradient buckets, and the data-parallel digits example (replicas
 bit-identical, equal to one process on the whole batch)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import socket
@@ -46,9 +47,9 @@ PRELUDE = textwrap.dedent("""
 """)
 
 
-def _script(tmp_path, body: str) -> str:
+def _script(tmp_path, body: str, prelude: str = PRELUDE) -> str:
     path = tmp_path / "worker.py"
-    path.write_text(PRELUDE + textwrap.dedent(body))
+    path.write_text(prelude + textwrap.dedent(body))
     return str(path)
 
 
@@ -59,10 +60,10 @@ def _env(**extra) -> dict:
     return env
 
 
-def launch(tmp_path, body: str, nproc: int, timeout: float = 120, *args: str):
+def launch(tmp_path, body: str, nproc: int, timeout: float = 120, prelude: str = PRELUDE):
     """Runs `body` on `nproc` ranks with the launcher; the CompletedProcess."""
     cmd = [sys.executable, "-m", "pluggable.distribute.run", "--nproc", str(nproc),
-           _script(tmp_path, body), *args]
+           _script(tmp_path, body, prelude)]
     return subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -177,6 +178,8 @@ def test_bad_arguments_and_mismatched_collectives(tmp_path):
         expect(errors.InvalidArgumentError, lambda: d.all_to_all(x), "divisible")
         expect(errors.InvalidArgumentError, lambda: d.broadcast(x, src=2), "src=2")
         expect(errors.InvalidArgumentError, lambda: d.all_gather(x, axis=2), "axis 2")
+        flags = pg.constant(np.ones(2, bool))
+        expect(errors.InvalidArgumentError, lambda: d.all_reduce(flags, "mean"), "bool")
         expect(errors.InvalidArgumentError, lambda: d.all_reduce(np.ones(3)), "ndarray")
         expect(errors.InvalidArgumentError, lambda: d.all_reduce_gradients([x], bucket_bytes=0),
                "bucket_bytes")
@@ -265,7 +268,7 @@ def test_launcher_prefixes_output_and_stops_the_others_when_one_fails(tmp_path):
             sys.exit(7)
         time.sleep(600)      # terminated by the launcher
     """
-    proc = launch(tmp_path, body, 3, 60)
+    proc = launch(tmp_path, body, 3, 60, prelude="import os, sys, time\n")
     assert proc.returncode == 7, proc.stdout + proc.stderr
     for r in range(3):
         assert f"[rank {r}] hello from {r} of 3 local {r} port" in proc.stdout
@@ -275,7 +278,7 @@ def test_launcher_prefixes_output_and_stops_the_others_when_one_fails(tmp_path):
 
 
 def test_launcher_succeeds_and_rejects_bad_arguments(tmp_path):
-    proc = launch(tmp_path, "print('OK')", 2, 60)
+    proc = launch(tmp_path, "print('OK')", 2, 60, prelude="")
     ok(proc, 2)
     bad = subprocess.run([sys.executable, "-m", "pluggable.distribute.run", "--nproc", "0",
                           "x.py"], cwd=ROOT, env=_env(), capture_output=True, text=True,
@@ -374,19 +377,25 @@ def test_gradient_buckets_take_fewer_messages(tmp_path):
     ok(launch(tmp_path, body, 2), 2)
 
 
-def test_data_parallel_digits_replicas_match_one_whole_batch_process(tmp_path):
+def test_data_parallel_digits_replicas_match_one_whole_batch_process(tmp_path, monkeypatch):
     pytest.importorskip("sklearn", reason="examples/train_digits.py needs scikit-learn")
     example = os.path.join(ROOT, "examples", "train_digits_ddp.py")
-    args = ["--epochs", "1", "--steps", "6", "--batch-size", "24",
+    args = ["--epochs", "1", "--steps", "4", "--batch-size", "24",
             "--seed", str(np.random.default_rng().integers(1000)), "--bucket-bytes", "20000"]
     ddp = subprocess.run([sys.executable, "-m", "pluggable.distribute.run", "--nproc", "2",
                           example, *args, "--save", str(tmp_path / "ddp{rank}.npz")],
                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
     assert "[rank 0] 2 replica(s) on MY_DEVICE:0" in ddp.stdout
-    single = subprocess.run([sys.executable, example, *args, "--save", str(tmp_path / "one.npz")],
-                            cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
-    assert single.returncode == 0, single.stdout + single.stderr
+    # the same steps on the whole batch, in this process (a group of one)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    spec = importlib.util.spec_from_file_location("train_digits_ddp", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([*args, "--device", "MY_DEVICE:0",
+                        "--save", str(tmp_path / "one.npz")]) == 0
+    assert not pg.distribute.is_initialized()
     a, b, one = (np.load(tmp_path / f) for f in ("ddp0.npz", "ddp1.npz", "one.npz"))
     for k in (k for k in a.files if k.startswith("w")):
         assert not np.array_equal(a[k], a["i" + k[1:]]), k          # it trained

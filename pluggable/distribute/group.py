@@ -183,6 +183,12 @@ def _op(fn: str, op: str) -> str:
     return op
 
 
+def _bool_mean(fn: str, t: Tensor, op: str) -> None:
+    if op == "mean" and t.dtype.is_bool:
+        raise InvalidArgumentError(f"pg.distribute.{fn}: 'mean' of bool tensors is undefined; "
+                                   "use 'max' (any) or 'min' (all)", op=fn)
+
+
 def _split_check(fn: str, t: Tensor, n: int) -> None:
     if not t.shape or t.shape[0] % n:
         raise InvalidArgumentError(f"pg.distribute.{fn}: the first dimension of shape "
@@ -199,6 +205,7 @@ def all_reduce(t: Tensor, op: str = "sum", timeout: float | None = None) -> Tens
     rank's `t` (same dtype and shape on every rank), reduced in rank order:
     the same bits on every rank, on `t`'s device."""
     g, t, op = current("all_reduce"), _check("all_reduce", t), _op("all_reduce", op)
+    _bool_mean("all_reduce", t, op)
     return g.backend_for(t).all_reduce(t, op, _timeout(g, timeout))
 
 
@@ -207,6 +214,7 @@ def reduce_scatter(t: Tensor, op: str = "sum", timeout: float | None = None) -> 
     world_size equal parts (it must be divisible)."""
     g, t, op = current("reduce_scatter"), _check("reduce_scatter", t), _op("reduce_scatter", op)
     _split_check("reduce_scatter", t, g.world_size)
+    _bool_mean("reduce_scatter", t, op)
     return g.backend_for(t).reduce_scatter(t, op, _timeout(g, timeout))
 
 

@@ -47,25 +47,24 @@ _SOCKBUF = 4 << 20
 
 # ------------------------------------------------------------------ numpy side
 
-def _reduce(chunks: list[np.ndarray], op: str) -> np.ndarray:
-    """`op` over `chunks` (rank order), in their dtype; a new array."""
-    acc = chunks[0].copy()
+def _reduce(chunks: list[np.ndarray], op: str, out: np.ndarray) -> None:
+    """`op` over `chunks` (rank order), in their dtype, into `out`."""
     ufunc = {"sum": np.add, "mean": np.add, "prod": np.multiply,
              "min": np.minimum, "max": np.maximum}[op]
-    for c in chunks[1:]:
-        ufunc(acc, c, out=acc)
+    if len(chunks) == 1:
+        out[...] = chunks[0]
+    else:
+        ufunc(chunks[0], chunks[1], out=out)
+    for c in chunks[2:]:
+        ufunc(out, c, out=out)
     if op == "mean":
         n = len(chunks)
-        if acc.dtype.kind in "iu":       # toward zero, like the in-process collectives
-            q = acc // n
-            q += ((acc % n != 0) & (acc < 0)).astype(acc.dtype)
-            acc = q
-        elif acc.dtype.kind == "b":
-            raise InvalidArgumentError("pg.distribute: 'mean' of bool tensors is undefined; "
-                                       "use 'max' (any) or 'min' (all)", op="all_reduce")
+        if out.dtype.kind in "iu":       # toward zero, like the in-process collectives
+            negative_rest = (out % n != 0) & (out < 0)
+            np.floor_divide(out, n, out=out)
+            out += negative_rest.astype(out.dtype)
         else:
-            acc = acc / acc.dtype.type(n)
-    return acc
+            np.divide(out, out.dtype.type(n), out=out)
 
 
 def _bytes(a: np.ndarray) -> memoryview:
@@ -297,8 +296,8 @@ class HostBackend(Backend):
         return [p for p in range(self.world_size) if p != self.rank]
 
     def _scatter_reduce(self, op: str, flat: np.ndarray, bounds: list[int], reduction: str,
-                        dtype: dtypes.DType, timeout: float) -> np.ndarray:
-        """Rank r gets flat[bounds[r]:bounds[r+1]] of every rank, reduced."""
+                        dtype: dtypes.DType, timeout: float, out: np.ndarray) -> None:
+        """Rank r gets flat[bounds[r]:bounds[r+1]] of every rank, reduced into `out`."""
         me = self.rank
         lo, hi = bounds[me], bounds[me + 1]
         parts = {p: np.empty(hi - lo, flat.dtype) for p in self._others()}
@@ -306,15 +305,15 @@ class HostBackend(Backend):
                                    for p in self._others()},
                        {p: _bytes(parts[p]) for p in parts}, timeout)
         parts[me] = flat[lo:hi]
-        return _reduce([parts[p] for p in range(self.world_size)], reduction)
+        _reduce([parts[p] for p in range(self.world_size)], reduction, out)
 
     def all_reduce(self, t: Tensor, op: str, timeout: float) -> Tensor:
         a = _array(t, "all_reduce")
         n, flat = self.world_size, a.reshape(-1)
         bounds = [flat.size * i // n for i in range(n + 1)]
-        mine = self._scatter_reduce("all_reduce", flat, bounds, op, t.dtype, timeout)
         result = np.empty_like(flat)
-        result[bounds[self.rank]:bounds[self.rank + 1]] = mine
+        mine = result[bounds[self.rank]:bounds[self.rank + 1]]
+        self._scatter_reduce("all_reduce", flat, bounds, op, t.dtype, timeout, mine)
         self._exchange("all_reduce", t.dtype, {p: _bytes(mine) for p in self._others()},
                        {p: _bytes(result[bounds[p]:bounds[p + 1]]) for p in self._others()},
                        timeout)
@@ -326,8 +325,8 @@ class HostBackend(Backend):
         rows = a.shape[0] // n
         row = a[0].size if a.shape[0] else 0
         bounds = [i * rows * row for i in range(n + 1)]
-        mine = self._scatter_reduce("reduce_scatter", a.reshape(-1), bounds, op, t.dtype,
-                                    timeout)
+        mine = np.empty(rows * row, a.dtype)
+        self._scatter_reduce("reduce_scatter", a.reshape(-1), bounds, op, t.dtype, timeout, mine)
         return _place(mine.reshape((rows,) + a.shape[1:]), t)
 
     def all_gather(self, t: Tensor, axis: int, timeout: float) -> Tensor:
