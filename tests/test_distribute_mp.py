@@ -157,7 +157,7 @@ COLLECTIVES = """
 def test_collectives_every_op_and_dtype(tmp_path, nproc):
     dtypes = ("np.float32", "np.float64", "np.int32", "np.int64") if nproc == 3 else \
         ("np.float32", "np.float64", "np.int32", "np.int64", "np.float16", "np.uint8",
-         "np.int8", "np.bool_")
+         "np.int8", "np.bool_", "pg.bfloat16.as_numpy_dtype")
     body = f"DTYPES = ({', '.join(dtypes)},)\n" + textwrap.dedent(COLLECTIVES)
     ok(launch(tmp_path, body, nproc), nproc)
 
