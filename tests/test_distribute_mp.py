@@ -199,6 +199,32 @@ def test_bad_arguments_and_mismatched_collectives(tmp_path):
     ok(launch(tmp_path, body, 2), 2)
 
 
+def test_auto_picks_the_backend_registered_for_the_device_type(tmp_path):
+    body = """
+        from pluggable.distribute.host import HostBackend
+
+        class Counting(HostBackend):          # a backend for MY_DEVICE tensors only
+            calls = 0
+
+            def all_reduce(self, t, op, timeout):
+                Counting.calls += 1
+                return super().all_reduce(t, op, timeout)
+
+        d.register_backend("counting", Counting, device_types=["MY_DEVICE"])
+        d.init_process_group(timeout=30)
+        with pg.device("MY_DEVICE:0"):
+            x = pg.constant(np.ones(3, np.float32))
+        assert np.array_equal(d.all_reduce(x).numpy(), np.full(3, 2, np.float32))
+        assert Counting.calls == 1
+        assert np.array_equal(d.all_reduce(pg.constant([1.0])).numpy(), [2.0])   # CPU: host
+        assert Counting.calls == 1
+        assert sorted(d.group.current().backends) == ["counting", "host"]
+        d.destroy_process_group()
+        print("OK")
+    """
+    ok(launch(tmp_path, body, 2), 2)
+
+
 def test_init_without_environment_is_a_clear_error(monkeypatch):
     for var in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
         monkeypatch.delenv(var, raising=False)

@@ -16,6 +16,10 @@ of every rank and reduces it with numpy in rank order
 (``((x0 + x1) + x2) + ...``), then (all_reduce) sends the reduced chunk to
 every rank. The result is exact and the same bits on every rank.
 
+Threads of one process take turns (one lock per backend), but the ranks
+must still see the collectives in one order: call them from one thread, or
+order the threads yourself.
+
 Faults: a peer whose connection closes raises ``UnavailableError``, one
 that sends nothing before the timeout ``DeadlineExceededError``, both
 naming the ranks. After a fault the group is broken: later collectives
@@ -23,10 +27,12 @@ raise ``FailedPreconditionError`` until ``destroy_process_group``.
 """
 from __future__ import annotations
 
+import functools
 import os
 import selectors
 import socket
 import struct
+import threading
 import time
 
 import numpy as np
@@ -87,6 +93,15 @@ def _place(a: np.ndarray, like: Tensor) -> Tensor:
     return t._copy_to(like.device_object)
 
 
+def _serialised(method):
+    """Runs a collective under the backend's lock (threads take turns)."""
+    @functools.wraps(method)
+    def run(self, *args):
+        with self.lock:
+            return method(self, *args)
+    return run
+
+
 # ------------------------------------------------------------------ backend
 
 class HostBackend(Backend):
@@ -98,6 +113,9 @@ class HostBackend(Backend):
                  timeout: float):
         super().__init__(store, prefix, rank, world_size, timeout)
         self._seq = 0
+        # one collective at a time: the two exchanges of an all_reduce must not
+        # interleave with another thread's collective
+        self.lock = threading.Lock()
         self._broken: OpError | None = None
         self._peers: dict[int, socket.socket] = {}
         self._connect()
@@ -307,6 +325,7 @@ class HostBackend(Backend):
         parts[me] = flat[lo:hi]
         _reduce([parts[p] for p in range(self.world_size)], reduction, out)
 
+    @_serialised
     def all_reduce(self, t: Tensor, op: str, timeout: float) -> Tensor:
         a = _array(t, "all_reduce")
         n, flat = self.world_size, a.reshape(-1)
@@ -319,6 +338,7 @@ class HostBackend(Backend):
                        timeout)
         return _place(result.reshape(a.shape), t)
 
+    @_serialised
     def reduce_scatter(self, t: Tensor, op: str, timeout: float) -> Tensor:
         a = _array(t, "reduce_scatter")
         n = self.world_size
@@ -329,6 +349,7 @@ class HostBackend(Backend):
         self._scatter_reduce("reduce_scatter", a.reshape(-1), bounds, op, t.dtype, timeout, mine)
         return _place(mine.reshape((rows,) + a.shape[1:]), t)
 
+    @_serialised
     def all_gather(self, t: Tensor, axis: int, timeout: float) -> Tensor:
         a = _array(t, "all_gather")
         parts = {p: np.empty_like(a) for p in self._others()}
@@ -337,6 +358,7 @@ class HostBackend(Backend):
         parts[self.rank] = a
         return _place(np.concatenate([parts[p] for p in range(self.world_size)], axis), t)
 
+    @_serialised
     def broadcast(self, t: Tensor, src: int, timeout: float) -> Tensor:
         a = _array(t, "broadcast")
         if self.rank == src:
@@ -347,6 +369,7 @@ class HostBackend(Backend):
         self._exchange("broadcast", t.dtype, {}, {src: _bytes(out)}, timeout)
         return _place(out, t)
 
+    @_serialised
     def all_to_all(self, t: Tensor, timeout: float) -> Tensor:
         a = _array(t, "all_to_all")
         chunks = np.split(a, self.world_size, axis=0)

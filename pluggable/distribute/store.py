@@ -135,7 +135,7 @@ class _Server:
                 if rank is None:
                     raise ValueError("first request is not HELLO")
                 conn.sendall(self._handle(rank, cmd, fields))
-        except (OSError, ValueError, struct.error, UnicodeDecodeError):
+        except (OSError, ValueError, IndexError, struct.error, UnicodeDecodeError):
             pass     # a dead peer or garbage on the port: drop this connection only
         finally:
             conn.close()
