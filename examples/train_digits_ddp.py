@@ -49,9 +49,11 @@ def train_step(model: DigitsCNN, optimizer, images, labels, global_batch: int,
     return loss
 
 
-def default_device(local_rank: int) -> str:
-    """GPU:<local rank> where this host has that GPU, else MY_DEVICE:0."""
-    if len(pg.list_physical_devices("GPU")) > local_rank:
+def default_device(local_rank: int, local_world_size: int) -> str:
+    """GPU:<local rank> where this host has a GPU for every local process,
+    else MY_DEVICE:0 (every replica on the same kind of device, so that the
+    replicas compute the same bits)."""
+    if len(pg.list_physical_devices("GPU")) >= local_world_size:
         return f"GPU:{local_rank}"
     return "MY_DEVICE:0"
 
@@ -100,7 +102,7 @@ def train(device: str, epochs: int, batch_size: int, learning_rate: float, seed:
 def main(argv: list | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default=None,
-                   help="default: GPU:<LOCAL_RANK> if present, else MY_DEVICE:0")
+                   help="default: GPU:<LOCAL_RANK> if there is a GPU per process, else MY_DEVICE:0")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--steps", type=int, default=None, help="stop after this many steps")
     p.add_argument("--batch-size", type=int, default=32, help="the global batch")
@@ -113,7 +115,8 @@ def main(argv: list | None = None) -> int:
     args = p.parse_args(argv)
     _join()
     rank, world = pg.distribute.get_rank(), pg.distribute.get_world_size()
-    device = args.device or default_device(int(os.environ.get("LOCAL_RANK", 0)))
+    device = args.device or default_device(int(os.environ.get("LOCAL_RANK", 0)),
+                                           int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     start = time.perf_counter()
     model, initial, losses, acc = train(device, args.epochs, args.batch_size, args.learning_rate,
                                args.seed, args.steps, args.bucket_bytes)
