@@ -135,6 +135,7 @@ COLLECTIVES = """
                      (dt, axis))
             for src in range(n):
                 same(d.broadcast(put(xs[r]), src=src), xs[src], dev, (dt, "bcast", src))
+            same(d.broadcast(put(xs[r]), 1), xs[1], dev, (dt, "bcast", "positional"))
             want = np.concatenate([x[r:r + 1] for x in xs])    # row r of every rank
             same(d.all_to_all(put(xs[r])), want, dev, (dt, "all_to_all"))
         # a scalar, an empty tensor, one large enough to take many socket writes

@@ -128,8 +128,8 @@ def _each(tensors: list[Tensor], call) -> list[Tensor]:
     return out
 
 
-def all_reduce(tensors: Sequence[Tensor], op: str = "sum",
-               timeout: float | None = None) -> list[Tensor]:
+def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
+               timeout: float | None = None) -> list[Tensor] | Tensor:
     """Reduces the tensors (one per device, same dtype and shape) element-wise
     with `op` ("sum", "mean", "min", "max" or "prod"); returns the result on
     every device, in the order of `tensors`. "mean" of integers truncates
@@ -151,8 +151,8 @@ def all_reduce(tensors: Sequence[Tensor], op: str = "sum",
         merge_op=merge, final_op=final, timeout_seconds=_timeout(timeout)))
 
 
-def reduce_scatter(tensors: Sequence[Tensor], op: str = "sum",
-                   timeout: float | None = None) -> list[Tensor]:
+def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
+                   timeout: float | None = None) -> list[Tensor] | Tensor:
     """Reduces the tensors like ``all_reduce`` and gives the device of rank r
     (ordinal order) the r-th of len(tensors) equal chunks of the result along
     the first axis, which must be divisible by len(tensors). Given one
@@ -176,8 +176,8 @@ def reduce_scatter(tensors: Sequence[Tensor], op: str = "sum",
         merge_op=merge, final_op=final, timeout_seconds=_timeout(timeout)))
 
 
-def all_gather(tensors: Sequence[Tensor], axis: int = 0,
-               timeout: float | None = None) -> list[Tensor]:
+def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
+               timeout: float | None = None) -> list[Tensor] | Tensor:
     """Concatenates the tensors (one per device, same dtype and shape) along
     `axis` in device ordinal order; returns the result on every device.
     Given one tensor in a process group: across the processes (group.py)."""
@@ -213,9 +213,9 @@ def broadcast(tensor: Tensor, devices: Sequence[str] | None = None,
     through the collective broadcast: returns one tensor per entry of
     `devices`. The source device takes part even when it is not listed.
     Without `devices`, in a process group: rank `src`'s tensor on every
-    process (``broadcast(t, src=0)``, group.py)."""
-    if devices is None:
-        return process_group.broadcast(tensor, src, timeout)
+    process (``broadcast(t, src=0)`` or ``broadcast(t, 0)``, group.py)."""
+    if devices is None or isinstance(devices, int):
+        return process_group.broadcast(tensor, src if devices is None else devices, timeout)
     if not isinstance(tensor, Tensor):
         raise _err("broadcast", f"tensor is a {type(tensor).__name__}, not a pg.Tensor "
                    "placed on a device")
