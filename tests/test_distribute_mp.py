@@ -232,6 +232,10 @@ def test_init_without_environment_is_a_clear_error(monkeypatch):
         pg.distribute.init_process_group()
     with pytest.raises(errors.InvalidArgumentError, match=r"not in \[0, 2\)"):
         pg.distribute.init_process_group(rank=2, world_size=2, master_port=1)
+    # rank 0 of two, and rank 1 never starts
+    with pytest.raises(errors.DeadlineExceededError, match=r"rank\(s\) \[1\] to connect"):
+        pg.distribute.init_process_group(rank=0, world_size=2, master_port=free_port(),
+                                         timeout=0.5)
     assert not pg.distribute.is_initialized()
 
 
