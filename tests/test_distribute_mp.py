@@ -395,7 +395,7 @@ def test_gradient_buckets_take_fewer_messages(tmp_path):
         with pg.device("MY_DEVICE:0"):
             grads = [pg.constant(a) for a in every[r]] + [None]
         host = d.group.current().backend("host")
-        # one bucket, or one per gradient (two ranks: one exchange per all-reduce)
+        # one bucket, or one per gradient (one exchange per all-reduce of <= 64 KiB)
         for bucket_bytes, exchanges in ((1 << 20, 1), (1, 4)):
             before = host._seq
             out = d.all_reduce_gradients(grads, bucket_bytes=bucket_bytes)

@@ -14,8 +14,7 @@ rather than garbage or a hang.
 Reductions (all_reduce, reduce_scatter) are direct: rank r receives chunk r
 of every rank and reduces it with numpy in rank order
 (``((x0 + x1) + x2) + ...``), then (all_reduce) sends the reduced chunk to
-every rank. An all_reduce between two ranks, or of at most 64 KiB, takes
-one exchange instead: every rank receives every tensor and reduces them
+every rank. An all_reduce of at most 64 KiB takes one exchange instead: every rank receives every tensor and reduces them
 all in rank order. Either way the result is exact and the same bits on
 every rank.
 
@@ -334,10 +333,9 @@ class HostBackend(Backend):
         a = _array(t, "all_reduce")
         n, flat = self.world_size, a.reshape(-1)
         result = np.empty_like(flat)
-        if n == 2 or flat.nbytes <= _ONE_ROUND_BYTES:
+        if flat.nbytes <= _ONE_ROUND_BYTES:
             # one exchange of whole tensors, each rank reducing all of them:
-            # the same bits, half the round trips (and, for two ranks, the
-            # same bytes on the wire as the two-phase form)
+            # the same bits, half the round trips
             parts = {p: np.empty_like(flat) for p in self._others()}
             self._exchange("all_reduce", t.dtype, {p: _bytes(flat) for p in self._others()},
                            {p: _bytes(parts[p]) for p in parts}, timeout)
