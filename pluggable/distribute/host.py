@@ -14,9 +14,9 @@ rather than garbage or a hang.
 Reductions (all_reduce, reduce_scatter) are direct: rank r receives chunk r
 of every rank and reduces it with numpy in rank order
 (``((x0 + x1) + x2) + ...``), then (all_reduce) sends the reduced chunk to
-every rank. An all_reduce of at most 64 KiB takes one exchange instead: every rank receives every tensor and reduces them
-all in rank order. Either way the result is exact and the same bits on
-every rank.
+every rank. An all_reduce of at most 64 KiB takes one exchange instead:
+every rank receives every tensor and reduces them all in rank order.
+Either way the result is exact and the same bits on every rank.
 
 Threads of one process take turns (one lock per backend), but the ranks
 must still see the collectives in one order: call them from one thread, or
