@@ -2,7 +2,19 @@
 built on TensorFlow's collective ops (``CollectiveReduceV2``,
 ``CollectiveReduceScatterV2``, ``CollectiveGatherV2``,
 ``CollectiveBcastSendV2`` / ``RecvV2``). ``pg.distribute.all_reduce``,
-``all_gather``, ``broadcast``, ``reduce_scatter``; see docs/distribute.md."""
+``all_gather``, ``broadcast``, ``reduce_scatter``; and the same across
+processes (one tensor each) after ``init_process_group``, plus
+``all_to_all``, the TCP store, the launcher (``python -m
+pluggable.distribute.run``) and ``all_reduce_gradients`` for data-parallel
+training; see docs/distribute.md."""
+from .backend import Backend, register_backend
 from .collectives import REDUCTIONS, all_gather, all_reduce, broadcast, reduce_scatter
+from .data_parallel import all_reduce_gradients, broadcast_variables
+from .group import (ProcessGroup, all_to_all, barrier, destroy_process_group, get_rank,
+                    get_world_size, init_process_group, is_initialized)
+from .store import TCPStore
 
-__all__ = ["REDUCTIONS", "all_gather", "all_reduce", "broadcast", "reduce_scatter"]
+__all__ = ["Backend", "ProcessGroup", "REDUCTIONS", "TCPStore", "all_gather", "all_reduce",
+           "all_reduce_gradients", "all_to_all", "barrier", "broadcast", "broadcast_variables",
+           "destroy_process_group", "get_rank", "get_world_size", "init_process_group",
+           "is_initialized", "reduce_scatter", "register_backend"]

@@ -30,6 +30,7 @@ from ..framework.tensor import Tensor
 from ..ops import raw_ops
 from ..runtime.placement import device as device_scope
 from ..runtime.placement import get_device
+from . import group as process_group
 
 # op name -> (merge_op, final_op) of CollectiveReduceV2
 REDUCTIONS = {"sum": ("Add", "Id"), "mean": ("Add", "Div"), "prod": ("Mul", "Id"),
@@ -54,6 +55,12 @@ def _keys(devices: Sequence[str]) -> tuple[int, int]:
         group = tuple(sorted(devices))
         gk = _group_keys.setdefault(group, _GROUP_KEY_BASE + len(_group_keys))
         return gk, next(_instance_keys) % (2**31 - 1) + 1
+
+
+def _per_process(tensors: Any) -> bool:
+    """Whether a call means the process group's form (one tensor, not a list)."""
+    return isinstance(tensors, Tensor) or (process_group.is_initialized()
+                                           and not isinstance(tensors, (list, tuple)))
 
 
 def _err(fn: str, msg: str) -> InvalidArgumentError:
@@ -121,13 +128,16 @@ def _each(tensors: list[Tensor], call) -> list[Tensor]:
     return out
 
 
-def all_reduce(tensors: Sequence[Tensor], op: str = "sum",
-               timeout: float | None = None) -> list[Tensor]:
+def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
+               timeout: float | None = None) -> list[Tensor] | Tensor:
     """Reduces the tensors (one per device, same dtype and shape) element-wise
     with `op` ("sum", "mean", "min", "max" or "prod"); returns the result on
     every device, in the order of `tensors`. "mean" of integers truncates
     toward zero. `timeout` (seconds; None: the plugin's default) bounds the
-    wait for the other participants (DeadlineExceededError when read)."""
+    wait for the other participants (DeadlineExceededError when read).
+    Given one tensor in a process group: across the processes (group.py)."""
+    if _per_process(tensors):
+        return process_group.all_reduce(tensors, op, timeout)
     if op not in REDUCTIONS:
         raise _err("all_reduce", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
     tensors = _check_tensors("all_reduce", tensors)
@@ -141,11 +151,14 @@ def all_reduce(tensors: Sequence[Tensor], op: str = "sum",
         merge_op=merge, final_op=final, timeout_seconds=_timeout(timeout)))
 
 
-def reduce_scatter(tensors: Sequence[Tensor], op: str = "sum",
-                   timeout: float | None = None) -> list[Tensor]:
+def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
+                   timeout: float | None = None) -> list[Tensor] | Tensor:
     """Reduces the tensors like ``all_reduce`` and gives the device of rank r
     (ordinal order) the r-th of len(tensors) equal chunks of the result along
-    the first axis, which must be divisible by len(tensors)."""
+    the first axis, which must be divisible by len(tensors). Given one
+    tensor in a process group: across the processes (group.py)."""
+    if _per_process(tensors):
+        return process_group.reduce_scatter(tensors, op, timeout)
     if op not in REDUCTIONS:
         raise _err("reduce_scatter", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
     tensors = _check_tensors("reduce_scatter", tensors)
@@ -163,10 +176,13 @@ def reduce_scatter(tensors: Sequence[Tensor], op: str = "sum",
         merge_op=merge, final_op=final, timeout_seconds=_timeout(timeout)))
 
 
-def all_gather(tensors: Sequence[Tensor], axis: int = 0,
-               timeout: float | None = None) -> list[Tensor]:
+def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
+               timeout: float | None = None) -> list[Tensor] | Tensor:
     """Concatenates the tensors (one per device, same dtype and shape) along
-    `axis` in device ordinal order; returns the result on every device."""
+    `axis` in device ordinal order; returns the result on every device.
+    Given one tensor in a process group: across the processes (group.py)."""
+    if _per_process(tensors):
+        return process_group.all_gather(tensors, axis, timeout)
     tensors = _check_tensors("all_gather", tensors)
     _check_kernels("all_gather", "CollectiveGatherV2", [t.device_object for t in tensors],
                    tensors[0].dtype)
@@ -191,11 +207,15 @@ def all_gather(tensors: Sequence[Tensor], axis: int = 0,
     return _each(tensors, gather)
 
 
-def broadcast(tensor: Tensor, devices: Sequence[str],
-              timeout: float | None = None) -> list[Tensor]:
+def broadcast(tensor: Tensor, devices: Sequence[str] | None = None,
+              timeout: float | None = None, *, src: int = 0) -> list[Tensor] | Tensor:
     """Copies `tensor` to each of `devices` (names such as "MY_DEVICE:1")
     through the collective broadcast: returns one tensor per entry of
-    `devices`. The source device takes part even when it is not listed."""
+    `devices`. The source device takes part even when it is not listed.
+    Without `devices`, in a process group: rank `src`'s tensor on every
+    process (``broadcast(t, src=0)`` or ``broadcast(t, 0)``, group.py)."""
+    if devices is None or isinstance(devices, int):
+        return process_group.broadcast(tensor, src if devices is None else devices, timeout)
     if not isinstance(tensor, Tensor):
         raise _err("broadcast", f"tensor is a {type(tensor).__name__}, not a pg.Tensor "
                    "placed on a device")

@@ -1,0 +1,435 @@
+"""pg.distribute across processes: the TCP store (values, counters,
+barriers, waits that run out, bad input, garbage on its port, a client that
+dies), the launcher (prefixed output, a failing rank stops the others), the
+host backend's collectives on 2-3 processes for every op and dtype, on CPU
+and MY_DEVICE, exact against numpy (every rank computes every rank's input
+from a seed the test draws fresh), ranks that call different collectives,
+a rank that never arrives and one that is killed (typed errors, never a
+hang), gradient buckets, and the data-parallel digits example (replicas
+bit-identical, equal to one process on the whole batch)."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import pluggable as pg
+from pluggable import errors
+from pluggable.distribute.run import free_port
+from pluggable.distribute.store import TCPStore
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PRELUDE = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np, pluggable as pg
+    from pluggable import errors
+    d = pg.distribute
+    SEED = int(os.environ["TEST_SEED"])
+
+    def expect(cls, fn, *words):
+        try:
+            fn()
+        except cls as e:
+            for w in words:
+                assert w in str(e), (w, str(e))
+            return e
+        raise AssertionError(f"expected {cls.__name__}")
+""")
+
+
+def _script(tmp_path, body: str, prelude: str = PRELUDE) -> str:
+    path = tmp_path / "worker.py"
+    path.write_text(prelude + textwrap.dedent(body))
+    return str(path)
+
+
+def _env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TEST_SEED=str(np.random.default_rng().integers(1 << 30)))
+    env.update(extra)
+    return env
+
+
+def launch(tmp_path, body: str, nproc: int, timeout: float = 120, prelude: str = PRELUDE):
+    """Runs `body` on `nproc` ranks with the launcher; the CompletedProcess."""
+    cmd = [sys.executable, "-m", "pluggable.distribute.run", "--nproc", str(nproc),
+           _script(tmp_path, body, prelude)]
+    return subprocess.run(cmd, env=_env(), cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def ok(proc, nproc: int) -> None:
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for r in range(nproc):
+        assert f"[rank {r}] OK" in proc.stdout, out
+
+
+# ------------------------------------------------------------------ collectives
+
+COLLECTIVES = """
+    d.init_process_group(timeout=60)
+    r, n = d.get_rank(), d.get_world_size()
+    assert (r, n) == (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+
+    calls = [0]
+
+    def inputs(dt, shape, prod=False):
+        # every rank's input, the same on every rank (one seed; ranks call in one order)
+        calls[0] += 1
+        rng = np.random.default_rng([SEED, calls[0]])
+        out = []
+        for _ in range(n):
+            if dt == np.bool_:
+                out.append(rng.integers(0, 2, shape).astype(dt))
+            elif np.issubdtype(dt, np.integer):
+                lim = 3 if prod else 100
+                lo = 0 if np.issubdtype(dt, np.unsignedinteger) else -lim
+                out.append(rng.integers(lo, lim + 1, shape).astype(dt))
+            else:
+                out.append((rng.standard_normal(shape) * (1 if prod else 10)).astype(dt))
+        return out
+
+    def reference(xs, op):
+        acc = xs[0].copy()
+        for x in xs[1:]:
+            acc = {"sum": np.add, "mean": np.add, "prod": np.multiply,
+                   "min": np.minimum, "max": np.maximum}[op](acc, x)
+        if op == "mean":
+            if np.issubdtype(acc.dtype, np.integer):
+                acc = np.trunc(acc.astype(np.float64) / n).astype(acc.dtype)   # toward 0
+            else:
+                acc = acc / acc.dtype.type(n)
+        return acc
+
+    def same(t, want, dev, where):
+        assert t.device.endswith(dev), (where, t.device, dev)
+        got = t.numpy()
+        assert got.dtype == want.dtype and got.shape == want.shape, (where, got, want)
+        assert np.array_equal(got, want), (where, got, want)
+
+    for dev in ("CPU:0", "MY_DEVICE:0"):
+        def put(a):
+            with pg.device(dev):
+                return pg.constant(a)
+        for dt in DTYPES:
+            ops = ("max", "min") if dt == np.bool_ else ("sum", "mean", "prod", "min", "max")
+            for op in ops:
+                xs = inputs(dt, (2 * n, 3), prod=op == "prod")
+                same(d.all_reduce(put(xs[r]), op), reference(xs, op), dev, (dt, op))
+                want = reference(xs, op)[2 * r:2 * r + 2]
+                same(d.reduce_scatter(put(xs[r]), op), want, dev, (dt, op, "rs"))
+            xs = inputs(dt, (n, 2))
+            for axis in (0, 1, -1):
+                same(d.all_gather(put(xs[r]), axis=axis), np.concatenate(xs, axis), dev,
+                     (dt, axis))
+            for src in range(n):
+                same(d.broadcast(put(xs[r]), src=src), xs[src], dev, (dt, "bcast", src))
+            same(d.broadcast(put(xs[r]), 1), xs[1], dev, (dt, "bcast", "positional"))
+            want = np.concatenate([x[r:r + 1] for x in xs])    # row r of every rank
+            same(d.all_to_all(put(xs[r])), want, dev, (dt, "all_to_all"))
+        # a scalar, an empty tensor, one large enough to take many socket writes
+        xs = inputs(np.float64, ())
+        same(d.all_reduce(put(xs[r])), reference(xs, "sum"), dev, "scalar")
+        same(d.all_reduce(put(np.zeros((0, 4), np.float32))), np.zeros((0, 4), np.float32),
+             dev, "empty")
+        for dt in (np.float32, np.int32):     # the two-phase all_reduce (over 64 KiB)
+            for op in ("sum", "mean", "prod", "min", "max"):
+                xs = inputs(dt, (3 * n, 7001), prod=op == "prod")
+                same(d.all_reduce(put(xs[r]), op), reference(xs, op), dev, ("large", dt, op))
+    # the single-process form still takes lists
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(np.arange(3.0))
+    assert np.array_equal(d.all_reduce([x])[0].numpy(), np.arange(3.0))
+    d.destroy_process_group()
+    print("OK")
+"""
+
+
+@pytest.mark.parametrize("nproc", [2, 3])
+def test_collectives_every_op_and_dtype(tmp_path, nproc):
+    dtypes = ("np.float32", "np.float64", "np.int32", "np.int64") if nproc == 3 else \
+        ("np.float32", "np.float64", "np.int32", "np.int64", "np.float16", "np.uint8",
+         "np.int8", "np.bool_", "pg.bfloat16.as_numpy_dtype")
+    body = f"DTYPES = ({', '.join(dtypes)},)\n" + textwrap.dedent(COLLECTIVES)
+    ok(launch(tmp_path, body, nproc), nproc)
+
+
+def test_bad_arguments_and_mismatched_collectives(tmp_path):
+    body = """
+        expect(errors.FailedPreconditionError, lambda: d.all_reduce(pg.constant([1.0])),
+               "init_process_group")
+        expect(errors.FailedPreconditionError, d.get_rank, "no process group")
+        expect(errors.InvalidArgumentError, lambda: d.init_process_group(backend="carrier"),
+               "carrier", "host")
+        d.init_process_group(timeout=30)
+        r = d.get_rank()
+        expect(errors.AlreadyExistsError, d.init_process_group, "already rank")
+        x = pg.constant(np.ones((3, 2), np.float32))
+        expect(errors.InvalidArgumentError, lambda: d.all_reduce(x, "median"), "median")
+        expect(errors.InvalidArgumentError, lambda: d.reduce_scatter(x), "divisible", "[3, 2]")
+        expect(errors.InvalidArgumentError, lambda: d.all_to_all(x), "divisible")
+        expect(errors.InvalidArgumentError, lambda: d.broadcast(x, src=2), "src=2")
+        expect(errors.InvalidArgumentError, lambda: d.all_gather(x, axis=2), "axis 2")
+        flags = pg.constant(np.ones(2, bool))
+        expect(errors.InvalidArgumentError, lambda: d.all_reduce(flags, "mean"), "bool")
+        expect(errors.InvalidArgumentError, lambda: d.all_reduce(np.ones(3)), "ndarray")
+        expect(errors.InvalidArgumentError, lambda: d.all_reduce_gradients([x], bucket_bytes=0),
+               "bucket_bytes")
+        # nothing above reached the other rank: the group still works
+        assert np.array_equal(d.all_reduce(x).numpy(), np.full((3, 2), 2, np.float32))
+        # rank 0 reduces while rank 1 gathers: both refuse, naming the other call
+        if r == 0:
+            e = expect(errors.InvalidArgumentError, lambda: d.all_reduce(x), "all_gather")
+        else:
+            e = expect(errors.InvalidArgumentError, lambda: d.all_gather(x), "all_reduce")
+        assert "same order" in str(e)
+        # the group is broken afterwards, and says so
+        expect(errors.FailedPreconditionError, lambda: d.all_reduce(x), "broken")
+        d.destroy_process_group()
+        print("OK")
+    """
+    ok(launch(tmp_path, body, 2), 2)
+
+
+def test_auto_picks_the_backend_registered_for_the_device_type(tmp_path):
+    body = """
+        from pluggable.distribute.host import HostBackend
+
+        class Counting(HostBackend):          # a backend for MY_DEVICE tensors only
+            calls = 0
+
+            def all_reduce(self, t, op, timeout):
+                Counting.calls += 1
+                return super().all_reduce(t, op, timeout)
+
+        d.register_backend("counting", Counting, device_types=["MY_DEVICE"])
+        d.init_process_group(timeout=30)
+        with pg.device("MY_DEVICE:0"):
+            x = pg.constant(np.ones(3, np.float32))
+        assert np.array_equal(d.all_reduce(x).numpy(), np.full(3, 2, np.float32))
+        assert Counting.calls == 1
+        assert np.array_equal(d.all_reduce(pg.constant([1.0])).numpy(), [2.0])   # CPU: host
+        assert Counting.calls == 1
+        assert sorted(d.group.current().backends) == ["counting", "host"]
+        d.destroy_process_group()
+        print("OK")
+    """
+    ok(launch(tmp_path, body, 2), 2)
+
+
+def test_init_without_environment_is_a_clear_error(monkeypatch):
+    for var in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(errors.InvalidArgumentError, match="WORLD_SIZE is not set"):
+        pg.distribute.init_process_group()
+    with pytest.raises(errors.InvalidArgumentError, match=r"not in \[0, 2\)"):
+        pg.distribute.init_process_group(rank=2, world_size=2, master_port=1)
+    # rank 0 of two, and rank 1 never starts
+    with pytest.raises(errors.DeadlineExceededError, match=r"rank\(s\) \[1\] to connect"):
+        pg.distribute.init_process_group(rank=0, world_size=2, master_port=free_port(),
+                                         timeout=0.5)
+    assert not pg.distribute.is_initialized()
+
+
+def test_a_rank_that_does_not_arrive_times_out(tmp_path):
+    body = """
+        d.init_process_group(timeout=30)
+        x = pg.constant(np.ones(4, np.float32))
+        if d.get_rank() == 0:
+            e = expect(errors.DeadlineExceededError, lambda: d.all_reduce(x, timeout=0.5),
+                       "rank(s) [1] did not arrive", "0.5 s")
+            expect(errors.FailedPreconditionError, lambda: d.all_reduce(x), "broken")
+        d.barrier()          # rank 1 skipped the collective and waits here
+        d.destroy_process_group()
+        print("OK")
+    """
+    ok(launch(tmp_path, body, 2), 2)
+
+
+def _spawn(tmp_path, body: str, nproc: int) -> list[subprocess.Popen]:
+    """The ranks without the launcher (which would stop them when one dies)."""
+    script, env, port = _script(tmp_path, body), _env(), free_port()
+    return [subprocess.Popen([sys.executable, script], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             env=dict(env, RANK=str(r), WORLD_SIZE=str(nproc),
+                                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+            for r in range(nproc)]
+
+
+def test_a_killed_rank_fails_the_others_with_unavailable(tmp_path):
+    body = """
+        import signal, threading
+        d.init_process_group(timeout=60)
+        r = d.get_rank()
+        x = pg.constant(np.ones((1000, 100), np.float32))
+        assert d.all_reduce(x).numpy()[0, 0] == 3
+        if r == 2:     # dies inside its next collective, which the others join late
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGKILL)).start()
+            d.all_reduce(x)
+            raise AssertionError("rank 2 should be dead")
+        time.sleep(1.0)
+        expect(errors.UnavailableError, lambda: d.all_reduce(x), "lost rank 2", "died")
+        print("OK", flush=True)
+    """
+    procs = _spawn(tmp_path, body, 3)
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert procs[2].returncode == -signal.SIGKILL, outs[2]
+    for r in (0, 1):
+        assert procs[r].returncode == 0 and "OK" in outs[r], outs[r]
+
+
+# ------------------------------------------------------------------ launcher
+
+def test_launcher_prefixes_output_and_stops_the_others_when_one_fails(tmp_path):
+    body = """
+        r = int(os.environ["RANK"])
+        print(f"hello from {r} of {os.environ['WORLD_SIZE']} "
+              f"local {os.environ['LOCAL_RANK']} port {os.environ['MASTER_PORT']}")
+        print("to stderr", file=sys.stderr)
+        if r == 1:
+            sys.exit(7)
+        time.sleep(600)      # terminated by the launcher
+    """
+    proc = launch(tmp_path, body, 3, 60, prelude="import os, sys, time\n")
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    for r in range(3):
+        assert f"[rank {r}] hello from {r} of 3 local {r} port" in proc.stdout
+        assert f"[rank {r}] to stderr" in proc.stderr
+    assert "rank 1 failed (exit code 7)" in proc.stderr
+    assert "terminated the other 2" in proc.stderr
+
+
+def test_launcher_succeeds_and_rejects_bad_arguments(tmp_path):
+    proc = launch(tmp_path, "print('OK')", 2, 60, prelude="")
+    ok(proc, 2)
+    bad = subprocess.run([sys.executable, "-m", "pluggable.distribute.run", "--nproc", "0",
+                          "x.py"], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "--nproc must be at least 1" in bad.stderr
+
+
+# ------------------------------------------------------------------ the store
+
+@pytest.fixture
+def stores():
+    """A store of a group of two: rank 0 (hosting it) and rank 1."""
+    s0 = TCPStore("127.0.0.1", 0, 0, 2, is_server=True, timeout=10)
+    s1 = TCPStore("127.0.0.1", s0.port, 1, 2, timeout=10)
+    yield s0, s1
+    s1.close()
+    s0.close()
+
+
+def test_store_values_counters_and_waits(stores):
+    s0, s1 = stores
+    value = np.random.default_rng().bytes(100_000)
+    s0.set("blob", value)
+    assert s1.get("blob") == value
+    assert [s0.add("n", 2), s1.add("n", 3), s1.add("n", -1)] == [2, 5, 4]
+    threading.Timer(0.2, s0.set, ("late", b"here")).start()
+    assert s1.get("late", timeout=10) == b"here"         # waits until set
+    done = []
+    t = threading.Thread(target=lambda: done.append(s1.barrier("b", 10)))
+    t.start()
+    s0.barrier("b", 10)
+    t.join(10)
+    assert done == [None]
+
+
+def test_store_errors_are_typed(stores):
+    s0, s1 = stores
+    with pytest.raises(errors.DeadlineExceededError, match=r"'never'.*rank\(s\) \[0\] did not"):
+        s1.get("never", timeout=0.3)
+    with pytest.raises(errors.DeadlineExceededError, match=r"rank\(s\) \[1\] did not arrive"):
+        s0.barrier("alone", timeout=0.3)
+    with pytest.raises(errors.InvalidArgumentError, match="must be bytes"):
+        s0.set("k", "text")
+    with pytest.raises(errors.InvalidArgumentError, match="non-empty str"):
+        s0.get("")
+    with pytest.raises(errors.InvalidArgumentError, match="positive number"):
+        s0.get("k", timeout=-1)
+    with pytest.raises(errors.InvalidArgumentError, match="n must be an int"):
+        s0.add("k", 1.5)
+    s0.set("text", b"abc")
+    with pytest.raises(errors.InvalidArgumentError, match="not an integer counter"):
+        s0.add("text", 1)
+    # garbage on the store's port closes that connection only
+    with socket.create_connection(("127.0.0.1", s0.port)) as junk:
+        junk.sendall(b"GET / HTTP/1.1\r\n\r\n" * 3)
+    s1.set("still", b"up")
+    assert s0.get("still") == b"up"
+
+
+def test_store_reports_a_dead_client_and_an_unreachable_store():
+    s0 = TCPStore("127.0.0.1", 0, 0, 2, is_server=True, timeout=10)
+    s1 = TCPStore("127.0.0.1", s0.port, 1, 2, timeout=10)
+    try:
+        s1._sock.close()         # as if rank 1's process died: no goodbye
+        with pytest.raises(errors.UnavailableError, match=r"rank\(s\) \[1\] left the group"):
+            s0.get("from-1", timeout=30)
+    finally:
+        s0.close()
+    with pytest.raises(errors.UnavailableError, match="cannot reach the store"):
+        TCPStore("127.0.0.1", free_port(), 1, 2, timeout=0.3)
+
+
+# ------------------------------------------------------------------ data parallel
+
+def test_gradient_buckets_take_fewer_messages(tmp_path):
+    body = """
+        d.init_process_group(timeout=30)
+        r = d.get_rank()
+        rng = np.random.default_rng(SEED)
+        shapes = [(3, 4), (5,), (2, 2, 2), (7,)]
+        every = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(2)]
+        with pg.device("MY_DEVICE:0"):
+            grads = [pg.constant(a) for a in every[r]] + [None]
+        host = d.group.current().backend("host")
+        # one bucket, or one per gradient (one exchange per all-reduce of <= 64 KiB)
+        for bucket_bytes, exchanges in ((1 << 20, 1), (1, 4)):
+            before = host._seq
+            out = d.all_reduce_gradients(grads, bucket_bytes=bucket_bytes)
+            assert host._seq - before == exchanges, (bucket_bytes, host._seq - before)
+            assert out[-1] is None
+            for g, a, b in zip(out, every[0], every[1]):
+                assert g.device.endswith("MY_DEVICE:0") and g.shape == a.shape
+                assert np.array_equal(g.numpy(), (a + b) / np.float32(2))
+        d.destroy_process_group()
+        print("OK")
+    """
+    ok(launch(tmp_path, body, 2), 2)
+
+
+def test_data_parallel_digits_replicas_match_one_whole_batch_process(tmp_path, monkeypatch):
+    pytest.importorskip("sklearn", reason="examples/train_digits.py needs scikit-learn")
+    example = os.path.join(ROOT, "examples", "train_digits_ddp.py")
+    args = ["--epochs", "1", "--steps", "4", "--batch-size", "24", "--device", "MY_DEVICE:0",
+            "--seed", str(np.random.default_rng().integers(1000)), "--bucket-bytes", "20000"]
+    ddp = subprocess.run([sys.executable, "-m", "pluggable.distribute.run", "--nproc", "2",
+                          example, *args, "--save", str(tmp_path / "ddp{rank}.npz")],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert ddp.returncode == 0, ddp.stdout + ddp.stderr
+    assert "[rank 0] 2 replica(s) on MY_DEVICE:0" in ddp.stdout
+    # the same steps on the whole batch, in this process (a group of one)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    spec = importlib.util.spec_from_file_location("train_digits_ddp", example)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([*args, "--save", str(tmp_path / "one.npz")]) == 0
+    assert not pg.distribute.is_initialized()
+    a, b, one = (np.load(tmp_path / f) for f in ("ddp0.npz", "ddp1.npz", "one.npz"))
+    for k in (k for k in a.files if k.startswith("w")):
+        assert not np.array_equal(a[k], a["i" + k[1:]]), k          # it trained
+        assert np.array_equal(a[k], b[k]), k                      # identical replicas
+        np.testing.assert_allclose(a[k], one[k], rtol=1e-4, atol=1e-6, err_msg=k)
