@@ -56,7 +56,7 @@ typedef struct PG_CollectiveFns {
   /* Out: writes a fresh id into `out` (PG_COLLECTIVE_ID_BYTES bytes, owned
    * by the caller). Called in ONE process of the group; the id is then sent
    * to the others as opaque bytes. */
-  void (*get_unique_id)(char out[PG_COLLECTIVE_ID_BYTES], TF_Status* status);
+  void (*get_unique_id)(char out[128], TF_Status* status);
   /* Out: joins this process to the group of `nranks` processes identified
    * by `id`, as `rank` (0 <= rank < nranks), on the plugin's device
    * `device_ordinal`, for collectives of `group_key`. Blocks until all
@@ -65,7 +65,7 @@ typedef struct PG_CollectiveFns {
    * (device_ordinal, group_key), which is aborted. `id` is read during the
    * call only. */
   void (*init_communicator)(int device_ordinal, int nranks, int rank,
-                            const char id[PG_COLLECTIVE_ID_BYTES],
+                            const char id[128],
                             int64_t group_key, TF_Status* status);
   /* Out: aborts and forgets the communicator of (device_ordinal,
    * group_key): collectives in flight on it fail instead of waiting for a

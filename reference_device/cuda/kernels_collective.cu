@@ -642,7 +642,7 @@ void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
 
 namespace {
 
-void get_unique_id(char out[PG_COLLECTIVE_ID_BYTES], TF_Status* status) {
+void get_unique_id(char out[128], TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   const NcclApi* api = load_nccl(status);
   if (api == nullptr) return;
@@ -663,7 +663,7 @@ void abort_locked(const NcclApi* api, int ordinal, int64_t group_key) {
 }
 
 void init_communicator(int device_ordinal, int nranks, int rank,
-                       const char id[PG_COLLECTIVE_ID_BYTES], int64_t group_key,
+                       const char id[128], int64_t group_key,
                        TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   int count = 0;
