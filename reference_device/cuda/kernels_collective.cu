@@ -345,6 +345,18 @@ Clique* clique_of(const NcclApi* api, int64_t group_key, const std::vector<int>&
   return out;
 }
 
+// Fails the earlier participants of `m` (already gated on their streams)
+// with `code`/`msg` and releases their gates. g_mu held.
+void fail_meeting(Meeting& m, TF_Code code, const char* msg) {
+  for (Participant& p : m.parts) {
+    DeviceGuard guard(p.ordinal);
+    stream_set_error(p.cs, code, msg);
+    (void)cudaMemsetAsync(p.flag, 0xff, sizeof(unsigned), g_sides[p.ordinal].stream);
+    (void)cudaEventDestroy(p.ready);
+  }
+  m.parts.clear();
+}
+
 // Issues every participant of `m` (sorted by ordinal; the last element of
 // `order` is the caller, on its own stream). g_mu held. Sets `st` on
 // failure; earlier participants then get the error on their streams, and
@@ -598,18 +610,24 @@ void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
                                          keys[0], {}}).first;
   }
   Meeting& m = it->second;
+  // A participant that disagrees fails the whole group at once.
+  auto refuse = [&](const char* fmt, auto... args) {
+    c.fail(TF_INVALID_ARGUMENT, fmt, args...);
+    fail_meeting(m, TF_INVALID_ARGUMENT, TF_Message(st));
+    g_meetings.erase(it);
+  };
   bool agrees = m.group_size == keys[0] && m.kind == meeting_kind(k.kind) && m.dtype == dtype &&
                 m.merge == k.merge && m.final_div == k.final_div;
   for (const Participant& q : m.parts) {
     if (q.ordinal == p.ordinal) {
-      c.fail(TF_INVALID_ARGUMENT, "%s: GPU:%d joined twice; each participant must be on "
-             "another device", where_text(w).c_str(), p.ordinal);
+      refuse("%s: GPU:%d joined twice; each participant must be on another device",
+             where_text(w).c_str(), p.ordinal);
       return;
     }
     if (m.kind != Kind::kBcastSend && q.in_bytes != p.in_bytes) agrees = false;
   }
   if (!agrees) {
-    c.fail(TF_INVALID_ARGUMENT, "%s: the participant on GPU:%d disagrees with the group on the "
+    refuse("%s: the participant on GPU:%d disagrees with the group on the "
            "op, dtype (%s), group_size (%lld), reduction or input size (%lld bytes)",
            where_text(w).c_str(), p.ordinal, dtype_name(dtype),
            static_cast<long long>(keys[0]), static_cast<long long>(p.in_bytes));
