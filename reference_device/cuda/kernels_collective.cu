@@ -106,10 +106,11 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 
 // Waits until *flag is set, then clears it; records a timeout in `rec`.
-__global__ void gate_kernel(volatile unsigned* flag, unsigned long long timeout_ns,
-                            DeviceCheck* rec) {
+// The flag is read with atomics (served by L2, where the other stream's
+// memset lands), never from a stale L1 line.
+__global__ void gate_kernel(unsigned* flag, unsigned long long timeout_ns, DeviceCheck* rec) {
   const unsigned long long start = global_ns();
-  while (*flag == 0) {
+  while (atomicOr(flag, 0u) == 0) {
     const unsigned long long waited = global_ns() - start;
     if (waited > timeout_ns) {
       record_bad(rec, 0, static_cast<long long>(waited / 1000000ull));
@@ -117,7 +118,8 @@ __global__ void gate_kernel(volatile unsigned* flag, unsigned long long timeout_
     }
     __nanosleep(2000);
   }
-  *flag = 0;
+  atomicExch(flag, 0u);
+  __threadfence_system();
 }
 
 // ---------------------------------------------------------------------------
@@ -357,8 +359,9 @@ void fail_meeting(Meeting& m, TF_Code code, const char* msg) {
   m.parts.clear();
 }
 
-// Issues every participant of `m` (sorted by ordinal; the last element of
-// `order` is the caller, on its own stream). g_mu held. Sets `st` on
+// Issues every participant of `m` (sorted by ordinal, which is the rank;
+// parts[caller] is the one whose compute call this is, issued on its own
+// stream, the others on their side streams). g_mu held. Sets `st` on
 // failure; earlier participants then get the error on their streams, and
 // their gates are released either way.
 void issue(const NcclApi* api, Meeting& m, int caller, int sm_count, const Where& w,
@@ -382,7 +385,9 @@ void issue(const NcclApi* api, Meeting& m, int caller, int sm_count, const Where
     streams[i] = g_sides[p.ordinal].stream;
     cudaError_t e = cudaStreamWaitEvent(streams[i], p.ready, 0);
     if (e == cudaSuccess) e = before_call(m, p, i, n, false, streams[i]);
-    if (e != cudaSuccess) set_cuda_status(st, e, "%s: ordering on GPU:%d", where_text(w).c_str(), p.ordinal);
+    if (e != cudaSuccess) {
+      set_cuda_status(st, e, "%s: ordering on GPU:%d", where_text(w).c_str(), p.ordinal);
+    }
   }
   if (TF_GetCode(st) == TF_OK) {
     DeviceGuard guard(m.parts[caller].ordinal);
