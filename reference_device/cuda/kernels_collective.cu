@@ -527,7 +527,10 @@ bool wait_for_group(OpCall& c, Participant& p, const CollKernel& k, const Where&
   DeviceSide* side = side_of(p.ordinal, st);
   if (side == nullptr) return c.check_status();
   p.flag = side->flags + (side->next++ % kFlagSlots);
-  if (!c.check_cuda(cudaEventCreateWithFlags(&p.ready, cudaEventDisableTiming),
+  // Cleared first: a slot whose gate timed out may have been set late.
+  if (!c.check_cuda(cudaMemsetAsync(p.flag, 0, sizeof(unsigned), c.stream()),
+                    "cudaMemsetAsync(gate flag)") ||
+      !c.check_cuda(cudaEventCreateWithFlags(&p.ready, cudaEventDisableTiming),
                     "cudaEventCreate") ||
       !c.check_cuda(cudaEventRecord(p.ready, c.stream()), "cudaEventRecord")) {
     return false;
