@@ -157,7 +157,10 @@ struct Meeting {
   int64_t group_size;
   std::vector<Participant> parts;
 };
-std::map<std::pair<int64_t, int64_t>, Meeting> g_meetings;
+// Never destroyed: a meeting that never completed holds tensors, which must
+// not be released into the core while the process exits.
+std::map<std::pair<int64_t, int64_t>, Meeting>& g_meetings =
+    *new std::map<std::pair<int64_t, int64_t>, Meeting>();
 
 // The communicators of one group of in-process devices (rank k on ordinals[k]).
 struct Clique {
