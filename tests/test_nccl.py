@@ -116,9 +116,13 @@ def test_init_checks_its_arguments_before_the_plugin():
 # ---------------------------------------------------------------------------
 # One GPU: world-size-1 communicators
 
+# One group key for the world-size-1 calls: one communicator, made once.
+SINGLE_KEY = 999
+
+
 def _single(op, x, **kw):
-    return getattr(raw_ops, op)(input=x, group_size=1, group_key=next(_keys), instance_key=1,
-                                **kw)
+    return getattr(raw_ops, op)(input=x, group_size=1, group_key=SINGLE_KEY,
+                                instance_key=next(_keys), **kw)
 
 
 @needs_gpu
