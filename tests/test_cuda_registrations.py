@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pluggable as pg  # noqa: F401  (defines the built-in ops)
-from op_helpers import ALL, FLOAT, INT, REAL, U8, WORKLOADS_OPS
+from op_helpers import ALL, BF16, FLOAT, INT, REAL, U8, WORKLOADS_OPS
 from pluggable.framework import dtypes, registry
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -146,7 +146,12 @@ def test_gpu_kernels_cover_the_cpu_kernels_tested_dtypes(registrations):
 @pytest.mark.parametrize("op,types", [
     ("Less", REAL + [U8]), ("LessEqual", REAL + [U8]), ("Greater", REAL + [U8]),
     ("GreaterEqual", REAL + [U8]), ("ArgMax", REAL + [U8]), ("ArgMin", REAL + [U8]),
-    ("Pow", FLOAT + INT + [np.dtype(np.int8), np.dtype(np.int16)])])
+    ("Pow", FLOAT + INT + [np.dtype(np.int8), np.dtype(np.int16)]),
+    # the NCCL collectives (tests/test_nccl.py), with TensorFlow's type lists
+    ("CollectiveReduceV2", REAL), ("CollectiveReduceScatterV2", REAL),
+    ("CollectiveAllToAllV2", REAL), ("CollectiveGatherV2", [t for t in REAL if t != BF16]),
+    ("CollectiveBcastSendV2", [t for t in REAL if t != BF16]),
+    ("CollectiveBcastRecvV2", [t for t in REAL if t != BF16])])
 def test_gpu_kernels_cover_the_dtypes_of_the_gpu_tests(registrations, op, types):
     have = {dtypes.from_enum(c["T"]) for o, _, c, _ in registrations if o == op and "T" in c}
     missing = sorted(dtypes.as_dtype(t).name for t in types if dtypes.as_dtype(t) not in have)

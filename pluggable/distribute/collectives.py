@@ -111,7 +111,7 @@ def _check_kernels(fn: str, op: str, devices: Sequence[Any], dtype: Any) -> None
     if not any(k.matches({"T": dtype}) for k in registry.kernels_for(op, kind)):
         raise NotFoundError(f"pg.distribute.{fn}: no {op} kernel for {dtype.name} on {kind}; "
                             f"registered: {registry.describe_kernels(op)}. Collectives run on "
-                            "devices whose plugin implements them (MY_DEVICE today)", op=op)
+                            "devices whose plugin implements them (MY_DEVICE and GPU)", op=op)
 
 
 def _timeout(timeout: float | None) -> float:

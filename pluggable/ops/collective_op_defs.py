@@ -1,7 +1,7 @@
 """Definitions of TensorFlow's collective ops (the V2 family, whose group
 size, group key and instance key are host-memory inputs):
 CollectiveReduceV2, CollectiveReduceScatterV2, CollectiveGatherV2,
-CollectiveBcastSendV2 and CollectiveBcastRecvV2.
+CollectiveBcastSendV2, CollectiveBcastRecvV2 and CollectiveAllToAllV2.
 
 One call of a collective op runs on one device; the `group_size` calls with
 the same (group_key, instance_key), each on another device, meet in the
@@ -53,6 +53,15 @@ def _gather_shape(shapes, attrs, values):
     return [(shape[0] * n,) + shape[1:]]
 
 
+def _all_to_all_shape(shapes, attrs, values):
+    op = "CollectiveAllToAllV2"
+    n, shape = group_size(op, values), tuple(shapes[0])
+    if len(shape) == 0 or shape[0] % n != 0:
+        raise err(op, f"the first dimension of the input {list(shape)} must be divisible by "
+                  f"group_size {n} (chunk r goes to rank r)")
+    return [shape]
+
+
 def _send_shape(shapes, attrs, values):
     group_size("CollectiveBcastSendV2", values)
     return [tuple(shapes[0])]
@@ -79,6 +88,8 @@ def define_collective_ops() -> None:
            _reduce_scatter_shape, host=_HOST)
     define("CollectiveGatherV2", ordered_inputs, ["data: T"], [_GATHER_T] + _COMMON + _ORDERED,
            _gather_shape, host=_HOST)
+    define("CollectiveAllToAllV2", ordered_inputs, ["data: T"], [_REDUCE_T] + _COMMON + _ORDERED,
+           _all_to_all_shape, host=_HOST)
     define("CollectiveBcastSendV2", ["input: T"] + _KEYS, ["data: T"], [_BCAST_T] + _COMMON,
            _send_shape, host=_HOST)
     define("CollectiveBcastRecvV2", _KEYS + ["shape: Tshape"], ["data: T"],

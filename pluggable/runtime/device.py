@@ -16,7 +16,7 @@ import numpy as np
 from .._core import code_and_message, cstr, ffi, lib, status
 from ..framework import errors
 from ..framework.tensor import Tensor
-from . import trace
+from . import peer, trace
 from .memory import DeviceBuffer, check_len
 from .status import raise_status
 from .streams import Event, Stream, Timer
@@ -239,6 +239,8 @@ class Device:
             dims = ffi.new("int64_t[]", list(t._shape) or [0])
             h = lib.pg_tensor_from_host(self._c, t._dtype.enum, dims, len(t._shape),
                                         ffi.from_buffer(a), a.nbytes, st)
+        elif isinstance(src, Device) and peer.supports_peer_copy(t, self):
+            return Tensor._from_handle(peer.copy_tensor_handle(t, self), self, t._dtype, t._shape)
         else:
             h = lib.pg_tensor_copy_to_device(t._h, self._c, st)
         if h == ffi.NULL:

@@ -261,4 +261,5 @@ extern "C" void TF_InitKernel(void) {
   pgcuda::register_misc_kernels();
   pgcuda::register_training_kernels();
   pgcuda::register_fused_kernels();
+  pgcuda::register_collective_kernels();
 }

@@ -498,6 +498,7 @@ void register_gather_kernels();
 void register_random_kernels();
 void register_misc_kernels();
 void register_training_kernels();  // kernels_training.cu
+void register_collective_kernels();  // kernels_collective.cu
 void register_fused_kernels();  // kernels_fused.cu
 
 }  // namespace pgcuda

@@ -1,0 +1,205 @@
+"""All-reduce bus bandwidth: pg.distribute on the CUDA plugin's NCCL kernels
+against torch.distributed with NCCL, in the same run.
+
+World size = the GPUs present (or --gpus). For each message size (float32,
+1 KiB .. 1 GiB per GPU by powers of 4):
+  - pluggable: ``pg.distribute.all_reduce`` over one tensor per GPU in ONE
+    process (the plugin issues the ranks' ncclAllReduce calls in one group
+    over an ncclCommInitAll clique); a call returns once every rank is
+    enqueued, the time is taken over back-to-back calls to a final
+    synchronisation, so it includes the framework's dispatch.
+  - torch: ``torch.distributed.all_reduce`` (backend nccl), one process per
+    GPU (torch.multiprocessing), rank 0's time over back-to-back calls to
+    torch.cuda.synchronize.
+Bus bandwidth follows nccl-tests: algbw = bytes / time, busbw = algbw *
+2 (n - 1) / n. With ONE GPU, busbw is 0 by definition (nothing crosses a
+link): the table then shows the time and algbw of the single-rank path (a
+device-local copy inside NCCL plus the dispatch) and says so.
+
+Prints a markdown table; ``--json PATH`` writes the rows.
+
+usage: python3 benchmarks/bench_nccl.py [--gpus N] [--max-bytes 1073741824]
+           [--seconds 0.2] [--json PATH] [--no-torch]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import socket
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def _sizes(max_bytes: int) -> list[int]:
+    out, b = [], 1024
+    while b <= max_bytes:
+        out.append(b)
+        b *= 4
+    return out
+
+
+def _iters(run_once, seconds: float) -> int:
+    """Back-to-back calls that take about `seconds` (at least 3)."""
+    t0 = time.perf_counter()
+    run_once()
+    dt = max(time.perf_counter() - t0, 1e-6)
+    return int(min(max(3, seconds / dt), 2000))
+
+
+def bench_pluggable(n: int, sizes: list[int], seconds: float) -> dict[int, float]:
+    """{bytes: seconds per all-reduce} over GPU:0..n-1 in this process."""
+    import pluggable as pg
+    out = {}
+    for nbytes in sizes:
+        xs = []
+        for i in range(n):
+            with pg.device(f"GPU:{i}"):
+                xs.append(pg.constant(np.ones(nbytes // 4, np.float32)))
+        for _ in range(3):
+            pg.distribute.all_reduce(xs)
+        pg.synchronize()
+
+        def once():
+            pg.distribute.all_reduce(xs)
+            pg.synchronize()
+        k = _iters(once, seconds)
+        t0 = time.perf_counter()
+        for _ in range(k):
+            ys = pg.distribute.all_reduce(xs)
+        pg.synchronize()
+        out[nbytes] = (time.perf_counter() - t0) / k
+        got = ys[0].numpy()[:4]
+        assert np.all(got == n), f"all-reduce of ones over {n} GPUs gave {got}"
+        del xs, ys
+    return out
+
+
+def _torch_worker(rank: int, n: int, port: int, sizes: list[int], seconds: float, queue) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=n, device_id=torch.device(f"cuda:{rank}"))
+    out = {}
+    for nbytes in sizes:
+        x = torch.ones(nbytes // 4, dtype=torch.float32, device=f"cuda:{rank}")
+        for _ in range(3):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+        k = int(min(max(3, seconds / max(time.perf_counter() - t0, 1e-6)), 2000))
+        kt = torch.tensor([k], device=f"cuda:{rank}")
+        dist.all_reduce(kt, op=dist.ReduceOp.MAX)  # the same count on every rank
+        k = int(kt.item())
+        dist.barrier()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        out[nbytes] = (time.perf_counter() - t0) / k
+        del x
+    if rank == 0:
+        queue.put(out)
+    dist.destroy_process_group()
+
+
+def bench_torch(n: int, sizes: list[int], seconds: float) -> tuple[dict[int, float] | None, str]:
+    """({bytes: seconds per all-reduce}, note) with torch.distributed/NCCL."""
+    try:
+        import torch
+        import torch.multiprocessing as mp
+    except ImportError:
+        return None, "torch is not installed"
+    if not torch.cuda.is_available() or torch.cuda.device_count() < n:
+        return None, f"torch sees {torch.cuda.device_count()} GPUs, {n} needed"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_torch_worker, args=(r, n, port, sizes, seconds, queue))
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        result = queue.get(timeout=600)
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+    version = ".".join(str(v) for v in torch.cuda.nccl.version()) if hasattr(
+        torch.cuda, "nccl") else "?"
+    return result, f"torch {torch.__version__}, NCCL {version}"
+
+
+def _busbw(nbytes: int, t: float, n: int) -> float:
+    return nbytes / t * (2 * (n - 1) / n) / 1e9
+
+
+def _fmt_size(b: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if b >= scale:
+            return f"{b // scale} {unit}"
+    return f"{b} B"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpus", type=int, default=0, help="world size (default: all GPUs)")
+    ap.add_argument("--max-bytes", type=int, default=1 << 30)
+    ap.add_argument("--seconds", type=float, default=0.2, help="time per size and peer")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args(argv)
+
+    import pluggable as pg
+    gpus = len(pg.list_physical_devices("GPU"))
+    if gpus == 0:
+        print("no GPU device present: nothing to measure")
+        return 0
+    n = args.gpus or gpus
+    sizes = _sizes(args.max_bytes)
+    mine = bench_pluggable(n, sizes, args.seconds)
+    theirs, note = (None, "skipped (--no-torch)") if args.no_torch else bench_torch(
+        n, sizes, args.seconds)
+
+    print(f"all-reduce, float32, world size {n} ({gpus} GPUs present); "
+          f"PLUGGABLE_NCCL_LIBRARY={os.environ.get('PLUGGABLE_NCCL_LIBRARY', '(unset)')}; "
+          f"peer: {note}")
+    if n == 1:
+        print("ONE GPU: bus bandwidth is 0 by definition (nothing crosses a link); the table "
+              "shows the single-rank path's time and algbw (bytes / time) instead.\n")
+    metric = "algbw GB/s" if n == 1 else "busbw GB/s"
+    print(f"| size | pluggable us | pluggable {metric} | torch us | torch {metric} | "
+          "pluggable / torch |")
+    print("|---|---|---|---|---|---|")
+    rows = []
+    for b in sizes:
+        t = mine[b]
+        tt = theirs.get(b) if theirs else None
+        bw = b / t / 1e9 if n == 1 else _busbw(b, t, n)
+        tbw = None if tt is None else (b / tt / 1e9 if n == 1 else _busbw(b, tt, n))
+        ratio = None if tt is None else tt / t
+        rows.append(dict(bytes=b, world_size=n, pluggable_s=t, torch_s=tt,
+                         pluggable_gbps=bw, torch_gbps=tbw, metric=metric, ratio=ratio))
+        print(f"| {_fmt_size(b)} | {t * 1e6:.1f} | {bw:.2f} | "
+              f"{'-' if tt is None else f'{tt * 1e6:.1f}'} | "
+              f"{'-' if tbw is None else f'{tbw:.2f}'} | "
+              f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(dict(world_size=n, note=note, rows=rows),
+                                                      indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
