@@ -180,6 +180,20 @@ def test_copy_into_memory_a_kernel_still_reads_keeps_stream_order(no_tf32):
 
 
 @needs_gpu
+def test_read_back_right_after_upload_on_an_idle_gpu():
+    """On an idle GPU each chunk's DMA is done before the next chunk is
+    picked, so an upload leaves few chunks: a read-back of several chunks
+    must still not reuse one it has not read out (it did: the first weight
+    of a 1024-4096 layer came back wrong)."""
+    for chunks in (2, 3, 4, 5, 9):
+        data = _random_bytes(chunks * CHUNK + int(np.random.default_rng().integers(1, 4096)))
+        with pg.device("GPU:0"):
+            pg.synchronize()
+            back = pg.constant(data).numpy()
+        assert _same_bits(back, data), chunks
+
+
+@needs_gpu
 def test_copy_behind_a_busy_stream_needs_every_chunk(no_tf32):
     """A staged copy queued behind long work takes a new chunk for each busy
     one, up to the limit, then waits for the oldest: more data than all

@@ -135,6 +135,8 @@ class CopyThreads {
 constexpr int kMaxSlots = CudaDevice::kStagingMaxSlots;
 // Chunks a device-to-host copy keeps in flight ahead of the host memcpy.
 constexpr uint64_t kReadAhead = 4;
+static_assert(kMaxSlots <= 32 && kReadAhead < kMaxSlots,
+              "pick_slot's mask of held chunks is 32 bits; a read-ahead needs a free chunk");
 
 // True when `p` is ordinary (pageable) host memory.
 bool is_pageable(const void* p) {
@@ -184,12 +186,14 @@ bool add_slot(CudaDevice* dev) {
 // fewer than kMaxSlots exist, else the least recently used one once its DMA
 // is done. -1 with *err set when none can be had.
 //
-// The least recently used chunk is never one that a device-to-host copy
-// still has to read out: its chunks are stamped in order and read out in
-// that order, each before the next chunk is picked.
-int pick_slot(CudaDevice* dev, cudaError_t* err) {
+// Chunks in `held` (bit i: chunk i) are never picked: a device-to-host copy
+// holds the chunks whose data it has not read out yet. Their DMA may well be
+// done (an idle GPU finishes it before the next chunk is picked), so being
+// "done" does not make them free.
+int pick_slot(CudaDevice* dev, cudaError_t* err, uint32_t held = 0) {
   int best = -1;
   for (int i = 0; i < dev->staging_slots; ++i) {
+    if (held & (1u << i)) continue;
     if (best < 0 || dev->staging_stamp[i] < dev->staging_stamp[best]) best = i;
   }
   bool ready = false;
@@ -250,10 +254,12 @@ cudaError_t staged_to_host(CudaDevice* dev, cudaStream_t stream, char* dst,
                            const char* src, uint64_t size) {
   const uint64_t chunks = (size + kStageChunk - 1) / kStageChunk;
   int slot_of[kReadAhead];
+  uint32_t held = 0;  // chunks holding data not yet read out
   auto enqueue = [&](uint64_t k) {
     cudaError_t e = cudaSuccess;
-    const int slot = pick_slot(dev, &e);
+    const int slot = pick_slot(dev, &e, held);
     if (slot < 0) return e;
+    held |= 1u << slot;
     slot_of[k % kReadAhead] = slot;
     const uint64_t off = k * kStageChunk;
     return dma(dev, slot, stream, dev->staging[slot], src + off,
@@ -269,6 +275,7 @@ cudaError_t staged_to_host(CudaDevice* dev, cudaStream_t stream, char* dst,
     cudaError_t e = cudaEventSynchronize(dev->staging_done[slot]);
     if (e != cudaSuccess) return e;
     parallel_memcpy(dst + off, dev->staging[slot], std::min(kStageChunk, size - off));
+    held &= ~(1u << slot);
     if (k + kReadAhead < chunks) {
       e = enqueue(k + kReadAhead);
       if (e != cudaSuccess) return e;

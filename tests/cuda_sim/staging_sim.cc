@@ -67,6 +67,25 @@ void pinned_copy(CudaDevice* dev, SimStream* stream) {
   cudaFreeHost(host);
 }
 
+// On an idle GPU every DMA is done before the next chunk is picked, so the
+// chunks an upload used are all free and it leaves one; a read-back of
+// several chunks must still not reuse a chunk it has not read out yet.
+void readback_on_an_idle_gpu(SimStream* stream) {
+  CudaDevice dev;
+  sim_inline().store(true);
+  const uint64_t n = 3 * kStageChunk + 17;
+  std::vector<unsigned char> src(n), device(n), back(n);
+  for (uint64_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + i / 4096);
+  if (host_device_copy(&dev, stream, true, device.data(), src.data(), n) != cudaSuccess ||
+      host_device_copy(&dev, stream, false, device.data(), back.data(), n) != cudaSuccess) {
+    fail("idle-GPU copy failed");
+  }
+  if (device != src) fail("idle-GPU upload data wrong");
+  if (back != src) fail("idle-GPU read-back data wrong (a chunk was reused before it was read out)");
+  sim_inline().store(false);
+  release_staging(&dev);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -83,6 +102,7 @@ int main(int argc, char** argv) {
     t1.join();
     t2.join();
     pinned_copy(&dev, &a1);
+    readback_on_an_idle_gpu(&a1);
     if (dev.staging_slots < 1 || dev.staging_slots > CudaDevice::kStagingMaxSlots) {
       fail("chunk count out of range: " + std::to_string(dev.staging_slots));
     }
