@@ -42,9 +42,17 @@ def _refuse_late(what: str, plugin_id: int, st) -> int:
     return 0
 
 
+_string = ffi.string
+_from_enum = dtypes.from_enum
+_NO_HOST_ARGS: frozenset = frozenset()
+
+
 def on_register_kernel(cdef, st) -> int:
-    op = cstr(cdef.op_name)
-    dev = cstr(cdef.device_type)
+    """Validates and keeps one kernel (the core's TF_RegisterKernelBuilder
+    hook; runs once per kernel while plugins load, so it reads each field of
+    the definition once)."""
+    op = _string(cdef.op_name).decode("utf-8", "replace")
+    dev = _string(cdef.device_type).decode("utf-8", "replace")
     if cdef.outside_init:
         return _refuse_late(f"kernel for op {op!r} on {dev}", cdef.plugin_id, st)
     rec = record_for(cdef.plugin_id)
@@ -65,18 +73,23 @@ def on_register_kernel(cdef, st) -> int:
     else:
         constraints = {}
         bad_type = None
-        for i in range(cdef.num_constraints):
-            attr = ffi.string(cdef.constraint_attr[i]).decode("utf-8", "replace")
-            enum = int(cdef.constraint_type[i])
-            try:
-                constraints[attr] = dtypes.from_enum(enum)
-            except KeyError:
-                constraints[attr] = None
-                bad_type = enum
-        host = frozenset(ffi.string(cdef.host_args[i]).decode("utf-8", "replace")
-                         for i in range(cdef.num_host_args))
-        k = registry.KernelDef(op, dev, constraints, host, priority=int(cdef.priority),
-                               label=cstr(cdef.label) or "", plugin=rec, cdef=cdef)
+        n = cdef.num_constraints
+        if n:  # (fields read once: each read through cffi costs a little)
+            attrs, types = cdef.constraint_attr, cdef.constraint_type
+            for i in range(n):
+                attr = _string(attrs[i]).decode("utf-8", "replace")
+                enum = types[i]
+                try:
+                    constraints[attr] = _from_enum(enum)
+                except KeyError:
+                    constraints[attr] = None
+                    bad_type = enum
+        n = cdef.num_host_args
+        host = frozenset([_string(cdef.host_args[i]).decode("utf-8", "replace")
+                          for i in range(n)]) if n else _NO_HOST_ARGS
+        k = registry.KernelDef(op, dev, constraints, host, priority=cdef.priority,
+                               label=_string(cdef.label).decode("utf-8", "replace"),
+                               plugin=rec, cdef=cdef)
         reason = registry.check_kernel(k)
         if reason and bad_type is not None:
             reason += f" (TF_DataType {bad_type})"
