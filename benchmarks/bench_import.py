@@ -11,7 +11,10 @@ included). Bytecode is compiled into a private cache per checkout
 (PYTHONPYCACHEPREFIX) by one uncounted warm-up run, so neither checkout pays
 for compiling and neither tree is written to. The table gives the median, the
 best and the worst run in milliseconds, and the plugins each checkout loaded
-(they must match for the comparison to mean anything). Results:
+(they must match for the comparison to mean anything). With --callgrind, one
+import per checkout (and `import numpy` alone) also runs under valgrind and
+the instructions are counted: wall time on a shared machine varies with its
+load, instruction counts hardly do. Results:
 docs/benchmarks.md.
 """
 from __future__ import annotations
@@ -36,15 +39,37 @@ print(",".join(sorted(f"{r.device_type}:{r.status}" for r in pg.plugins())))
 """
 
 _LAST = re.compile(r"import time:\s+\d+ \|\s+(\d+) \| pluggable$")
+_COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+def _env(checkout: pathlib.Path, cache: str) -> dict:
+    path = [str(checkout)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONPYCACHEPREFIX=cache)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def instructions(checkout: pathlib.Path | None, cache: str) -> int:
+    """Instructions the whole process executes for ``import pluggable`` from
+    `checkout` (None: ``import numpy`` alone, the floor), counted by
+    valgrind's callgrind: a figure that does not depend on the machine's load."""
+    code = "import numpy" if checkout is None else CHILD
+    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+           sys.executable, "-c", code] + ([str(checkout)] if checkout else [])
+    proc = subprocess.run(cmd, cwd=str(checkout or ROOT),
+                          env=_env(checkout or ROOT, cache), capture_output=True, text=True,
+                          timeout=1800)
+    found = _COLLECTED.findall(proc.stderr)
+    if proc.returncode != 0 or not found:
+        raise RuntimeError(f"callgrind run for {checkout} failed:\n{proc.stderr[-2000:]}")
+    return int(found[-1])
 
 
 def run_once(checkout: pathlib.Path, cache: str) -> tuple[float, str]:
     """(milliseconds of `import pluggable`, the plugins loaded) for one run."""
-    path = [str(checkout)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONPYCACHEPREFIX=cache)
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     proc = subprocess.run([sys.executable, "-X", "importtime", "-c", CHILD, str(checkout)],
-                          cwd=str(checkout), env=env, capture_output=True, text=True,
+                          cwd=str(checkout), env=_env(checkout, cache), capture_output=True,
+                          text=True,
                           timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child for {checkout} failed:\n{proc.stderr}")
@@ -59,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", required=True, help="another checkout, built in place")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--json", metavar="PATH", help="also write the runs as JSON here")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="also count the instructions of one import per checkout under "
+                         "valgrind (about a minute each; independent of the machine's load)")
     args = ap.parse_args(argv)
     checkouts = {"this": ROOT, "peer": pathlib.Path(args.peer).resolve()}
     times: dict[str, list[float]] = {k: [] for k in checkouts}
@@ -73,6 +101,10 @@ def main(argv: list[str] | None = None) -> int:
                 ms, plugins = run_once(checkouts[name], caches[name])
                 times[name].append(ms)
                 loaded[name] = plugins
+        counts: dict[str, int] = {}
+        if args.callgrind:
+            counts = {name: instructions(checkouts[name], caches[name]) for name in checkouts}
+            counts["numpy"] = instructions(None, caches["this"])
     print(f"`import pluggable` (python3 -X importtime, cumulative ms), {args.rounds} runs "
           "each, alternating\n")
     print("| checkout | median ms | best | worst | plugins | path |")
@@ -82,11 +114,23 @@ def main(argv: list[str] | None = None) -> int:
               f"{loaded[name]} | {checkouts[name]} |")
     ratio = statistics.median(times["this"]) / statistics.median(times["peer"])
     print(f"\nthis / peer (medians): {ratio:.3f}")
+    if counts:
+        print("\nInstructions of the whole process (valgrind --tool=callgrind), and above "
+              "'import numpy' alone\n")
+        print("| checkout | instructions | above numpy |")
+        print("|---|---:|---:|")
+        for name in checkouts:
+            print(f"| {name} | {counts[name] / 1e6:.1f} M | "
+                  f"{(counts[name] - counts['numpy']) / 1e6:.1f} M |")
+        print(f"| numpy alone | {counts['numpy'] / 1e6:.1f} M | |")
+        print(f"\nthis / peer (instructions above numpy): "
+              f"{(counts['this'] - counts['numpy']) / (counts['peer'] - counts['numpy']):.3f}")
     if loaded["this"] != loaded["peer"]:
         print("warning: the checkouts loaded different plugins; the times do not compare")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rounds": args.rounds, "ms": times, "plugins": loaded,
+                       "instructions": counts,
                        "paths": {k: str(v) for k, v in checkouts.items()}}, f, indent=1)
     return 0
 
