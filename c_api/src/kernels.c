@@ -124,6 +124,46 @@ void TF_KernelBuilder_Label(TF_KernelBuilder* b, const char* label) {
     b->def.name_too_long |= PG_LONG_LABEL;
 }
 
+static int put_field(char* out, int cap, int at, const char* s, size_t max) {
+  const char* end = memchr(s, '\0', max);
+  size_t n = end != NULL ? (size_t)(end - s) : max;
+  if (at < 0 || (size_t)at + n + 1 > (size_t)cap) return -1;
+  memcpy(out + at, s, n);
+  out[at + n] = '\0';
+  return at + (int)n + 1;
+}
+
+static int put_int(char* out, int cap, int at, long long v) {
+  char num[24];
+  snprintf(num, sizeof num, "%lld", v);
+  return put_field(out, cap, at, num, sizeof num);
+}
+
+int pg_kernel_def_describe(const pg_kernel_def* d, char* out, int cap) {
+  if (d == NULL || out == NULL) return -1;
+  int nc = d->num_constraints, nh = d->num_host_args;
+  if (nc < 0 || nc > PG_MAX_CONSTRAINTS) nc = PG_MAX_CONSTRAINTS;
+  if (nh < 0 || nh > PG_MAX_HOST_ARGS) nh = PG_MAX_HOST_ARGS;
+  int at = put_field(out, cap, 0, d->op_name, sizeof d->op_name);
+  at = put_field(out, cap, at, d->device_type, sizeof d->device_type);
+  at = put_field(out, cap, at, d->label, sizeof d->label);
+  at = put_int(out, cap, at, d->plugin_id);
+  at = put_int(out, cap, at, d->outside_init);
+  at = put_int(out, cap, at, d->name_too_long);
+  at = put_int(out, cap, at, d->overflow);
+  at = put_int(out, cap, at, d->compute_func == NULL);
+  at = put_int(out, cap, at, d->priority);
+  at = put_int(out, cap, at, nc);
+  at = put_int(out, cap, at, nh);
+  for (int i = 0; i < nc; ++i) {
+    at = put_field(out, cap, at, d->constraint_attr[i], sizeof d->constraint_attr[i]);
+    at = put_int(out, cap, at, d->constraint_type[i]);
+  }
+  for (int i = 0; i < nh; ++i)
+    at = put_field(out, cap, at, d->host_args[i], sizeof d->host_args[i]);
+  return at;
+}
+
 void TF_RegisterKernelBuilder(const char* kernel_name, TF_KernelBuilder* b,
                               TF_Status* status) {
   (void)kernel_name;

@@ -42,53 +42,60 @@ def _refuse_late(what: str, plugin_id: int, st) -> int:
     return 0
 
 
-_string = ffi.string
 _from_enum = dtypes.from_enum
 _NO_HOST_ARGS: frozenset = frozenset()
+_describe, _TEXT_MAX = lib.pg_kernel_def_describe, lib.PG_KERNEL_DEF_TEXT_MAX
+_new, _unpack = ffi.new, ffi.unpack
+
+
+def _fields(cdef) -> list[str]:
+    """The kernel definition as the core describes it (one C call instead of
+    a cffi read per field: this runs once per kernel of every plugin, about
+    1,500 times at import): op, device type, label, plugin id, outside_init,
+    name_too_long, overflow, no compute_func, priority, number of constraints,
+    number of host arguments, (attribute, TF_DataType) per constraint, then
+    the host-memory arguments (see pg_kernel_def_describe)."""
+    out = _new("char[]", _TEXT_MAX)  # (one per call: a late registration may come from
+    n = _describe(cdef, out, _TEXT_MAX)  # another thread)
+    return _unpack(out, n).decode("utf-8", "replace").split("\0")
 
 
 def on_register_kernel(cdef, st) -> int:
     """Validates and keeps one kernel (the core's TF_RegisterKernelBuilder
-    hook; runs once per kernel while plugins load, so it reads each field of
-    the definition once)."""
-    op = _string(cdef.op_name).decode("utf-8", "replace")
-    dev = _string(cdef.device_type).decode("utf-8", "replace")
-    if cdef.outside_init:
-        return _refuse_late(f"kernel for op {op!r} on {dev}", cdef.plugin_id, st)
-    rec = record_for(cdef.plugin_id)
+    hook)."""
+    f = _fields(cdef)
+    op, dev = f[0], f[1]
+    if f[4] != "0":  # outside_init
+        return _refuse_late(f"kernel for op {op!r} on {dev}", int(f[3]), st)
+    rec = record_for(int(f[3]))
     where = rec.path if rec else "an unknown plugin"
     k = None
-    if cdef.name_too_long:
+    too_long = int(f[5])
+    if too_long:
         reason = (f"kernel for op {op[:40]!r}... on {dev[:40]}: " + "; ".join(
-            why for bit, why in _LONG_NAMES.items() if cdef.name_too_long & bit))
+            why for bit, why in _LONG_NAMES.items() if too_long & bit))
         code = 3
-    elif cdef.compute_func == ffi.NULL:
+    elif f[7] != "0":
         reason = (f"kernel for op {op!r} on {dev}: compute_func is NULL "
                   "(TF_NewKernelBuilder needs a compute function)")
         code = 3
-    elif cdef.overflow:
+    elif f[6] != "0":
         reason = (f"kernel for op {op!r} on {dev}: too many type constraints or host-memory "
                   f"arguments (at most {lib.PG_MAX_CONSTRAINTS} and {lib.PG_MAX_HOST_ARGS})")
         code = 3
     else:
         constraints = {}
         bad_type = None
-        n = cdef.num_constraints
-        if n:  # (fields read once: each read through cffi costs a little)
-            attrs, types = cdef.constraint_attr, cdef.constraint_type
-            for i in range(n):
-                attr = _string(attrs[i]).decode("utf-8", "replace")
-                enum = types[i]
-                try:
-                    constraints[attr] = _from_enum(enum)
-                except KeyError:
-                    constraints[attr] = None
-                    bad_type = enum
-        n = cdef.num_host_args
-        host = frozenset([_string(cdef.host_args[i]).decode("utf-8", "replace")
-                          for i in range(n)]) if n else _NO_HOST_ARGS
-        k = registry.KernelDef(op, dev, constraints, host, priority=cdef.priority,
-                               label=_string(cdef.label).decode("utf-8", "replace"),
+        nc, nh = int(f[9]), int(f[10])
+        for i in range(11, 11 + 2 * nc, 2):
+            enum = int(f[i + 1])
+            try:
+                constraints[f[i]] = _from_enum(enum)
+            except KeyError:
+                constraints[f[i]] = None
+                bad_type = enum
+        host = frozenset(f[11 + 2 * nc:11 + 2 * nc + nh]) if nh else _NO_HOST_ARGS
+        k = registry.KernelDef(op, dev, constraints, host, priority=int(f[8]), label=f[2],
                                plugin=rec, cdef=cdef)
         reason = registry.check_kernel(k)
         if reason and bad_type is not None:
