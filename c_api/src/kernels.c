@@ -133,34 +133,28 @@ static int put_field(char* out, int cap, int at, const char* s, size_t max) {
   return at + (int)n + 1;
 }
 
-static int put_int(char* out, int cap, int at, long long v) {
-  char num[24];
-  snprintf(num, sizeof num, "%lld", v);
-  return put_field(out, cap, at, num, sizeof num);
-}
+_Static_assert(PG_KERNEL_DEF_NUMBERS == 8 + PG_MAX_CONSTRAINTS,
+               "PG_KERNEL_DEF_NUMBERS: 8 fields and one type per constraint");
 
-int pg_kernel_def_describe(const pg_kernel_def* d, char* out, int cap) {
-  if (d == NULL || out == NULL) return -1;
+int pg_kernel_def_describe(const pg_kernel_def* d, char* names, int cap,
+                           int* numbers) {
+  if (d == NULL || names == NULL || numbers == NULL) return -1;
   int nc = d->num_constraints, nh = d->num_host_args;
   if (nc < 0 || nc > PG_MAX_CONSTRAINTS) nc = PG_MAX_CONSTRAINTS;
   if (nh < 0 || nh > PG_MAX_HOST_ARGS) nh = PG_MAX_HOST_ARGS;
-  int at = put_field(out, cap, 0, d->op_name, sizeof d->op_name);
-  at = put_field(out, cap, at, d->device_type, sizeof d->device_type);
-  at = put_field(out, cap, at, d->label, sizeof d->label);
-  at = put_int(out, cap, at, d->plugin_id);
-  at = put_int(out, cap, at, d->outside_init);
-  at = put_int(out, cap, at, d->name_too_long);
-  at = put_int(out, cap, at, d->overflow);
-  at = put_int(out, cap, at, d->compute_func == NULL);
-  at = put_int(out, cap, at, d->priority);
-  at = put_int(out, cap, at, nc);
-  at = put_int(out, cap, at, nh);
-  for (int i = 0; i < nc; ++i) {
-    at = put_field(out, cap, at, d->constraint_attr[i], sizeof d->constraint_attr[i]);
-    at = put_int(out, cap, at, d->constraint_type[i]);
-  }
+  int at = put_field(names, cap, 0, d->op_name, sizeof d->op_name);
+  at = put_field(names, cap, at, d->device_type, sizeof d->device_type);
+  at = put_field(names, cap, at, d->label, sizeof d->label);
+  for (int i = 0; i < nc; ++i)
+    at = put_field(names, cap, at, d->constraint_attr[i],
+                   sizeof d->constraint_attr[i]);
   for (int i = 0; i < nh; ++i)
-    at = put_field(out, cap, at, d->host_args[i], sizeof d->host_args[i]);
+    at = put_field(names, cap, at, d->host_args[i], sizeof d->host_args[i]);
+  int head[8] = {d->plugin_id, d->outside_init, d->name_too_long, d->overflow,
+                 d->compute_func == NULL, d->priority, nc, nh};
+  memcpy(numbers, head, sizeof head);
+  for (int i = 0; i < PG_MAX_CONSTRAINTS; ++i)
+    numbers[8 + i] = i < nc ? (int)d->constraint_type[i] : 0;
   return at;
 }
 
