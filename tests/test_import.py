@@ -19,7 +19,8 @@ from pluggable.plugins import discovery
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAZY_SUBSYSTEMS = ("pluggable.graph", "pluggable.profiler", "pluggable.custom_ops",
-                   "pluggable.distribute", "pluggable.training", "pluggable.framework.proto")
+                   "pluggable.distribute", "pluggable.training", "pluggable.framework.proto",
+                   "pluggable.framework.op_catalog")
 
 CHILD = r"""
 import json, sys
@@ -69,6 +70,9 @@ def test_lazy_names_are_the_defining_modules_objects():
     assert pg.graph_util.import_graph_def is sys.modules["pluggable.graph.graph_util"].import_graph_def
     assert pg.config.set_graph_capture is device_capture.set_graph_capture
     assert pg.config.get_graph_capture is device_capture.get_graph_capture
+    from pluggable.framework import op_catalog
+    assert pg.ops.get is op_catalog.get and pg.ops.list is op_catalog.list_ops
+    assert {"get", "list"} <= set(dir(pg.ops))
 
 
 def test_public_names_are_listed_and_resolve():
