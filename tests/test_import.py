@@ -20,7 +20,7 @@ from pluggable.plugins import discovery
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 LAZY_SUBSYSTEMS = ("pluggable.graph", "pluggable.profiler", "pluggable.custom_ops",
                    "pluggable.distribute", "pluggable.training", "pluggable.framework.proto",
-                   "pluggable.framework.op_catalog")
+                   "pluggable.framework.op_catalog", "ml_dtypes")
 
 CHILD = r"""
 import json, sys
@@ -73,6 +73,25 @@ def test_lazy_names_are_the_defining_modules_objects():
     from pluggable.framework import op_catalog
     assert pg.ops.get is op_catalog.get and pg.ops.list is op_catalog.list_ops
     assert {"get", "list"} <= set(dir(pg.ops))
+
+
+def test_bfloat16_numpy_type_is_found_when_first_needed():
+    # In a fresh interpreter: ml_dtypes is not imported by import pluggable,
+    # a bfloat16 array made by the user maps to pg.bfloat16, and a bfloat16
+    # tensor reads back as the same numpy type.
+    code = ("import sys, numpy as np, pluggable as pg\n"
+            "assert 'ml_dtypes' not in sys.modules\n"
+            "import ml_dtypes\n"
+            "a = np.random.default_rng().standard_normal(5).astype(ml_dtypes.bfloat16)\n"
+            "assert pg.as_dtype(a.dtype) is pg.bfloat16\n"
+            "t = pg.constant(a)\n"
+            "assert t.dtype is pg.bfloat16 and t.numpy().dtype == a.dtype\n"
+            "np.testing.assert_array_equal(t.numpy(), a)\n"
+            "print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
 def test_public_names_are_listed_and_resolve():
