@@ -100,8 +100,24 @@ def _parse_value(kind: str, text: str) -> Any:
     raise OpSpecError(f"unknown attribute kind {kind!r}")
 
 
+# Parsed attribute specs by text: the built-in ops repeat the same few (a
+# type attribute over the same type set), and parsing one costs regular
+# expressions and a dtype lookup per listed type. parse_attr hands out copies.
+_PARSED_ATTRS: dict[str, AttrDef] = {}
+
+
 def parse_attr(spec: str) -> AttrDef:
     """Parses "name: kind [>= min] [= default]" (TensorFlow op-spec syntax)."""
+    a = _PARSED_ATTRS.get(spec) if isinstance(spec, str) else None
+    if a is None:
+        a = _parse_attr(spec)
+        if isinstance(spec, str):
+            _PARSED_ATTRS[spec] = a
+    default = list(a.default) if isinstance(a.default, list) else a.default
+    return AttrDef(a.name, a.kind, default, a.has_default, a.allowed, a.minimum)
+
+
+def _parse_attr(spec: str) -> AttrDef:
     m = re.fullmatch(rf"\s*({_NAME})\s*:\s*(.+?)\s*", spec or "")
     if not m:
         raise OpSpecError(f"attribute spec {spec!r} is not 'name: type'")
