@@ -20,7 +20,7 @@ packages (``_core``, ``framework``, ``runtime``, ``plugins``, ``ops``,
 from . import ops as _ops  # registers the built-in ops and their CPU kernels
 from . import config, debugging, linalg, math, nn, random, testing  # noqa: F401  (namespaces)
 from ._lazy import lazy_exports as _lazy_exports
-from .autodiff import GradientTape, NotDifferentiable, RegisterGradient, UnconnectedGradients
+from .autodiff import NotDifferentiable, RegisterGradient  # (registers the gradient functions)
 from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
                                int16, int32, int64, uint8, uint32, uint64)
@@ -91,6 +91,8 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "while_loop": (".graph", "while_loop"),
     "graph": (".graph", None), "custom_ops": (".custom_ops", None),
     "training": (".training", None),
+    "GradientTape": (".autodiff", "GradientTape"),
+    "UnconnectedGradients": (".autodiff", "UnconnectedGradients"),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

@@ -51,6 +51,7 @@ def test_import_leaves_subsystems_to_first_use():
     for name in ("pluggable.graph", "pluggable.custom_ops", "pluggable.profiler"):
         assert name in res["after"], name
     assert "pluggable.autodiff" in res["before"]  # registers the gradient functions
+    assert "pluggable.autodiff.tape" not in res["before"]
     assert res["plugins"] and all(s in ("loaded", "quarantined", "skipped")
                                   for s in res["plugins"])
 
@@ -63,6 +64,9 @@ def test_lazy_names_are_the_defining_modules_objects():
     assert pg.while_loop is graph.while_loop and pg.TensorSpec is graph.TensorSpec
     assert pg.ConcreteFunction is graph.ConcreteFunction
     assert pg.custom_op is custom_ops.custom_op
+    from pluggable.autodiff import tape
+    assert pg.GradientTape is tape.GradientTape
+    assert pg.UnconnectedGradients is tape.UnconnectedGradients
     assert pg.optimizers.SGD is training_optimizers.SGD
     assert pg.train.Checkpoint is checkpoint.Checkpoint
     assert pg.profiler is sys.modules["pluggable.profiler"]
