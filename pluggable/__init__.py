@@ -18,16 +18,15 @@ packages (``_core``, ``framework``, ``runtime``, ``plugins``, ``ops``,
 ``tools``: see ``docs/architecture.md``).
 """
 from . import ops as _ops  # registers the built-in ops and their CPU kernels
-from . import (config, debugging, distribute, graph_util, linalg, math, nn, optimizers,  # noqa: F401
-               profiler, random, testing, train)  # (namespaces)
-from .autodiff import GradientTape, NotDifferentiable, RegisterGradient, UnconnectedGradients
+from . import config, debugging, linalg, math, nn, random, testing  # noqa: F401  (namespaces)
+from ._lazy import lazy_exports as _lazy_exports
+from .autodiff import NotDifferentiable, RegisterGradient  # (registers the gradient functions)
 from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
                                int16, int32, int64, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
 from .framework.tensor import Tensor
 from .framework.version import VERSION as __version__
-from .graph import ConcreteFunction, TensorSpec, cond, function, while_loop
 from .ops import raw_ops
 from .ops.array_ops import (broadcast_to, clip_by_value, concat, expand_dims, eye, gather,
                             newaxis, one_hot, ones, ones_like, pad, range, rank, reverse, shape,
@@ -44,7 +43,6 @@ from .ops.tensor_methods import Reference
 from .ops.variables import Variable
 from .plugins import cuda_env as _cuda_env, loader as _loader
 from .plugins.loader import load_plugin, plugins
-from .custom_ops import custom_op
 from .runtime import placement  # noqa: F401
 from .runtime.copy_streams import PendingCopy, copy_to_device_async
 from .runtime.device import Device, PhysicalDevice
@@ -81,6 +79,23 @@ __all__ = [
     "sqrt", "square", "squeeze", "stack", "strided_slice", "subtract", "tanh", "tile",
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
 ]
+
+# Imported at first use (``pluggable._lazy``): subsystems that ``import
+# pluggable`` only re-exports, with the layer packages that were attributes of
+# the package when they were imported eagerly.
+__getattr__, __dir__ = _lazy_exports(globals(), {
+    "distribute": (".distribute", None), "graph_util": (".graph_util", None),
+    "optimizers": (".optimizers", None), "profiler": (".profiler", None),
+    "train": (".train", None),
+    "custom_op": (".custom_ops", "custom_op"),
+    "ConcreteFunction": (".graph", "ConcreteFunction"), "TensorSpec": (".graph", "TensorSpec"),
+    "cond": (".graph", "cond"), "function": (".graph", "function"),
+    "while_loop": (".graph", "while_loop"),
+    "graph": (".graph", None), "custom_ops": (".custom_ops", None),
+    "training": (".training", None),
+    "GradientTape": (".autodiff", "GradientTape"),
+    "UnconnectedGradients": (".autodiff", "UnconnectedGradients"),
+})
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.
 _cuda_env.configure(str(_loader.PACKAGE_PLUGIN_DIR))

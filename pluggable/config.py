@@ -13,6 +13,12 @@ from .runtime.device_config import (  # noqa: F401
     get_visible_devices, list_logical_devices, set_logical_device_configuration,
     set_visible_devices)
 from .runtime.placement import get_device_details, list_physical_devices  # noqa: F401
-from .graph.device_capture import get_graph_capture, set_graph_capture  # noqa: F401
 from .plugins.graph_optimizers import enabled as graph_optimizers_enabled  # noqa: F401
 from .plugins.graph_optimizers import set_enabled as set_graph_optimizers_enabled  # noqa: F401
+from ._lazy import lazy_exports as _lazy_exports
+
+# The graph layer is imported when one of its settings is first used.
+__getattr__, __dir__ = _lazy_exports(globals(), {
+    "get_graph_capture": (".graph.device_capture", "get_graph_capture"),
+    "set_graph_capture": (".graph.device_capture", "set_graph_capture"),
+})

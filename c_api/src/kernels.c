@@ -124,6 +124,40 @@ void TF_KernelBuilder_Label(TF_KernelBuilder* b, const char* label) {
     b->def.name_too_long |= PG_LONG_LABEL;
 }
 
+static int put_field(char* out, int cap, int at, const char* s, size_t max) {
+  const char* end = memchr(s, '\0', max);
+  size_t n = end != NULL ? (size_t)(end - s) : max;
+  if (at < 0 || (size_t)at + n + 1 > (size_t)cap) return -1;
+  memcpy(out + at, s, n);
+  out[at + n] = '\0';
+  return at + (int)n + 1;
+}
+
+_Static_assert(PG_KERNEL_DEF_NUMBERS == 8 + PG_MAX_CONSTRAINTS,
+               "PG_KERNEL_DEF_NUMBERS: 8 fields and one type per constraint");
+
+int pg_kernel_def_describe(const pg_kernel_def* d, char* names, int cap,
+                           int* numbers) {
+  if (d == NULL || names == NULL || numbers == NULL) return -1;
+  int nc = d->num_constraints, nh = d->num_host_args;
+  if (nc < 0 || nc > PG_MAX_CONSTRAINTS) nc = PG_MAX_CONSTRAINTS;
+  if (nh < 0 || nh > PG_MAX_HOST_ARGS) nh = PG_MAX_HOST_ARGS;
+  int at = put_field(names, cap, 0, d->op_name, sizeof d->op_name);
+  at = put_field(names, cap, at, d->device_type, sizeof d->device_type);
+  at = put_field(names, cap, at, d->label, sizeof d->label);
+  for (int i = 0; i < nc; ++i)
+    at = put_field(names, cap, at, d->constraint_attr[i],
+                   sizeof d->constraint_attr[i]);
+  for (int i = 0; i < nh; ++i)
+    at = put_field(names, cap, at, d->host_args[i], sizeof d->host_args[i]);
+  int head[8] = {d->plugin_id, d->outside_init, d->name_too_long, d->overflow,
+                 d->compute_func == NULL, d->priority, nc, nh};
+  memcpy(numbers, head, sizeof head);
+  for (int i = 0; i < PG_MAX_CONSTRAINTS; ++i)
+    numbers[8 + i] = i < nc ? (int)d->constraint_type[i] : 0;
+  return at;
+}
+
 void TF_RegisterKernelBuilder(const char* kernel_name, TF_KernelBuilder* b,
                               TF_Status* status) {
   (void)kernel_name;

@@ -264,6 +264,20 @@ typedef struct pg_kernel_def {
   int outside_init;  /* registered outside the plugin's TF_InitKernel */
 } pg_kernel_def;
 
+/* Copies what the registration hook reads of `def` into two arrays, so that
+ * Python reads two buffers instead of each field through cffi. `names`
+ * (`cap` bytes) receives NUL-terminated op_name, device_type, label, then
+ * each type constraint's attribute name, then each host-memory argument.
+ * `numbers` (PG_KERNEL_DEF_NUMBERS ints) receives plugin_id, outside_init,
+ * name_too_long, overflow, whether compute_func is NULL (1/0), priority,
+ * num_constraints, num_host_args, then each constraint's TF_DataType.
+ * Returns the bytes written to `names`, or -1 if `cap` is too small
+ * (PG_KERNEL_DEF_TEXT_MAX always suffices). */
+#define PG_KERNEL_DEF_TEXT_MAX 2048
+#define PG_KERNEL_DEF_NUMBERS 16 /* 8 + PG_MAX_CONSTRAINTS */
+int pg_kernel_def_describe(const pg_kernel_def* def, char* names, int cap,
+                           int* numbers);
+
 /* A kernel instance for one device and one set of attributes. */
 typedef struct pg_kernel pg_kernel;
 

@@ -9,6 +9,21 @@ op's record in the registry (``registration``; public as
 the layers below."""
 from . import array_grad, math_grad, nn_grad  # noqa: F401  (register the gradients)
 from .registration import NotDifferentiable, RegisterGradient
-from .tape import GradientTape, UnconnectedGradients
 
 __all__ = ["GradientTape", "NotDifferentiable", "RegisterGradient", "UnconnectedGradients"]
+
+# The tape and the backward pass are imported when first used (the gradient
+# functions above are all that importing this layer must register).
+_TAPE_NAMES = ("GradientTape", "UnconnectedGradients")
+
+
+def __getattr__(name: str):
+    if name not in _TAPE_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import tape
+    value = globals()[name] = getattr(tape, name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,9 +1,9 @@
 """Element types: one DType per supported TF_DataType, with numpy mapping."""
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import Any, Callable
 
-import ml_dtypes
 import numpy as np
 
 
@@ -29,6 +29,38 @@ class DType:
         return (as_dtype, (self.name,))
 
 
+class _LazyNumpyType(DType):
+    """A DType whose numpy type comes from a module imported when the numpy
+    type is first asked for: bfloat16's (ml_dtypes, about 8 ms of every
+    ``import pluggable`` otherwise, for a type most programs never meet)."""
+
+    __slots__ = ("_load", "_np_dtype")
+
+    def __init__(self, name: str, enum: int, load: Callable[[], Any], size: int, kind: str):
+        self.name = name
+        self.enum = enum
+        self._load = load
+        self._np_dtype = None
+        self.size = size
+        self.is_floating = kind == "float"
+        self.is_integer = kind == "int"
+        self.is_bool = kind == "bool"
+
+    @property
+    def as_numpy_dtype(self) -> np.dtype:  # type: ignore[override]
+        dt = self._np_dtype
+        if dt is None:
+            dt = np.dtype(self._load())
+            _BY_NUMPY.setdefault(dt, self)
+            self._np_dtype = dt
+        return dt
+
+
+def _ml_dtypes_bfloat16() -> Any:
+    import ml_dtypes
+    return ml_dtypes.bfloat16
+
+
 bool_ = DType("bool", 10, np.bool_, "bool")
 int8 = DType("int8", 6, np.int8, "int")
 uint8 = DType("uint8", 4, np.uint8, "int")
@@ -38,7 +70,7 @@ int64 = DType("int64", 9, np.int64, "int")
 uint32 = DType("uint32", 22, np.uint32, "int")
 uint64 = DType("uint64", 23, np.uint64, "int")
 float16 = DType("float16", 19, np.float16, "float")
-bfloat16 = DType("bfloat16", 14, ml_dtypes.bfloat16, "float")
+bfloat16 = _LazyNumpyType("bfloat16", 14, _ml_dtypes_bfloat16, 2, "float")
 float32 = DType("float32", 1, np.float32, "float")
 float64 = DType("float64", 2, np.float64, "float")
 
@@ -55,7 +87,8 @@ _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": 
                  "resource": resource})
 _BY_ENUM = {d.enum: d for d in ALL}
 _BY_ENUM[resource.enum] = resource
-_BY_NUMPY = {d.as_numpy_dtype: d for d in ALL}
+# (bfloat16 enters when its numpy type is first asked for; see as_dtype)
+_BY_NUMPY = {d.as_numpy_dtype: d for d in ALL if not isinstance(d, _LazyNumpyType)}
 
 
 def as_dtype(value: Any) -> DType:
@@ -69,6 +102,9 @@ def as_dtype(value: Any) -> DType:
         return _BY_ENUM[value]
     try:
         found = _BY_NUMPY.get(np.dtype(value))
+        if found is None and bfloat16._np_dtype is None and "ml_dtypes" in sys.modules:
+            bfloat16.as_numpy_dtype  # noqa: B018  (a numpy bfloat16 exists: map it)
+            found = _BY_NUMPY.get(np.dtype(value))
     except TypeError:
         found = None
     if found is None:

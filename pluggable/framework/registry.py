@@ -100,8 +100,24 @@ def _parse_value(kind: str, text: str) -> Any:
     raise OpSpecError(f"unknown attribute kind {kind!r}")
 
 
+# Parsed attribute specs by text: the built-in ops repeat the same few (a
+# type attribute over the same type set), and parsing one costs regular
+# expressions and a dtype lookup per listed type. parse_attr hands out copies.
+_PARSED_ATTRS: dict[str, AttrDef] = {}
+
+
 def parse_attr(spec: str) -> AttrDef:
     """Parses "name: kind [>= min] [= default]" (TensorFlow op-spec syntax)."""
+    a = _PARSED_ATTRS.get(spec) if isinstance(spec, str) else None
+    if a is None:
+        a = _parse_attr(spec)
+        if isinstance(spec, str):
+            _PARSED_ATTRS[spec] = a
+    default = list(a.default) if isinstance(a.default, list) else a.default
+    return AttrDef(a.name, a.kind, default, a.has_default, a.allowed, a.minimum)
+
+
+def _parse_attr(spec: str) -> AttrDef:
     m = re.fullmatch(rf"\s*({_NAME})\s*:\s*(.+?)\s*", spec or "")
     if not m:
         raise OpSpecError(f"attribute spec {spec!r} is not 'name: type'")
@@ -318,6 +334,9 @@ class KernelDef:
     cdef: Any = None              # pg_kernel_def* (plugin kernels)
     fn: Callable | None = None    # CPU kernels
     _cpu_calls: int = 0
+    # What makes two kernels of one (op, device type) duplicates (see
+    # _kernel_key); worked out once, when the kernel is checked or registered.
+    _key: tuple | None = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
     @property
     def calls(self) -> int:
@@ -340,9 +359,17 @@ _UNSORTED: set[tuple[str, str]] = set()
 
 
 def _kernel_key(k: "KernelDef") -> tuple:
-    constraints = tuple(sorted((a, dt.name if dt is not None else None)
-                               for a, dt in k.constraints.items()))
-    return constraints, k.priority, k.label
+    key = k._key
+    if key is None:
+        c = k.constraints
+        if len(c) == 1:  # most kernels: nothing to sort
+            (a, dt), = c.items()
+            constraints: tuple = ((a, dt.name if dt is not None else None),)
+        else:
+            constraints = tuple(sorted((a, dt.name if dt is not None else None)
+                                       for a, dt in c.items()))
+        key = k._key = (constraints, k.priority, k.label)
+    return key
 
 # Kernels registered for this device type run on every plugin device that
 # has no kernel of its own for the op (TensorFlow's DEVICE_DEFAULT): the
@@ -393,7 +420,7 @@ def check_kernel(k: KernelDef) -> str | None:
     if op is None:
         return (f"kernel for unknown op {k.op!r} on {k.device_type}: define the op "
                 "first (built-in op or TF_RegisterOpDefinition before the kernel)")
-    if not re.fullmatch(r"[A-Z][A-Z_]*", k.device_type):
+    if not _valid_device_type(k.device_type):
         return (f"kernel for op {k.op!r}: device type {k.device_type!r} is not "
                 "valid (upper-case letters and underscores)")
     if k.device_type == "CPU" and k.cdef is not None:
@@ -416,9 +443,8 @@ def check_kernel(k: KernelDef) -> str | None:
             return (f"kernel for op {k.op!r} on {k.device_type}: {attr}={dt.name} is "
                     f"not allowed by the op (allowed: "
                     f"{', '.join(d.name for d in a.allowed)})")
-    names = {a.name for a in op.inputs} | {a.name for a in op.outputs}
     for h in k.host_args:
-        if h not in names:
+        if op.input_index(h) is None and op.output_index(h) is None:
             return (f"kernel for op {k.op!r} on {k.device_type}: host-memory "
                     f"argument {h!r} is not an input or output of the op")
     other = _KERNEL_KEYS.get((k.op, k.device_type), {}).get(_kernel_key(k))
@@ -428,6 +454,17 @@ def check_kernel(k: KernelDef) -> str | None:
                 f"{_fmt_constraints(k.constraints)} (already registered by {who}); "
                 "use TF_KernelBuilder_Priority to register an alternative")
     return None
+
+
+_DEVICE_TYPE = re.compile(r"[A-Z][A-Z_]*")
+_device_types_seen: dict[str, bool] = {}  # device type -> valid (a handful per process)
+
+
+def _valid_device_type(device_type: str) -> bool:
+    ok = _device_types_seen.get(device_type)
+    if ok is None:
+        ok = _device_types_seen[device_type] = _DEVICE_TYPE.fullmatch(device_type) is not None
+    return ok
 
 
 def _fmt_constraints(c: dict) -> str:

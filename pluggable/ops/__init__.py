@@ -27,7 +27,18 @@ collective_op_defs.define_collective_ops()
 
 from . import tensor_methods  # noqa: E402,F401  (Tensor operators, indexing, iteration)
 
-# The op catalogue as pg.ops.list() / pg.ops.get("acme::Gelu", version=2).
-from ..framework.op_catalog import get, list_ops  # noqa: E402
+# The op catalogue as pg.ops.list() / pg.ops.get("acme::Gelu", version=2),
+# imported at first use: importing pluggable does not need it.
+_CATALOG = {"get": "get", "list": "list_ops", "list_ops": "list_ops"}
 
-list = list_ops  # noqa: A001
+
+def __getattr__(name: str):
+    if name not in _CATALOG:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ..framework import op_catalog
+    value = globals()[name] = getattr(op_catalog, _CATALOG[name])
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_CATALOG))

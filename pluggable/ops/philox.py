@@ -12,7 +12,6 @@ sinf and cosf where their rounding matters, as TensorFlow does on Linux).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 
 import numpy as np
 
@@ -60,17 +59,32 @@ def _uniform_from(words: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return bits.view(dtype) - dtype.type(1.0)
 
 
-def _libm_float(name: str):
+def _libm_float(libm, name: str):
     """The C library's float function `name` (logf, sinf, cosf), or None."""
     try:
-        fn = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
-    except (OSError, AttributeError):
+        fn = getattr(libm, name)
+    except AttributeError:
         return None
     fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
     return fn
 
 
-_LIBM = {name: _libm_float(name) for name in ("logf", "sinf", "cosf")}
+_LIBM: dict = {}  # name -> the C library's function or None, looked up at first use
+
+
+def _libm(name: str):
+    """The C library's float function `name`, or None. The library is found
+    at the first call (find_library runs a subprocess), not at import."""
+    if not _LIBM:
+        import ctypes.util
+        try:
+            libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+        except OSError:
+            libm = None
+        found = {n: _libm_float(libm, n) if libm is not None else None
+                 for n in ("logf", "sinf", "cosf")}
+        _LIBM.update(found)  # all at once: other threads see none or all
+    return _LIBM[name]
 
 
 def _float_fn(name: str, x: np.ndarray) -> np.ndarray:
@@ -81,7 +95,7 @@ def _float_fn(name: str, x: np.ndarray) -> np.ndarray:
     the library itself."""
     r = getattr(np, name[:-1])(x.astype(np.float64))
     f = r.astype(np.float32)
-    fn = _LIBM[name]
+    fn = _libm(name)
     if fn is not None and f.size:
         ulp = np.spacing(np.abs(f)).astype(np.float64)
         near = np.flatnonzero(np.abs(r - f.astype(np.float64)) > 0.43 * ulp)

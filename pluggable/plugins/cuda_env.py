@@ -43,6 +43,8 @@ def locate(library: str) -> str | None:
     found = []
     pattern = re.compile(re.escape(library) + r"\.so\.(\d+)")
     for base in _site_dirs():
+        if not os.path.isdir(os.path.join(base, "nvidia")):
+            continue  # (every folder of _LIBRARIES is under nvidia/: no glob needed)
         for folder in _LIBRARIES[library]:
             for path in glob.glob(os.path.join(base, folder, library + ".so.*")):
                 m = pattern.match(os.path.basename(path))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
+import sys
+from importlib.machinery import PathFinder
 from typing import Any, Iterable
 
 log = logging.getLogger("pluggable.plugins")
@@ -64,9 +66,51 @@ def _as_paths(value: Any) -> list[str]:
                     f"got {type(value).__name__}")
 
 
+_METADATA_DIRS = (".dist-info", ".egg-info")
+
+
+def _may_declare_entry_points() -> bool:
+    """False only when no distribution on ``sys.path`` can declare a
+    ``pluggable.plugins`` entry point: no metadata directory's
+    entry_points.txt mentions the group, and nothing but the standard path
+    finder could add distributions (no zip or egg on the path, no other meta
+    path finder with ``find_distributions``). Reading those few files is much
+    cheaper than importing and running ``importlib.metadata`` for every
+    distribution, which most imports would do for nothing."""
+    if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder
+           for f in sys.meta_path):
+        return True
+    group = ENTRY_POINT_GROUP.encode()
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            return True
+        try:
+            listing = os.scandir(entry or ".")
+        except NotADirectoryError:
+            return True  # a zip file: let importlib.metadata read it
+        except OSError:
+            continue  # missing: importlib.metadata finds nothing there either
+        with listing:
+            for child in listing:
+                name = child.name.lower()
+                if name.endswith(".egg"):
+                    return True
+                if not name.endswith(_METADATA_DIRS):
+                    continue
+                try:
+                    with open(os.path.join(child.path, "entry_points.txt"), "rb") as f:
+                        if group in f.read():
+                            return True
+                except OSError:
+                    continue  # no entry points (or an .egg-info file)
+    return False
+
+
 def entry_point_items() -> list[tuple[pathlib.Path | None, str, str]]:
     """(path, source, error) triples from the ``pluggable.plugins`` entry
     points; `path` is None (and `error` set) when an entry point is broken."""
+    if not _may_declare_entry_points():
+        return []
     try:
         from importlib.metadata import entry_points
         eps = entry_points(group=ENTRY_POINT_GROUP)

@@ -19,7 +19,22 @@ import numpy as np
 
 from .. import _core
 from .._core import ffi, lib, set_status
-from ..framework import dtypes, errors, proto, registry
+from ..framework import dtypes, errors, registry
+
+
+class _Proto:
+    """``framework.proto``, imported when a graph hook first needs it: the
+    protobuf layer is not needed to load plugins, and ``import pluggable``
+    would pay for it (about 10 ms) otherwise. Replaces itself with the module
+    at first use."""
+
+    def __getattr__(self, name: str) -> Any:
+        from ..framework import proto as module
+        globals()["proto"] = module
+        return getattr(module, name)
+
+
+proto: Any = _Proto()
 
 # (dtype enum or 0, shape tuple with None for unknown sizes, or None)
 Props = tuple[int, Any]

@@ -9,10 +9,8 @@ import path minus the current directory given explicitly, so nothing
 planted where the caller happens to be is imported."""
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
 import sys
 from typing import Any
 
@@ -58,6 +56,8 @@ def probe(opened: Any, timeout: float | None = None) -> tuple[bool, str, dict | 
     fresh, isolated subprocess. Returns (survived, reason, child record).
     `survived` is False when the child crashed, hung or failed to report;
     `reason` then says how."""
+    import json  # (here: most imports never probe, and these two cost a few ms)
+    import subprocess
     if timeout is None:
         try:
             timeout = float(os.environ.get("PLUGGABLE_PROBE_TIMEOUT", DEFAULT_PROBE_TIMEOUT))

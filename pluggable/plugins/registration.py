@@ -5,6 +5,8 @@ the registry. Installed as the core's hooks when this layer is imported."""
 from __future__ import annotations
 
 import logging
+import struct
+import threading
 
 from .. import _core
 from .._core import code_and_message, cstr, ffi, lib, set_status, status
@@ -42,41 +44,68 @@ def _refuse_late(what: str, plugin_id: int, st) -> int:
     return 0
 
 
+_from_enum = dtypes.from_enum
+_NO_HOST_ARGS: frozenset = frozenset()
+_describe = lib.pg_kernel_def_describe
+_TEXT_MAX, _NUMBERS = lib.PG_KERNEL_DEF_TEXT_MAX, lib.PG_KERNEL_DEF_NUMBERS
+_unpack = ffi.unpack
+_ints = struct.Struct(f"{_NUMBERS}i").unpack
+_buffers = threading.local()  # per thread: a late registration may come from another one
+
+
+def _read(cdef) -> tuple[list[str], tuple[int, ...]]:
+    """(names, numbers) of the kernel definition as the core copies them out
+    (pg_kernel_def_describe): one C call instead of a cffi read per field,
+    for a hook that runs once per kernel of every plugin (about 1,500 times
+    at import). names: op, device type, label, the constraints' attributes,
+    the host-memory arguments; numbers: plugin id, outside_init,
+    name_too_long, overflow, no compute_func, priority, number of
+    constraints, number of host arguments, the constraints' TF_DataTypes."""
+    try:
+        names, numbers, view = _buffers.value
+    except AttributeError:
+        names, numbers = ffi.new("char[]", _TEXT_MAX), ffi.new("int[]", _NUMBERS)
+        names, numbers, view = _buffers.value = names, numbers, ffi.buffer(numbers)
+    n = _describe(cdef, names, _TEXT_MAX, numbers)
+    return _unpack(names, n).decode("utf-8", "replace").split("\0"), _ints(view)
+
+
 def on_register_kernel(cdef, st) -> int:
-    op = cstr(cdef.op_name)
-    dev = cstr(cdef.device_type)
-    if cdef.outside_init:
-        return _refuse_late(f"kernel for op {op!r} on {dev}", cdef.plugin_id, st)
-    rec = record_for(cdef.plugin_id)
+    """Validates and keeps one kernel (the core's TF_RegisterKernelBuilder
+    hook)."""
+    f, v = _read(cdef)
+    op, dev = f[0], f[1]
+    plugin_id, outside, too_long, overflow, no_compute, priority, nc, nh = v[:8]
+    if outside:
+        return _refuse_late(f"kernel for op {op!r} on {dev}", plugin_id, st)
+    rec = record_for(plugin_id)
     where = rec.path if rec else "an unknown plugin"
     k = None
-    if cdef.name_too_long:
+    if too_long:
         reason = (f"kernel for op {op[:40]!r}... on {dev[:40]}: " + "; ".join(
-            why for bit, why in _LONG_NAMES.items() if cdef.name_too_long & bit))
+            why for bit, why in _LONG_NAMES.items() if too_long & bit))
         code = 3
-    elif cdef.compute_func == ffi.NULL:
+    elif no_compute:
         reason = (f"kernel for op {op!r} on {dev}: compute_func is NULL "
                   "(TF_NewKernelBuilder needs a compute function)")
         code = 3
-    elif cdef.overflow:
+    elif overflow:
         reason = (f"kernel for op {op!r} on {dev}: too many type constraints or host-memory "
                   f"arguments (at most {lib.PG_MAX_CONSTRAINTS} and {lib.PG_MAX_HOST_ARGS})")
         code = 3
     else:
         constraints = {}
         bad_type = None
-        for i in range(cdef.num_constraints):
-            attr = ffi.string(cdef.constraint_attr[i]).decode("utf-8", "replace")
-            enum = int(cdef.constraint_type[i])
+        for i in range(nc):
+            enum = v[8 + i]
             try:
-                constraints[attr] = dtypes.from_enum(enum)
+                constraints[f[3 + i]] = _from_enum(enum)
             except KeyError:
-                constraints[attr] = None
+                constraints[f[3 + i]] = None
                 bad_type = enum
-        host = frozenset(ffi.string(cdef.host_args[i]).decode("utf-8", "replace")
-                         for i in range(cdef.num_host_args))
-        k = registry.KernelDef(op, dev, constraints, host, priority=int(cdef.priority),
-                               label=cstr(cdef.label) or "", plugin=rec, cdef=cdef)
+        host = frozenset(f[3 + nc:3 + nc + nh]) if nh else _NO_HOST_ARGS
+        k = registry.KernelDef(op, dev, constraints, host, priority=priority, label=f[2],
+                               plugin=rec, cdef=cdef)
         reason = registry.check_kernel(k)
         if reason and bad_type is not None:
             reason += f" (TF_DataType {bad_type})"
