@@ -92,7 +92,8 @@ def test_bfloat16_numpy_type_is_found_when_first_needed():
             "assert t.dtype is pg.bfloat16 and t.numpy().dtype == a.dtype\n"
             "np.testing.assert_array_equal(t.numpy(), a)\n"
             "print('ok')\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
