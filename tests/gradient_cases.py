@@ -295,5 +295,5 @@ NO_GRADIENT = {
     # device cannot do; data-parallel training all-reduces the gradients.
     **{op: "no gradient in TensorFlow either; all-reduce the gradients instead"
        for op in ("CollectiveReduceV2", "CollectiveReduceScatterV2", "CollectiveGatherV2",
-                  "CollectiveBcastSendV2", "CollectiveBcastRecvV2")},
+                  "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "CollectiveAllToAllV2")},
 }
