@@ -150,9 +150,40 @@ def _input_grads(call, out_grads: list) -> list:
     return res
 
 
-def backward(records: list, seeds: dict, source_keys: list) -> dict:
+def _final_at(useful: list, seeds: dict, source_keys: list) -> tuple[dict, list]:
+    """For ``backward``'s `on_final`: maps id(record) to the source keys
+    whose gradient is final once that record is processed (the first record
+    that uses them: the backward pass reaches it last), and lists the keys
+    final from the start (never used: seeded, or without a gradient)."""
+    first: dict = {}
+    keys = set(source_keys)
+    for call in useful:
+        for x in call.inputs:
+            if id(x) in keys and id(x) not in first:
+                first[id(x)] = call
+    at: dict = {}
+    for k, call in first.items():
+        at.setdefault(id(call), []).append(k)
+    return at, [k for k in dict.fromkeys(source_keys) if k not in first]
+
+
+def _deliver(keys: list, pending: dict, on_final) -> None:
+    """Sums the contributions of each key now (the same sum ``backward``
+    returns) and hands it to `on_final` (None: the key gets no gradient)."""
+    for k in keys:
+        if pending.get(k):
+            total = pending[k] = [_add_all(pending[k])]
+            on_final(k, total[0])
+        else:
+            on_final(k, None)
+
+
+def backward(records: list, seeds: dict, source_keys: list, on_final=None) -> dict:
     """Gradients of the seeded tensors with respect to the sources: maps
-    each reached source key to its summed gradient."""
+    each reached source key to its summed gradient. `on_final(key, grad)`,
+    if given, is called for each source key as soon as its gradient is
+    final (after the first op that uses it; at the start for one no op
+    uses), while the pass goes on; grad None: the source gets none."""
     reach = set(source_keys)
     useful = []
     for call in records:
@@ -161,21 +192,25 @@ def backward(records: list, seeds: dict, source_keys: list) -> dict:
             reach.update(id(o) for o in call.outputs)
     pending = {k: list(v) for k, v in seeds.items()}
     keep = set(source_keys)
+    final_at: dict = {}
+    if on_final is not None:
+        final_at, at_start = _final_at(useful, seeds, source_keys)
+        _deliver(at_start, pending, on_final)
     for call in reversed(useful):
         got = [pending.get(id(o)) for o in call.outputs]
-        if not any(got):
-            continue
-        out_grads = [_add_all(g) if g else None for g in got]
-        for o in call.outputs:
-            if id(o) not in keep:
-                pending.pop(id(o), None)
-        if call.op_def.gradient is registry.NOT_DIFFERENTIABLE:
-            continue
-        for i, (x, g) in enumerate(zip(call.inputs, _input_grads(call, out_grads))):
-            if g is None or id(x) not in reach:
-                continue
-            _check(call, i, x, g)
-            pending.setdefault(id(x), []).append(g)
+        if any(got):
+            out_grads = [_add_all(g) if g else None for g in got]
+            for o in call.outputs:
+                if id(o) not in keep:
+                    pending.pop(id(o), None)
+            if call.op_def.gradient is not registry.NOT_DIFFERENTIABLE:
+                for i, (x, g) in enumerate(zip(call.inputs, _input_grads(call, out_grads))):
+                    if g is None or id(x) not in reach:
+                        continue
+                    _check(call, i, x, g)
+                    pending.setdefault(id(x), []).append(g)
+        if final_at and id(call) in final_at:
+            _deliver(final_at[id(call)], pending, on_final)
     return {k: _add_all(pending[k]) for k in source_keys if pending.get(k)}
 
 
@@ -220,12 +255,23 @@ def _results(sources: list, grads: dict, zeros: bool) -> list:
 
 
 def gradient(records: list, target: Any, sources: Any, output_gradients: Any,
-             zeros: bool, watched: dict) -> Any:
-    """``GradientTape.gradient`` over `records`."""
+             zeros: bool, watched: dict, on_gradient=None) -> Any:
+    """``GradientTape.gradient`` over `records`; `on_gradient(i, grad)` is
+    called with each reached source's final gradient (i: its index in the
+    flattened `sources`) as soon as it is final (None: it gets none)."""
     flat_sources = flatten(sources)
     seeds = _seeds(flatten(target), output_gradients)
     keys = [_key(s) for s in flat_sources if isinstance(s, (Tensor, Variable))]
-    grads = backward(records, seeds, keys)
+    on_final = None
+    if on_gradient is not None:
+        where: dict = {}
+        for i, s in enumerate(flat_sources):
+            where.setdefault(_key(s), []).append(i)
+
+        def on_final(key: int, grad: Tensor) -> None:
+            for i in where[key]:
+                on_gradient(i, grad)
+    grads = backward(records, seeds, keys, on_final)
     return pack_like(sources, _results(flat_sources, grads, zeros))
 
 

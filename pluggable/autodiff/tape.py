@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import threading
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..framework import registry
 from ..framework.tensor import Tensor
@@ -226,20 +226,31 @@ class GradientTape:
             self._records, self._watched = [], {}
 
     def gradient(self, target: Any, sources: Any, output_gradients: Any = None,
-                 unconnected_gradients: "UnconnectedGradients | str" = UnconnectedGradients.NONE
-                 ) -> Any:
+                 unconnected_gradients: "UnconnectedGradients | str" = UnconnectedGradients.NONE,
+                 on_gradient: Callable[[int, Any], None] | None = None) -> Any:
         """The gradient of `target` (a tensor or nested structure of tensors,
         summed) with respect to each of `sources` (tensors or variables,
         nested), returned in the structure of `sources`. `output_gradients`
         (one per target) weight the targets (default: ones). A source the
         targets do not depend on gets None, or zeros with
         ``unconnected_gradients="zero"``. Raises LookupError naming the op
-        when a gradient must flow through an op that has no gradient."""
+        when a gradient must flow through an op that has no gradient.
+
+        `on_gradient(i, grad)`, if given, is called during the backward pass
+        with the gradient of source i (its index in the flattened `sources`)
+        as soon as that gradient is final: once the first recorded op that
+        uses the source has been processed, before the pass goes on (so a
+        data-parallel reducer can start sending it while the rest is
+        computed). It is the same tensor the call returns. A source that
+        gets no gradient is reported with None (at the start when no op
+        uses it), even where ``unconnected_gradients="zero"`` returns zeros
+        for it. An exception it raises stops the pass."""
         how = UnconnectedGradients(unconnected_gradients)
         self._start_gradient()
         try:
             return backprop.gradient(self._records, target, sources, output_gradients,
-                                     how is UnconnectedGradients.ZERO, self._watched)
+                                     how is UnconnectedGradients.ZERO, self._watched,
+                                     on_gradient)
         finally:
             self._finish()
 

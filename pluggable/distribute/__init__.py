@@ -6,15 +6,18 @@ built on TensorFlow's collective ops (``CollectiveReduceV2``,
 processes (one tensor each) after ``init_process_group``, plus
 ``all_to_all``, the TCP store, the launcher (``python -m
 pluggable.distribute.run``) and ``all_reduce_gradients`` for data-parallel
-training; see docs/distribute.md."""
+training (``GradientReducer``: the same, overlapped with the backward
+pass); see docs/distribute.md."""
 from .backend import Backend, register_backend
 from .collectives import REDUCTIONS, all_gather, all_reduce, broadcast, reduce_scatter
 from .data_parallel import all_reduce_gradients, broadcast_variables
-from .group import (ProcessGroup, all_to_all, barrier, destroy_process_group, get_rank,
-                    get_world_size, init_process_group, is_initialized)
+from .group import (ProcessGroup, all_reduce_async, all_to_all, barrier, destroy_process_group,
+                    get_rank, get_world_size, init_process_group, is_initialized)
+from .overlap import GradientReducer
 from .store import TCPStore
 
-__all__ = ["Backend", "ProcessGroup", "REDUCTIONS", "TCPStore", "all_gather", "all_reduce",
-           "all_reduce_gradients", "all_to_all", "barrier", "broadcast", "broadcast_variables",
-           "destroy_process_group", "get_rank", "get_world_size", "init_process_group",
-           "is_initialized", "reduce_scatter", "register_backend"]
+__all__ = ["Backend", "GradientReducer", "ProcessGroup", "REDUCTIONS", "TCPStore", "all_gather",
+           "all_reduce", "all_reduce_async", "all_reduce_gradients", "all_to_all", "barrier",
+           "broadcast", "broadcast_variables", "destroy_process_group", "get_rank",
+           "get_world_size", "init_process_group", "is_initialized", "reduce_scatter",
+           "register_backend"]

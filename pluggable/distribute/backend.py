@@ -13,11 +13,51 @@ from __future__ import annotations
 
 import abc
 import importlib
-from typing import Sequence
+import threading
+import time
+from typing import Any, Callable, Sequence
 
 from ..framework.errors import InvalidArgumentError
 from ..framework.tensor import Tensor
 from .store import TCPStore
+
+
+class Work:
+    """A collective started by ``Backend.all_reduce_async``: ``wait()``
+    returns its result (or raises its typed error) in the calling thread.
+    `started_at` is the ``time.perf_counter()`` at which the backend began
+    moving its data (None until then)."""
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._finish: Callable[[Any], Tensor] | None = None
+        self.started_at: float | None = None
+
+    def set_result(self, value: Any, finish: Callable[[Any], Tensor] | None = None) -> None:
+        """Completes the work with `value` (`finish(value)` makes the tensor
+        in the waiting thread)."""
+        self._result, self._finish = value, finish
+        self._done.set()
+
+    def set_error(self, error: BaseException) -> None:
+        self._error = error
+        self._done.set()
+
+    def done(self) -> bool:
+        """Whether the collective has finished (successfully or not)."""
+        return self._done.is_set()
+
+    def wait(self) -> Tensor:
+        """Blocks until the collective has finished; its result, or its error
+        (the backend's own timeout bounds the wait)."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        if self._finish is not None:
+            self._result, self._finish = self._finish(self._result), None
+        return self._result
 
 
 class Backend(abc.ABC):
@@ -56,6 +96,19 @@ class Backend(abc.ABC):
     def all_to_all(self, t: Tensor, timeout: float) -> Tensor:
         """Chunk j (first axis in world_size parts) of every rank goes to rank j,
         which concatenates what it receives in rank order."""
+
+    def all_reduce_async(self, t: Tensor, op: str, timeout: float) -> Work:
+        """Starts ``all_reduce(t, op, timeout)`` and returns its ``Work``.
+        The default runs it now; a backend that can overlap it with the
+        caller's work (the host backend: a thread of its own) overrides
+        this. Collectives still run in the order they are called."""
+        work = Work()
+        work.started_at = time.perf_counter()
+        try:
+            work.set_result(self.all_reduce(t, op, timeout))
+        except Exception as exc:  # noqa: BLE001 (raised at wait, like a real async error)
+            work.set_error(exc)
+        return work
 
     def close(self) -> None:
         """Releases the backend's connections (called by destroy_process_group)."""

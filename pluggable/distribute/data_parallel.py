@@ -23,16 +23,13 @@ from . import group
 DEFAULT_BUCKET_BYTES = 25 << 20
 
 
-def _buckets(grads: Sequence[Tensor | None], bucket_bytes: int) -> list[list[int]]:
-    """Indices of `grads` grouped into runs of one device and dtype of at
-    most `bucket_bytes` each (a larger gradient is a bucket of its own)."""
+def plan_buckets(items: Iterable[tuple[int, int, Any]], bucket_bytes: int) -> list[list[int]]:
+    """Indices of `items` ((index, bytes, key) in order; key: device and
+    dtype) grouped into runs of one key of at most `bucket_bytes` each (a
+    larger item is a bucket of its own)."""
     buckets: list[list[int]] = []
     size, key = 0, None
-    for i, g in enumerate(grads):
-        if g is None:
-            continue
-        nbytes = g.size * g.dtype.size
-        k = (g.device, g.dtype)
+    for i, nbytes, k in items:
         if not buckets or k != key or size + nbytes > bucket_bytes:
             buckets.append([])
             size, key = 0, k
@@ -41,17 +38,33 @@ def _buckets(grads: Sequence[Tensor | None], bucket_bytes: int) -> list[list[int
     return buckets
 
 
-def _reduce_bucket(grads: Sequence[Tensor], op: str, timeout: float | None) -> list[Tensor]:
-    """All-reduces `grads` (one device and dtype) as one flat tensor."""
+def _buckets(grads: Sequence[Tensor | None], bucket_bytes: int) -> list[list[int]]:
+    """Indices of `grads` grouped into runs of one device and dtype of at
+    most `bucket_bytes` each (a larger gradient is a bucket of its own)."""
+    return plan_buckets(((i, g.size * g.dtype.size, (g.device, g.dtype))
+                         for i, g in enumerate(grads) if g is not None), bucket_bytes)
+
+
+def flat_bucket(grads: Sequence[Tensor]) -> Tensor:
+    """`grads` (one device and dtype) as one flat tensor on their device."""
     with device_scope(grads[0].device):
         if len(grads) == 1:
-            flat = math_ops.reshape(grads[0], [-1])
-        else:
-            flat = array_ops.concat([math_ops.reshape(g, [-1]) for g in grads], axis=0)
-        total = group.all_reduce(flat, op, timeout)
+            return math_ops.reshape(grads[0], [-1])
+        return array_ops.concat([math_ops.reshape(g, [-1]) for g in grads], axis=0)
+
+
+def unflat_bucket(total: Tensor, grads: Sequence[Tensor]) -> list[Tensor]:
+    """`total` (from ``flat_bucket(grads)``, reduced) split back into the
+    shapes of `grads`."""
+    with device_scope(grads[0].device):
         sizes = [g.size for g in grads]
         parts = [total] if len(grads) == 1 else array_ops.split(total, sizes, axis=0)
         return [math_ops.reshape(p, list(g.shape)) for p, g in zip(parts, grads)]
+
+
+def _reduce_bucket(grads: Sequence[Tensor], op: str, timeout: float | None) -> list[Tensor]:
+    """All-reduces `grads` (one device and dtype) as one flat tensor."""
+    return unflat_bucket(group.all_reduce(flat_bucket(grads), op, timeout), grads)
 
 
 def all_reduce_gradients(grads: Iterable[Tensor | None], bucket_bytes: int = DEFAULT_BUCKET_BYTES,

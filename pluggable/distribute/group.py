@@ -19,7 +19,7 @@ from ..framework.errors import (AlreadyExistsError, FailedPreconditionError,
                                 InvalidArgumentError, UnimplementedError)
 from ..framework.tensor import Tensor
 from . import host  # noqa: F401 (registers the "host" backend)
-from .backend import Backend, auto_backend, backend_class
+from .backend import Backend, Work, auto_backend, backend_class
 from .store import TCPStore
 
 REDUCE_OPS = ("sum", "mean", "prod", "min", "max")
@@ -207,6 +207,15 @@ def all_reduce(t: Tensor, op: str = "sum", timeout: float | None = None) -> Tens
     g, t, op = current("all_reduce"), _check("all_reduce", t), _op("all_reduce", op)
     _bool_mean("all_reduce", t, op)
     return g.backend_for(t).all_reduce(t, op, _timeout(g, timeout))
+
+
+def all_reduce_async(t: Tensor, op: str = "sum", timeout: float | None = None) -> Work:
+    """Starts ``all_reduce(t, op, timeout)`` and returns at once (with the
+    host backend; other backends may run it now): ``.wait()`` on the result
+    gives the reduced tensor, or raises the collective's typed error."""
+    g, t, op = current("all_reduce"), _check("all_reduce", t), _op("all_reduce", op)
+    _bool_mean("all_reduce", t, op)
+    return g.backend_for(t).all_reduce_async(t, op, _timeout(g, timeout))
 
 
 def reduce_scatter(t: Tensor, op: str = "sum", timeout: float | None = None) -> Tensor:

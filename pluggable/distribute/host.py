@@ -20,7 +20,10 @@ Either way the result is exact and the same bits on every rank.
 
 Threads of one process take turns (one lock per backend), but the ranks
 must still see the collectives in one order: call them from one thread, or
-order the threads yourself.
+order the threads yourself. ``all_reduce_async`` (used by the overlapping
+``GradientReducer``) stages the tensor through the host in the caller's
+thread, then runs the same exchanges on the backend's own thread, in the
+order of the calls; a blocking collective first waits for those.
 
 Faults: a peer whose connection closes raises ``UnavailableError``, one
 that sends nothing before the timeout ``DeadlineExceededError``, both
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
 import selectors
 import socket
 import struct
@@ -44,7 +48,7 @@ from ..framework.errors import (DeadlineExceededError, FailedPreconditionError,
                                 InvalidArgumentError, OpError, UnavailableError)
 from ..framework.tensor import Tensor
 from ..runtime import placement
-from .backend import Backend, register_backend
+from .backend import Backend, Work, register_backend
 from .store import TCPStore
 
 _HEADER = struct.Struct("!4sQBiQ")        # magic, sequence, collective, dtype enum, bytes
@@ -97,9 +101,11 @@ def _place(a: np.ndarray, like: Tensor) -> Tensor:
 
 
 def _serialised(method):
-    """Runs a collective under the backend's lock (threads take turns)."""
+    """Runs a collective under the backend's lock (threads take turns),
+    after the collectives started asynchronously before it."""
     @functools.wraps(method)
     def run(self, *args):
+        self._drain()
         with self.lock:
             return method(self, *args)
     return run
@@ -121,6 +127,10 @@ class HostBackend(Backend):
         self.lock = threading.Lock()
         self._broken: OpError | None = None
         self._peers: dict[int, socket.socket] = {}
+        # all_reduce_async: started collectives, run in order by one thread
+        self._jobs: queue.Queue = queue.Queue()
+        self._in_flight: list[Work] = []
+        self._worker: threading.Thread | None = None
         self._connect()
 
     # -------------------------------------------------------------- set-up
@@ -180,6 +190,9 @@ class HostBackend(Backend):
         self._peers[peer] = sock
 
     def close(self) -> None:
+        if self._worker is not None:
+            self._jobs.put(None)
+            self._worker = None
         for sock in self._peers.values():
             sock.close()
         self._peers.clear()
@@ -328,27 +341,72 @@ class HostBackend(Backend):
         parts[me] = flat[lo:hi]
         _reduce([parts[p] for p in range(self.world_size)], reduction, out)
 
+    # -------------------------------------------------------------- asynchronous
+    def all_reduce_async(self, t: Tensor, op: str, timeout: float) -> Work:
+        """Copies `t` to the host now, then all-reduces it on the backend's
+        thread while the caller goes on; ``Work.wait()`` places the result
+        on `t`'s device. The same exchanges and reduction as ``all_reduce``
+        (the same bits), in the order of the calls."""
+        a = _array(t, "all_reduce")
+        work = Work()
+        self._in_flight = [w for w in self._in_flight if not w.done()] + [work]
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run_jobs, args=(self._jobs,),
+                                            name=f"pg.distribute host rank {self.rank}",
+                                            daemon=True)
+            self._worker.start()
+        self._jobs.put((work, a, op, t.dtype, timeout,
+                        lambda result: _place(result.reshape(a.shape), t)))
+        return work
+
+    def _run_jobs(self, jobs: queue.Queue) -> None:
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            work, a, op, dtype, timeout, finish = job
+            try:
+                with self.lock:
+                    work.started_at = time.perf_counter()
+                    result = self._all_reduce_array(a, op, dtype, timeout)
+            except BaseException as exc:  # noqa: BLE001 (handed to the waiting thread)
+                work.set_error(exc)
+            else:
+                work.set_result(result, finish)
+
+    def _drain(self) -> None:
+        """Waits for the collectives started asynchronously (their errors
+        are raised at their own wait; a fault has broken the group)."""
+        for w in self._in_flight:
+            w._done.wait()
+        self._in_flight = []
+
     @_serialised
     def all_reduce(self, t: Tensor, op: str, timeout: float) -> Tensor:
         a = _array(t, "all_reduce")
+        return _place(self._all_reduce_array(a, op, t.dtype, timeout).reshape(a.shape), t)
+
+    def _all_reduce_array(self, a: np.ndarray, op: str, dtype: dtypes.DType,
+                          timeout: float) -> np.ndarray:
+        """The all-reduce of host array `a` (flat result); under the lock."""
         n, flat = self.world_size, a.reshape(-1)
         result = np.empty_like(flat)
         if flat.nbytes <= _ONE_ROUND_BYTES:
             # one exchange of whole tensors, each rank reducing all of them:
             # the same bits, half the round trips
             parts = {p: np.empty_like(flat) for p in self._others()}
-            self._exchange("all_reduce", t.dtype, {p: _bytes(flat) for p in self._others()},
+            self._exchange("all_reduce", dtype, {p: _bytes(flat) for p in self._others()},
                            {p: _bytes(parts[p]) for p in parts}, timeout)
             parts[self.rank] = flat
             _reduce([parts[p] for p in range(n)], op, result)
-            return _place(result.reshape(a.shape), t)
+            return result
         bounds = [flat.size * i // n for i in range(n + 1)]
         mine = result[bounds[self.rank]:bounds[self.rank + 1]]
-        self._scatter_reduce("all_reduce", flat, bounds, op, t.dtype, timeout, mine)
-        self._exchange("all_reduce", t.dtype, {p: _bytes(mine) for p in self._others()},
+        self._scatter_reduce("all_reduce", flat, bounds, op, dtype, timeout, mine)
+        self._exchange("all_reduce", dtype, {p: _bytes(mine) for p in self._others()},
                        {p: _bytes(result[bounds[p]:bounds[p + 1]]) for p in self._others()},
                        timeout)
-        return _place(result.reshape(a.shape), t)
+        return result
 
     @_serialised
     def reduce_scatter(self, t: Tensor, op: str, timeout: float) -> Tensor:
