@@ -438,3 +438,31 @@ def test_variable_gradient_is_made_on_the_variable_device(rng):
     np.testing.assert_array_equal(g.numpy(), np.full(3, 3.0))
     pg.optimizers.SGD(1.0).apply_gradients([(g, w)])
     np.testing.assert_allclose(w.numpy(), w0 - 3.0)
+
+
+def test_on_gradient_reports_each_final_gradient_during_the_pass():
+    rng = np.random.default_rng()
+    w1 = pg.Variable(rng.standard_normal((5, 4)).astype(np.float32))
+    w2 = pg.Variable(rng.standard_normal((4, 3)).astype(np.float32))
+    b2 = pg.Variable(rng.standard_normal(3).astype(np.float32))
+    unused = pg.Variable(np.ones(2, np.float32))
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    with pg.GradientTape(persistent=True) as tape:
+        h = pg.tanh(pg.matmul(pg.constant(x), w1))
+        loss = pg.reduce_sum(pg.matmul(h, w2) + b2) + pg.reduce_sum(w1 * w1)
+    seen = []
+    got = tape.gradient(loss, [w1, [w2, b2], unused, w2],
+                        on_gradient=lambda i, g: seen.append((i, g)))
+    plain = tape.gradient(loss, [w1, [w2, b2], unused, w2])
+    flat = [got[0], got[1][0], got[1][1], got[2], got[3]]
+    assert sorted(i for i, _ in seen) == [0, 1, 2, 3, 4]         # each source once
+    for i, g in seen:
+        assert g is flat[i]                                       # the returned tensor
+    assert flat[3] is None and seen[0] == (3, None)                # unused: at the start
+    order = [i for i, _ in seen]
+    assert order.index(0) > max(order.index(1), order.index(2))    # w1 is final last
+    h_np = np.tanh(x @ w1.numpy())
+    np.testing.assert_allclose(flat[1].numpy(), h_np.T @ np.ones((6, 3), np.float32),
+                               rtol=1e-5, atol=1e-5)
+    for a, b in zip(flat, [plain[0], plain[1][0], plain[1][1], plain[2], plain[3]]):
+        assert (a is None and b is None) or np.array_equal(a.numpy(), b.numpy())
