@@ -9,7 +9,10 @@ of its shard (rank r: examples r, r+N, ...), scaled by the shard's share of
 the global batch. ``pg.distribute.all_reduce_gradients`` sums them across
 the processes in buckets, and every replica applies the same Adam step, so
 they stay identical: the step equals one step on the whole batch in one
-process. Run without the launcher it is that single process.
+process. With ``--overlap`` a ``pg.distribute.GradientReducer`` starts each
+bucket's all-reduce as soon as the backward pass has finished its
+gradients (the last layers' first), while the pass goes on; the results
+are the same bits. Run without the launcher it is that single process.
 ``--save PATH`` writes each rank's initial (i0, i1, ...) and final (w0,
 w1, ...) weights (``{rank}`` in PATH is
 replaced by the rank).
@@ -37,14 +40,18 @@ def shard_loss(model: DigitsCNN, images, labels, global_batch: int):
 
 
 def train_step(model: DigitsCNN, optimizer, images, labels, global_batch: int,
-               bucket_bytes: int):
+               bucket_bytes: int, reducer=None):
     """Forward and backward on this rank's shard, gradients summed across
-    the ranks, the optimizer step. Returns this shard's part of the loss."""
+    the ranks (by `reducer`, a GradientReducer, during the backward pass if
+    given), the optimizer step. Returns this shard's part of the loss."""
     with pg.GradientTape() as tape:
         loss = shard_loss(model, images, labels, global_batch)
     variables = model.trainable_variables
-    grads = pg.distribute.all_reduce_gradients(tape.gradient(loss, variables),
-                                               bucket_bytes=bucket_bytes, op="sum")
+    if reducer is not None:
+        grads = reducer.gradient(tape, loss)
+    else:
+        grads = pg.distribute.all_reduce_gradients(tape.gradient(loss, variables),
+                                                   bucket_bytes=bucket_bytes, op="sum")
     optimizer.apply_gradients(zip(grads, variables))
     return loss
 
@@ -68,7 +75,7 @@ def _join() -> None:
 
 
 def train(device: str, epochs: int, batch_size: int, learning_rate: float, seed: int,
-          max_steps: int | None, bucket_bytes: int) -> tuple:
+          max_steps: int | None, bucket_bytes: int, overlap: bool = False) -> tuple:
     """Trains this rank's replica; returns (model, initial weights, epoch
     losses, test accuracy)."""
     rank, world = pg.distribute.get_rank(), pg.distribute.get_world_size()
@@ -81,6 +88,8 @@ def train(device: str, epochs: int, batch_size: int, learning_rate: float, seed:
         pg.distribute.broadcast_variables(model.trainable_variables, src=0)
         initial = [v.numpy() for v in model.trainable_variables]
         optimizer = pg.optimizers.Adam(learning_rate)
+        reducer = pg.distribute.GradientReducer(model.trainable_variables, bucket_bytes,
+                                                op="sum") if overlap else None
         for _ in range(epochs):
             order = rng.permutation(len(x_train))
             parts = []
@@ -90,7 +99,8 @@ def train(device: str, epochs: int, batch_size: int, learning_rate: float, seed:
                 idx = order[step * batch_size:(step + 1) * batch_size]
                 mine = idx[rank::world]
                 parts.append(train_step(model, optimizer, pg.constant(x_train[mine]),
-                                        pg.constant(y_train[mine]), len(idx), bucket_bytes))
+                                        pg.constant(y_train[mine]), len(idx), bucket_bytes,
+                                        reducer))
                 done += 1
             if parts:
                 total = pg.distribute.all_reduce(pg.stack(parts), "sum")   # whole-batch losses
@@ -111,6 +121,8 @@ def main(argv: list | None = None) -> int:
     p.add_argument("--bucket-bytes", type=int,
                    default=pg.distribute.data_parallel.DEFAULT_BUCKET_BYTES,
                    help="gradients are all-reduced in buckets of about this size")
+    p.add_argument("--overlap", action="store_true",
+                   help="all-reduce each bucket during the backward pass (GradientReducer)")
     p.add_argument("--save", default=None, help="write the final weights to this .npz")
     args = p.parse_args(argv)
     _join()
@@ -119,7 +131,7 @@ def main(argv: list | None = None) -> int:
                                            int(os.environ.get("LOCAL_WORLD_SIZE", world)))
     start = time.perf_counter()
     model, initial, losses, acc = train(device, args.epochs, args.batch_size, args.learning_rate,
-                               args.seed, args.steps, args.bucket_bytes)
+                                        args.seed, args.steps, args.bucket_bytes, args.overlap)
     seconds = time.perf_counter() - start
     if args.save:
         np.savez(args.save.replace("{rank}", str(rank)),

@@ -410,13 +410,15 @@ def test_gradient_buckets_take_fewer_messages(tmp_path):
     ok(launch(tmp_path, body, 2), 2)
 
 
-def test_data_parallel_digits_replicas_match_one_whole_batch_process(tmp_path, monkeypatch):
+@pytest.mark.parametrize("overlap", [[], ["--overlap"]], ids=["plain", "overlap"])
+def test_data_parallel_digits_replicas_match_one_whole_batch_process(tmp_path, monkeypatch,
+                                                                     overlap):
     pytest.importorskip("sklearn", reason="examples/train_digits.py needs scikit-learn")
     example = os.path.join(ROOT, "examples", "train_digits_ddp.py")
     args = ["--epochs", "1", "--steps", "4", "--batch-size", "24", "--device", "MY_DEVICE:0",
             "--seed", str(np.random.default_rng().integers(1000)), "--bucket-bytes", "20000"]
     ddp = subprocess.run([sys.executable, "-m", "pluggable.distribute.run", "--nproc", "2",
-                          example, *args, "--save", str(tmp_path / "ddp{rank}.npz")],
+                          example, *args, *overlap, "--save", str(tmp_path / "ddp{rank}.npz")],
                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert ddp.returncode == 0, ddp.stdout + ddp.stderr
     assert "[rank 0] 2 replica(s) on MY_DEVICE:0" in ddp.stdout
