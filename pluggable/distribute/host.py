@@ -21,9 +21,9 @@ Either way the result is exact and the same bits on every rank.
 Threads of one process take turns (one lock per backend), but the ranks
 must still see the collectives in one order: call them from one thread, or
 order the threads yourself. ``all_reduce_async`` (used by the overlapping
-``GradientReducer``) stages the tensor through the host in the caller's
-thread, then runs the same exchanges on the backend's own thread, in the
-order of the calls; a blocking collective first waits for those.
+``GradientReducer``) reads the tensor to the host and runs the same
+exchanges on the backend's own thread, in the order of the calls; a
+blocking collective first waits for those.
 
 Faults: a peer whose connection closes raises ``UnavailableError``, one
 that sends nothing before the timeout ``DeadlineExceededError``, both
@@ -343,11 +343,13 @@ class HostBackend(Backend):
 
     # -------------------------------------------------------------- asynchronous
     def all_reduce_async(self, t: Tensor, op: str, timeout: float) -> Work:
-        """Copies `t` to the host now, then all-reduces it on the backend's
-        thread while the caller goes on; ``Work.wait()`` places the result
-        on `t`'s device. The same exchanges and reduction as ``all_reduce``
-        (the same bits), in the order of the calls."""
-        a = _array(t, "all_reduce")
+        """Reads `t` to the host and all-reduces it on the backend's thread
+        while the caller goes on launching work (reading `t` there waits for
+        the device without stalling the caller); ``Work.wait()`` places the
+        result on `t`'s device. The same exchanges and reduction as
+        ``all_reduce`` (the same bits), in the order of the calls."""
+        if not (t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool):
+            _array(t, "all_reduce")        # raises the typed error now
         work = Work()
         self._in_flight = [w for w in self._in_flight if not w.done()] + [work]
         if self._worker is None:
@@ -355,8 +357,8 @@ class HostBackend(Backend):
                                             name=f"pg.distribute host rank {self.rank}",
                                             daemon=True)
             self._worker.start()
-        self._jobs.put((work, a, op, t.dtype, timeout,
-                        lambda result: _place(result.reshape(a.shape), t)))
+        self._jobs.put((work, t, op, timeout,
+                        lambda result: _place(result.reshape(t.shape), t)))
         return work
 
     def _run_jobs(self, jobs: queue.Queue) -> None:
@@ -364,11 +366,18 @@ class HostBackend(Backend):
             job = jobs.get()
             if job is None:
                 return
-            work, a, op, dtype, timeout, finish = job
+            work, t, op, timeout, finish = job
             try:
+                try:
+                    a = _array(t, "all_reduce")
+                except OpError as exc:
+                    # this rank cannot join the collective: the ranks are out
+                    # of step, so later collectives must not pair up wrongly
+                    self._broken = self._broken or exc
+                    raise
                 with self.lock:
                     work.started_at = time.perf_counter()
-                    result = self._all_reduce_array(a, op, dtype, timeout)
+                    result = self._all_reduce_array(a, op, t.dtype, timeout)
             except BaseException as exc:  # noqa: BLE001 (handed to the waiting thread)
                 work.set_error(exc)
             else:
