@@ -508,6 +508,12 @@ def test_overlapped_gradients_match_the_plain_path_and_start_during_backward(tmp
         for a, b, w in zip(grads_of(mine, via)[:-1], plain[:-1], whole[:-1]):
             assert np.array_equal(a.numpy(), b.numpy())
             np.testing.assert_allclose(a.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+        # bad input: typed errors before anything is sent
+        expect(errors.InvalidArgumentError, lambda: d.GradientReducer(ws, bucket_bytes=0),
+               "positive int")
+        expect(errors.InvalidArgumentError, lambda: d.GradientReducer([ws[0], "w"]),
+               "sources[1] is a str")
+        expect(errors.InvalidArgumentError, lambda: via.finish(whole[:2]), "2 gradients for")
         # a rank that plans other buckets: the mismatch is raised at the wait
         odd = d.GradientReducer(ws + [unused], bucket_bytes=4000 if r == 0 else 1 << 20)
         expect(errors.InvalidArgumentError, lambda: grads_of(mine, odd), "same collectives")
