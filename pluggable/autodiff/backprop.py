@@ -150,7 +150,7 @@ def _input_grads(call, out_grads: list) -> list:
     return res
 
 
-def _final_at(useful: list, seeds: dict, source_keys: list) -> tuple[dict, list]:
+def _final_at(useful: list, source_keys: list) -> tuple[dict, list]:
     """For ``backward``'s `on_final`: maps id(record) to the source keys
     whose gradient is final once that record is processed (the first record
     that uses them: the backward pass reaches it last), and lists the keys
@@ -194,7 +194,7 @@ def backward(records: list, seeds: dict, source_keys: list, on_final=None) -> di
     keep = set(source_keys)
     final_at: dict = {}
     if on_final is not None:
-        final_at, at_start = _final_at(useful, seeds, source_keys)
+        final_at, at_start = _final_at(useful, source_keys)
         _deliver(at_start, pending, on_final)
     for call in reversed(useful):
         got = [pending.get(id(o)) for o in call.outputs]
