@@ -291,12 +291,19 @@ def test_a_killed_rank_fails_the_others_with_unavailable(tmp_path):
 # ------------------------------------------------------------------ launcher
 
 def test_launcher_prefixes_output_and_stops_the_others_when_one_fails(tmp_path):
-    body = """
+    # Every rank has printed before rank 1 fails (each marks a file once its
+    # lines are written), so the test does not depend on start-up order.
+    body = f"""
         r = int(os.environ["RANK"])
-        print(f"hello from {r} of {os.environ['WORLD_SIZE']} "
-              f"local {os.environ['LOCAL_RANK']} port {os.environ['MASTER_PORT']}")
-        print("to stderr", file=sys.stderr)
+        print(f"hello from {{r}} of {{os.environ['WORLD_SIZE']}} "
+              f"local {{os.environ['LOCAL_RANK']}} port {{os.environ['MASTER_PORT']}}", flush=True)
+        print("to stderr", file=sys.stderr, flush=True)
+        open(os.path.join({str(tmp_path)!r}, f"printed{{r}}"), "w").close()
         if r == 1:
+            deadline = time.monotonic() + 50
+            while time.monotonic() < deadline and not all(
+                    os.path.exists(os.path.join({str(tmp_path)!r}, f"printed{{q}}")) for q in (0, 2)):
+                time.sleep(0.01)
             sys.exit(7)
         time.sleep(600)      # terminated by the launcher
     """
