@@ -1,10 +1,9 @@
 // dlopen-based loader of cuBLAS (see cublas_loader.h).
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
+#include "dl_library.h"
 #include "cublas_loader.h"
 
 namespace pgcuda {
@@ -15,64 +14,34 @@ BlasApi g_api;
 bool g_loaded = false;
 std::string g_error;
 
-template <typename F>
-bool resolve(void* lib, const char* name, F* out, std::string* missing) {
-  void* sym = dlsym(lib, name);
-  if (sym == nullptr) {
-    if (!missing->empty()) *missing += ", ";
-    *missing += name;
-    return false;
-  }
-  *out = reinterpret_cast<F>(sym);
-  return true;
-}
-
 void load_once() {
-  const char* candidates[] = {
-      getenv("PLUGGABLE_CUBLAS_LIBRARY"),
-      "libcublas.so.13",
-      "libcublas.so.12",
-      "libcublas.so",
-      "/usr/local/cuda/lib64/libcublas.so.13",
-      "/usr/local/cuda/lib64/libcublas.so.12",
-  };
-  std::string tried;
-  std::string last_dl_error;
-  for (const char* name : candidates) {
-    if (name == nullptr || name[0] == '\0') continue;
-    if (!tried.empty()) tried += ", ";
-    tried += name;
-    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* err = dlerror();
-      if (err != nullptr) last_dl_error = err;
-      continue;
-    }
-    BlasApi api = {};
-    std::string missing;
-    bool ok = resolve(lib, "cublasCreate_v2", &api.create, &missing);
-    ok = resolve(lib, "cublasDestroy_v2", &api.destroy, &missing) && ok;
-    ok = resolve(lib, "cublasSetStream_v2", &api.set_stream, &missing) && ok;
-    ok = resolve(lib, "cublasSetMathMode", &api.set_math_mode, &missing) && ok;
-    ok = resolve(lib, "cublasGemmEx", &api.gemm_ex, &missing) && ok;
-    // Optional: used when present.
-    std::string optional_missing;
-    resolve(lib, "cublasSetWorkspace_v2", &api.set_workspace, &optional_missing);
-    resolve(lib, "cublasGetStatusString", &api.status_string, &optional_missing);
-    resolve(lib, "cublasGemmStridedBatchedEx", &api.gemm_strided_batched_ex,
-            &optional_missing);
-    if (!ok) {
-      last_dl_error = std::string(name) + " lacks " + missing;
-      dlclose(lib);
-      continue;
-    }
-    // The library stays loaded for the life of the process.
-    g_api = api;
+  std::string tried, last_error;
+  void* lib = dl_open_first(
+      {getenv("PLUGGABLE_CUBLAS_LIBRARY"), "libcublas.so.13", "libcublas.so.12", "libcublas.so",
+       "/usr/local/cuda/lib64/libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.12"},
+      [](void* lib, std::string* missing) {
+        BlasApi api = {};
+        bool ok = dl_resolve(lib, "cublasCreate_v2", &api.create, missing);
+        ok = dl_resolve(lib, "cublasDestroy_v2", &api.destroy, missing) && ok;
+        ok = dl_resolve(lib, "cublasSetStream_v2", &api.set_stream, missing) && ok;
+        ok = dl_resolve(lib, "cublasSetMathMode", &api.set_math_mode, missing) && ok;
+        ok = dl_resolve(lib, "cublasGemmEx", &api.gemm_ex, missing) && ok;
+        // Optional: used when present.
+        std::string optional_missing;
+        dl_resolve(lib, "cublasSetWorkspace_v2", &api.set_workspace, &optional_missing);
+        dl_resolve(lib, "cublasGetStatusString", &api.status_string, &optional_missing);
+        dl_resolve(lib, "cublasGemmStridedBatchedEx", &api.gemm_strided_batched_ex,
+                   &optional_missing);
+        if (ok) g_api = api;
+        return ok;
+      },
+      &tried, &last_error);
+  if (lib != nullptr) {
     g_loaded = true;
     return;
   }
   g_error = "cuBLAS could not be loaded (tried " + tried + ")";
-  if (!last_dl_error.empty()) g_error += " [" + last_dl_error + "]";
+  if (!last_error.empty()) g_error += " [" + last_error + "]";
   g_error += ": set PLUGGABLE_CUBLAS_LIBRARY to the path of libcublas.so";
 }
 

@@ -1,7 +1,6 @@
 // CUPTI activity tracing for the CUDA reference plugin (see cupti_tracer.h).
 #include <cuda_runtime.h>
 #include <cxxabi.h>
-#include <dlfcn.h>
 #include <time.h>
 
 #include <cstdlib>
@@ -10,6 +9,7 @@
 
 #include "cupti_api.h"
 #include "cupti_tracer.h"
+#include "dl_library.h"
 
 namespace pgcuda {
 namespace {
@@ -58,24 +58,17 @@ std::string result_text(cupti::Result r) {
   return "CUPTI error " + std::to_string(r);
 }
 
-template <typename F>
-bool resolve(void* lib, const char* name, F* out, std::string* missing) {
-  *out = reinterpret_cast<F>(dlsym(lib, name));
-  if (*out != nullptr) return true;
-  *missing += (missing->empty() ? "" : ", ") + std::string(name);
-  return false;
-}
-
 bool resolve_all(void* lib, cupti::Api* api, std::string* missing) {
-  bool ok = resolve(lib, "cuptiActivityEnable", &api->activity_enable, missing);
-  ok = resolve(lib, "cuptiActivityDisable", &api->activity_disable, missing) && ok;
-  ok = resolve(lib, "cuptiActivityRegisterCallbacks", &api->register_callbacks, missing) && ok;
-  ok = resolve(lib, "cuptiActivityGetNextRecord", &api->get_next_record, missing) && ok;
-  ok = resolve(lib, "cuptiActivityFlushAll", &api->flush_all, missing) && ok;
-  ok = resolve(lib, "cuptiGetTimestamp", &api->get_timestamp, missing) && ok;
-  ok = resolve(lib, "cuptiActivityPushExternalCorrelationId", &api->push_external, missing) && ok;
-  ok = resolve(lib, "cuptiActivityPopExternalCorrelationId", &api->pop_external, missing) && ok;
-  ok = resolve(lib, "cuptiGetResultString", &api->result_string, missing) && ok;
+  bool ok = dl_resolve(lib, "cuptiActivityEnable", &api->activity_enable, missing);
+  ok = dl_resolve(lib, "cuptiActivityDisable", &api->activity_disable, missing) && ok;
+  ok = dl_resolve(lib, "cuptiActivityRegisterCallbacks", &api->register_callbacks, missing) && ok;
+  ok = dl_resolve(lib, "cuptiActivityGetNextRecord", &api->get_next_record, missing) && ok;
+  ok = dl_resolve(lib, "cuptiActivityFlushAll", &api->flush_all, missing) && ok;
+  ok = dl_resolve(lib, "cuptiGetTimestamp", &api->get_timestamp, missing) && ok;
+  ok = dl_resolve(lib, "cuptiActivityPushExternalCorrelationId", &api->push_external,
+                  missing) && ok;
+  ok = dl_resolve(lib, "cuptiActivityPopExternalCorrelationId", &api->pop_external, missing) && ok;
+  ok = dl_resolve(lib, "cuptiGetResultString", &api->result_string, missing) && ok;
   return ok;
 }
 
@@ -83,33 +76,19 @@ void load() {
   Tracer& t = tracer();
   // The major version of the runtime the plugin was built with goes first.
   const bool v13 = CUDART_VERSION >= 13000;
-  const char* candidates[] = {
-      getenv("PLUGGABLE_CUPTI_LIBRARY"),
-      v13 ? "libcupti.so.13" : "libcupti.so.12",
-      v13 ? "libcupti.so.12" : "libcupti.so.13",
-      "libcupti.so",
-      "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so",
-      "/usr/local/cuda/lib64/libcupti.so",
-  };
   std::string tried, last_error;
-  for (const char* name : candidates) {
-    if (name == nullptr || name[0] == '\0') continue;
-    tried += (tried.empty() ? "" : ", ") + std::string(name);
-    void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    if (lib == nullptr) {
-      const char* err = dlerror();
-      if (err != nullptr) last_error = err;
-      continue;
-    }
-    cupti::Api api = {};
-    std::string missing;
-    if (!resolve_all(lib, &api, &missing)) {
-      last_error = std::string(name) + " lacks " + missing;
-      dlclose(lib);
-      continue;
-    }
-    t.api = api;  // the library stays loaded for the life of the process
-    t.library = name;
+  void* lib = dl_open_first(
+      {getenv("PLUGGABLE_CUPTI_LIBRARY"), v13 ? "libcupti.so.13" : "libcupti.so.12",
+       v13 ? "libcupti.so.12" : "libcupti.so.13", "libcupti.so",
+       "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so", "/usr/local/cuda/lib64/libcupti.so"},
+      [&](void* lib, std::string* missing) {
+        cupti::Api api = {};
+        if (!resolve_all(lib, &api, missing)) return false;
+        t.api = api;
+        return true;
+      },
+      &tried, &last_error, &t.library);
+  if (lib != nullptr) {
     t.loaded = true;
     return;
   }
