@@ -444,8 +444,12 @@ uint64_t timer_nanoseconds(SP_Timer timer) {
 // ---------------------------------------------------------------------------
 // Copies
 
-void async_copy(SP_Stream stream, void* dst, const void* src, uint64_t size,
-                const char* what, TF_Status* status) {
+// A copy on `stream`: `enqueue(s)` puts it on the plugin stream's CUDA
+// stream, with the device current and timed by the profiler; `what` names it
+// in the error.
+template <typename Enqueue>
+void stream_copy(SP_Stream stream, uint64_t size, const char* what, TF_Status* status,
+                 Enqueue enqueue) {
   if (size == 0) return;
   CudaStream* s = stream_of(stream);
   if (s == nullptr) {
@@ -455,8 +459,7 @@ void async_copy(SP_Stream stream, void* dst, const void* src, uint64_t size,
   DeviceGuard guard(s->ordinal);
   if (!guard.ok(status, s->ordinal)) return;
   int64_t prof = profiling() ? prof_begin(what, strlen(what), s, static_cast<int64_t>(size)) : -1;
-  // cudaMemcpyDefault: direction (and device, for peer copies) from UVA.
-  cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, s->stream);
+  cudaError_t e = enqueue(s);
   prof_end(prof, s);
   if (e != cudaSuccess) {
     set_cuda_status(status, e, "cudaMemcpyAsync(%s, %llu bytes)", what,
@@ -468,21 +471,9 @@ void async_copy(SP_Stream stream, void* dst, const void* src, uint64_t size,
 // pinned chunks when the host side is large and pageable (staging.h).
 void host_copy(SP_Stream stream, bool to_device, void* device_ptr, void* host,
                uint64_t size, const char* what, TF_Status* status) {
-  if (size == 0) return;
-  CudaStream* s = stream_of(stream);
-  if (s == nullptr) {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT, "copy: NULL stream");
-    return;
-  }
-  DeviceGuard guard(s->ordinal);
-  if (!guard.ok(status, s->ordinal)) return;
-  int64_t prof = profiling() ? prof_begin(what, strlen(what), s, static_cast<int64_t>(size)) : -1;
-  cudaError_t e = host_device_copy(s->dev, s->stream, to_device, device_ptr, host, size);
-  prof_end(prof, s);
-  if (e != cudaSuccess) {
-    set_cuda_status(status, e, "cudaMemcpyAsync(%s, %llu bytes)", what,
-                    static_cast<unsigned long long>(size));
-  }
+  stream_copy(stream, size, what, status, [&](CudaStream* s) {
+    return host_device_copy(s->dev, s->stream, to_device, device_ptr, host, size);
+  });
 }
 
 // A pageable destination holds the data when this returns; a pinned one
@@ -506,38 +497,35 @@ void memcpy_dtod(const SP_Device*, SP_Stream stream,
                  SP_DeviceMemoryBase* device_dst,
                  const SP_DeviceMemoryBase* device_src, uint64_t size,
                  TF_Status* status) {
-  async_copy(stream, device_dst->opaque, device_src->opaque, size, "MemcpyD2D", status);
+  stream_copy(stream, size, "MemcpyD2D", status, [&](CudaStream* s) {
+    // cudaMemcpyDefault: direction (and device, for peer copies) from UVA.
+    return cudaMemcpyAsync(device_dst->opaque, device_src->opaque, size, cudaMemcpyDefault,
+                           s->stream);
+  });
 }
 
-// Synchronous host<->device copy through the device's internal stream:
-// returns only once the data has arrived.
+// A synchronous copy through the device's internal stream: `enqueue(dev)`
+// puts it on dev->sync_stream, and this returns once it has arrived.
+template <typename Enqueue>
+void sync_copy(const SP_Device* device, uint64_t size, const char* what, TF_Status* status,
+               Enqueue enqueue) {
+  if (size == 0) return;
+  CudaDevice* dev = device_of(device);
+  DeviceGuard guard(dev->ordinal);
+  if (!guard.ok(status, dev->ordinal)) return;
+  cudaError_t e = enqueue(dev);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(dev->sync_stream);
+  if (e != cudaSuccess) {
+    set_cuda_status(status, e, "cudaMemcpy(%s, %llu bytes)", what,
+                    static_cast<unsigned long long>(size));
+  }
+}
+
 void sync_host_copy(const SP_Device* device, bool to_device, void* device_ptr,
                     void* host, uint64_t size, const char* what, TF_Status* status) {
-  if (size == 0) return;
-  CudaDevice* dev = device_of(device);
-  DeviceGuard guard(dev->ordinal);
-  if (!guard.ok(status, dev->ordinal)) return;
-  cudaError_t e = host_device_copy(dev, dev->sync_stream, to_device, device_ptr, host, size);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(dev->sync_stream);
-  if (e != cudaSuccess) {
-    set_cuda_status(status, e, "cudaMemcpy(%s, %llu bytes)", what,
-                    static_cast<unsigned long long>(size));
-  }
-}
-
-// Synchronous device-to-device copy through the device's internal stream.
-void sync_copy(const SP_Device* device, void* dst, const void* src,
-               uint64_t size, const char* what, TF_Status* status) {
-  if (size == 0) return;
-  CudaDevice* dev = device_of(device);
-  DeviceGuard guard(dev->ordinal);
-  if (!guard.ok(status, dev->ordinal)) return;
-  cudaError_t e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, dev->sync_stream);
-  if (e == cudaSuccess) e = cudaStreamSynchronize(dev->sync_stream);
-  if (e != cudaSuccess) {
-    set_cuda_status(status, e, "cudaMemcpy(%s, %llu bytes)", what,
-                    static_cast<unsigned long long>(size));
-  }
+  sync_copy(device, size, what, status, [&](CudaDevice* dev) {
+    return host_device_copy(dev, dev->sync_stream, to_device, device_ptr, host, size);
+  });
 }
 
 void sync_memcpy_dtoh(const SP_Device* device, void* host_dst,
@@ -555,8 +543,10 @@ void sync_memcpy_htod(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
 void sync_memcpy_dtod(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
                       const SP_DeviceMemoryBase* device_src, uint64_t size,
                       TF_Status* status) {
-  sync_copy(device, device_dst->opaque, device_src->opaque, size,
-            "device to device", status);
+  sync_copy(device, size, "device to device", status, [&](CudaDevice* dev) {
+    return cudaMemcpyAsync(device_dst->opaque, device_src->opaque, size, cudaMemcpyDefault,
+                           dev->sync_stream);
+  });
 }
 
 // ---------------------------------------------------------------------------
