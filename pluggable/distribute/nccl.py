@@ -17,16 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._core import ffi, lib, status
+from .._core import ffi, status
 from ..framework.errors import InvalidArgumentError, UnimplementedError
+from ..runtime.extensions import extension
 from ..runtime.native_stream import native_ordinal
 from ..runtime.placement import get_device
 from ..runtime.status import raise_status
 
 ID_BYTES = 128  # PG_COLLECTIVE_ID_BYTES
-_fns: dict[int, Any] = {}
-
-
 def _device(device: Any) -> Any:
     return get_device(device) if isinstance(device, str) else device
 
@@ -34,20 +32,7 @@ def _device(device: Any) -> Any:
 def collective_fns(device: Any) -> Any:
     """The PG_CollectiveFns of `device`'s plugin (cached per plugin), or None
     when the plugin does not export the extension (version 1 or later)."""
-    rec = _device(device).plugin
-    key = id(rec)
-    if key not in _fns:
-        fns = None
-        handle = getattr(rec, "handle", None)
-        sym = lib.pg_dlsym(handle, b"PG_GetCollectiveFns") if handle is not None else ffi.NULL
-        if sym != ffi.NULL:
-            fns = ffi.new("PG_CollectiveFns*")
-            fns.struct_size = ffi.sizeof("PG_CollectiveFns")
-            ffi.cast("PG_GetCollectiveFnsFn", sym)(fns)
-            if fns.version < 1:
-                fns = None
-        _fns[key] = fns
-    return _fns[key]
+    return extension(_device(device), "CollectiveFns")
 
 
 def _required(device: Any, field: str) -> tuple[Any, Any]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._core import ffi, lib, status
+from .._core import ffi, status
+from .extensions import extension
 from .status import raise_status
 
 KIND_NONE = 0   # PG_NATIVE_STREAM_NONE: host-memory devices
@@ -22,26 +23,10 @@ class NativeStream(NamedTuple):
     capability: tuple[int, int] | None
 
 
-_fns: dict[int, Any] = {}
-
-
 def plugin_fns(dev: Any) -> Any:
     """The PG_NativeStreamFns of `dev`'s plugin (cached per plugin), or None
     when the plugin does not export the extension (version 1 or later)."""
-    rec = dev.plugin
-    key = id(rec)
-    if key not in _fns:
-        fns = None
-        handle = getattr(rec, "handle", None)
-        sym = lib.pg_dlsym(handle, b"PG_GetNativeStreamFns") if handle is not None else ffi.NULL
-        if sym != ffi.NULL:
-            fns = ffi.new("PG_NativeStreamFns*")
-            fns.struct_size = ffi.sizeof("PG_NativeStreamFns")
-            ffi.cast("PG_GetNativeStreamFnsFn", sym)(fns)
-            if fns.version < 1:
-                fns = None
-        _fns[key] = fns
-    return _fns[key]
+    return extension(dev, "NativeStreamFns")
 
 
 def memory_kind(dev: Any) -> int | None:

@@ -11,29 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from .._core import ffi, lib, status
+from .extensions import extension
 from .native_stream import native_ordinal as _native_ordinal
 from .status import raise_status
-
-_fns: dict[int, Any] = {}
-
 
 def plugin_fns(dev: Any) -> Any:
     """The PG_PeerFns of `dev`'s plugin (cached per plugin), or None when the
     plugin does not export the extension (version 1 or later)."""
-    rec = dev.plugin
-    key = id(rec)
-    if key not in _fns:
-        fns = None
-        handle = getattr(rec, "handle", None)
-        sym = lib.pg_dlsym(handle, b"PG_GetPeerFns") if handle is not None else ffi.NULL
-        if sym != ffi.NULL:
-            fns = ffi.new("PG_PeerFns*")
-            fns.struct_size = ffi.sizeof("PG_PeerFns")
-            ffi.cast("PG_GetPeerFnsFn", sym)(fns)
-            if fns.version < 1:
-                fns = None
-        _fns[key] = fns
-    return _fns[key]
+    return extension(dev, "PeerFns")
 
 
 def can_access_peer(src: Any, dst: Any) -> bool:
