@@ -25,12 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
+
+from rank_launch import launch_self, show_table
 
 
 def _model(pg, rng, layers: int, width: int, device: str) -> list:
@@ -107,11 +107,7 @@ def rank_main(args: argparse.Namespace) -> int:
         lines.append(f"| {m} | {med * 1e3:.2f} | {min(times[m]) * 1e3:.2f} | "
                      f"{plain / med:.2f}x | {np.median(cpu[m]) * 1e3:.1f} |")
     table = "\n".join(lines) + "\n"
-    if os.environ.get("BENCH_TABLE"):       # the parent prints it without rank prefixes
-        with open(os.environ["BENCH_TABLE"], "w") as f:
-            f.write(table)
-    else:
-        print(table)
+    show_table(table)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"nproc": n, "device": args.device, "layers": args.layers,
@@ -136,18 +132,7 @@ def main(argv: list | None = None) -> int:
     args = p.parse_args(argv)
     if "RANK" in os.environ:
         return rank_main(args)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with tempfile.TemporaryDirectory() as tmp:
-        table = os.path.join(tmp, "table.md")
-        env = dict(os.environ, BENCH_TABLE=table,
-                   PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        cmd = [sys.executable, "-m", "pluggable.distribute.run", "--nproc", str(args.nproc),
-               os.path.abspath(__file__)] + (argv if argv is not None else sys.argv[1:])
-        code = subprocess.call(cmd, env=env, cwd=root)
-        if os.path.exists(table):
-            with open(table) as f:
-                print("\n" + f.read(), end="")
-    return code
+    return launch_self(__file__, args.nproc, argv)
 
 
 if __name__ == "__main__":
