@@ -34,33 +34,12 @@ import traceback
 
 import numpy as np
 
-
-def _import_pluggable():
-    try:
-        import pluggable
-        return pluggable
-    except ImportError:
-        root = str(pathlib.Path(__file__).resolve().parent.parent)
-        if root not in sys.path:
-            sys.path.insert(0, root)
-        import pluggable
-        return pluggable
+from gpu_peers import cuda_cupy, cuda_torch, require_pluggable
 
 
-pg = _import_pluggable()
-try:
-    import torch
-    if not torch.cuda.is_available():
-        torch = None
-except Exception:
-    torch = None
-try:
-    import cupy as cp
-    import cupyx
-    cp.cuda.runtime.getDeviceCount()
-except Exception:
-    cp = None
-    cupyx = None
+pg = require_pluggable()
+torch = cuda_torch()
+cp, cupyx = cuda_cupy()
 
 MIB = 1 << 20
 TARGET = {"pinned": 0.95, "pageable": 1.5}

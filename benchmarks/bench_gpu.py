@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import pathlib
 import platform
 import statistics
 import sys
@@ -27,36 +26,11 @@ import traceback
 
 import numpy as np
 
-def _import_pluggable():
-    """pluggable as installed, else from the checkout this script is in."""
-    try:
-        import pluggable
-        return pluggable, None
-    except ImportError:
-        root = str(pathlib.Path(__file__).resolve().parent.parent)
-        if root not in sys.path:
-            sys.path.insert(0, root)
-        try:
-            import pluggable
-            return pluggable, None
-        except Exception as exc:  # reported in the environment line
-            return None, exc
+from gpu_peers import cuda_cupy, cuda_torch, import_pluggable
 
-
-pg, PG_IMPORT_ERROR = _import_pluggable()
-try:
-    import torch
-    if not torch.cuda.is_available():
-        torch = None
-except Exception:
-    torch = None
-try:
-    import cupy as cp
-    import cupyx
-    cp.cuda.runtime.getDeviceCount()
-except Exception:
-    cp = None
-    cupyx = None
+pg, PG_IMPORT_ERROR = import_pluggable()
+torch = cuda_torch()
+cp, cupyx = cuda_cupy()
 
 ROWS: list[dict] = []
 HIGHER_IS_BETTER = {"GB/s": True, "TFLOP/s": True, "us/op": False}

@@ -35,26 +35,11 @@ import time
 
 import numpy as np
 
-
-def _import_pluggable():
-    try:
-        import pluggable
-        return pluggable
-    except ImportError:
-        root = str(pathlib.Path(__file__).resolve().parent.parent)
-        if root not in sys.path:
-            sys.path.insert(0, root)
-        import pluggable
-        return pluggable
+from gpu_peers import cuda_torch, require_pluggable
 
 
-pg = _import_pluggable()
-try:
-    import torch
-    if not torch.cuda.is_available():
-        torch = None
-except Exception:
-    torch = None
+pg = require_pluggable()
+torch = cuda_torch()
 
 K = 1024  # inner dimension
 

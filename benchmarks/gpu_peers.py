@@ -1,0 +1,52 @@
+"""What the GPU benchmarks import: pluggable (as installed, else from the
+checkout the benchmark is in) and the peers measured beside it, PyTorch and
+CuPy, each None where it is missing or sees no GPU."""
+from __future__ import annotations
+
+import pathlib
+import sys
+
+
+def import_pluggable():
+    """(pluggable, None), or (None, the exception) when it cannot be
+    imported from the installation or the checkout."""
+    try:
+        import pluggable
+        return pluggable, None
+    except ImportError:
+        root = str(pathlib.Path(__file__).resolve().parent.parent)
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        try:
+            import pluggable
+            return pluggable, None
+        except Exception as exc:  # reported by the benchmark
+            return None, exc
+
+
+def require_pluggable():
+    """pluggable, or the exception that importing it raised."""
+    pg, error = import_pluggable()
+    if pg is None:
+        raise error
+    return pg
+
+
+def cuda_torch():
+    """torch when it is installed and sees a GPU, else None."""
+    try:
+        import torch
+        return torch if torch.cuda.is_available() else None
+    except Exception:
+        return None
+
+
+def cuda_cupy():
+    """(cupy, cupyx) when CuPy is installed and sees a GPU, else (None, None)."""
+    try:
+        import cupy
+        import cupyx
+        cupy.cuda.runtime.getDeviceCount()
+        return cupy, cupyx
+    except Exception:
+        return None, None
