@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "gemv.h"
 
@@ -415,35 +416,36 @@ bool run_rows_t(OpCall& c, const void* a, const void* b, const void* bias, bool 
   return c.check_launch("gemv_t_kernel");
 }
 
+// f(std::integral_constant<int, M>) for M in [1, kGemvMaxRows]: the row
+// count as a template argument.
+template <typename F>
+bool with_rows(int64_t M, F&& f) {
+  switch (M) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return false;
+  }
+}
+static_assert(kGemvMaxRows == 8, "with_rows covers 1..kGemvMaxRows");
+
 template <typename T>
 bool run_typed(OpCall& c, const char* op, bool transpose_b, const void* a, const void* b,
                const void* bias, bool relu, void* out, int64_t M, int64_t N, int64_t K) {
-  if (transpose_b) {
-    switch (M) {
-      case 1: return run_rows_t<T, 1>(c, a, b, bias, relu, out, N, K);
-      case 2: return run_rows_t<T, 2>(c, a, b, bias, relu, out, N, K);
-      case 3: return run_rows_t<T, 3>(c, a, b, bias, relu, out, N, K);
-      case 4: return run_rows_t<T, 4>(c, a, b, bias, relu, out, N, K);
-      case 5: return run_rows_t<T, 5>(c, a, b, bias, relu, out, N, K);
-      case 6: return run_rows_t<T, 6>(c, a, b, bias, relu, out, N, K);
-      case 7: return run_rows_t<T, 7>(c, a, b, bias, relu, out, N, K);
-      case 8: return run_rows_t<T, 8>(c, a, b, bias, relu, out, N, K);
-      default: break;
-    }
+  if (M < 1 || M > kGemvMaxRows) {
+    return c.fail(TF_INTERNAL, "%s: the matrix-vector path got %lld rows", op,
+                  static_cast<long long>(M));
   }
-  switch (transpose_b ? 0 : M) {
-    case 1: return run_rows<T, 1>(c, a, b, bias, relu, out, N, K);
-    case 2: return run_rows<T, 2>(c, a, b, bias, relu, out, N, K);
-    case 3: return run_rows<T, 3>(c, a, b, bias, relu, out, N, K);
-    case 4: return run_rows<T, 4>(c, a, b, bias, relu, out, N, K);
-    case 5: return run_rows<T, 5>(c, a, b, bias, relu, out, N, K);
-    case 6: return run_rows<T, 6>(c, a, b, bias, relu, out, N, K);
-    case 7: return run_rows<T, 7>(c, a, b, bias, relu, out, N, K);
-    case 8: return run_rows<T, 8>(c, a, b, bias, relu, out, N, K);
-    default:
-      return c.fail(TF_INTERNAL, "%s: the matrix-vector path got %lld rows", op,
-                    static_cast<long long>(M));
-  }
+  return with_rows(M, [&](auto rows) {
+    constexpr int MR = decltype(rows)::value;
+    return transpose_b ? run_rows_t<T, MR>(c, a, b, bias, relu, out, N, K)
+                       : run_rows<T, MR>(c, a, b, bias, relu, out, N, K);
+  });
 }
 
 }  // namespace
