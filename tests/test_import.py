@@ -34,11 +34,17 @@ print(json.dumps({"file": pg.__file__, "before": before,
 """
 
 
-def _child() -> dict:
+def _run_child(code: str) -> subprocess.CompletedProcess:
+    """`code` in a fresh interpreter that imports this checkout (the caller's
+    PYTHONPATH kept after it)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    proc = subprocess.run([sys.executable, "-c", CHILD], cwd=str(ROOT), env=env,
+    return subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=env,
                           capture_output=True, text=True, timeout=120)
+
+
+def _child() -> dict:
+    proc = _run_child(CHILD)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -92,10 +98,7 @@ def test_bfloat16_numpy_type_is_found_when_first_needed():
             "assert t.dtype is pg.bfloat16 and t.numpy().dtype == a.dtype\n"
             "np.testing.assert_array_equal(t.numpy(), a)\n"
             "print('ok')\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    proc = subprocess.run([sys.executable, "-c", code], cwd=str(ROOT), env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = _run_child(code)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
