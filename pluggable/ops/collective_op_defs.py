@@ -36,12 +36,18 @@ def _reduce_shape(shapes, attrs, values):
     return [tuple(shapes[0])]
 
 
-def _reduce_scatter_shape(shapes, attrs, values):
-    op = "CollectiveReduceScatterV2"
+def _split_first(op: str, shapes, values, why: str = "") -> tuple[int, tuple]:
+    """group_size and the input shape, whose first dimension group_size
+    must divide (one chunk per rank)."""
     n, shape = group_size(op, values), tuple(shapes[0])
     if len(shape) == 0 or shape[0] % n != 0:
         raise err(op, f"the first dimension of the input {list(shape)} must be divisible by "
-                  f"group_size {n}")
+                  f"group_size {n}{why}")
+    return n, shape
+
+
+def _reduce_scatter_shape(shapes, attrs, values):
+    n, shape = _split_first("CollectiveReduceScatterV2", shapes, values)
     return [(shape[0] // n,) + shape[1:]]
 
 
@@ -54,12 +60,7 @@ def _gather_shape(shapes, attrs, values):
 
 
 def _all_to_all_shape(shapes, attrs, values):
-    op = "CollectiveAllToAllV2"
-    n, shape = group_size(op, values), tuple(shapes[0])
-    if len(shape) == 0 or shape[0] % n != 0:
-        raise err(op, f"the first dimension of the input {list(shape)} must be divisible by "
-                  f"group_size {n} (chunk r goes to rank r)")
-    return [shape]
+    return [_split_first("CollectiveAllToAllV2", shapes, values, " (chunk r goes to rank r)")[1]]
 
 
 def _send_shape(shapes, attrs, values):
