@@ -15,6 +15,10 @@ waiting in ``get`` or ``barrier`` then fails at once with
 ``UnavailableError`` naming it, instead of waiting for a rank that will
 never come.
 
+``watch(callback)`` opens a second connection on which the store reports,
+once, the ranks that died (closed without BYE): backends whose transfers a
+dead peer would leave waiting forever (NCCL's) abort them on that call.
+
 Errors are typed (``pluggable.errors``): bad arguments are
 ``InvalidArgumentError``, a wait that runs out is ``DeadlineExceededError``
 naming the key and the ranks that did not arrive, a store that cannot be
@@ -22,11 +26,12 @@ reached or goes away is ``UnavailableError``.
 """
 from __future__ import annotations
 
+import select
 import socket
 import struct
 import threading
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..framework.errors import (DeadlineExceededError, InvalidArgumentError, UnavailableError,
                                 make_error)
@@ -34,7 +39,7 @@ from ..framework.errors import (DeadlineExceededError, InvalidArgumentError, Una
 MAX_FRAME = 1 << 30          # a frame larger than this is refused (1 GiB)
 MAX_KEY = 4096               # bytes of a key, UTF-8
 _LEN = struct.Struct("!I")
-_HELLO, _SET, _GET, _ADD, _BARRIER, _BYE = range(1, 7)
+_HELLO, _SET, _GET, _ADD, _BARRIER, _BYE, _WATCH = range(1, 8)
 _OK = 0
 _CODE_DEADLINE, _CODE_INVALID, _CODE_UNAVAILABLE = 4, 3, 14
 
@@ -104,6 +109,8 @@ class _Server:
 
     def close(self) -> None:
         self.closed = True
+        with self.cond:
+            self.cond.notify_all()      # watchers answer "closing"
         try:
             self.listener.close()
         except OSError:
@@ -132,6 +139,10 @@ class _Server:
                     rank = self._hello(fields)
                     conn.sendall(_pack(_OK, []))
                     continue
+                if cmd == _WATCH and rank is None:
+                    self._watch(conn)
+                    clean = True
+                    return
                 if rank is None:
                     raise ValueError("first request is not HELLO")
                 conn.sendall(self._handle(rank, cmd, fields))
@@ -145,6 +156,21 @@ class _Server:
                     if not clean:
                         self.dead.add(rank)
                     self.cond.notify_all()
+
+    def _watch(self, conn: socket.socket) -> None:
+        """Answers a watch connection once: the dead ranks (comma-separated),
+        or nothing when the store closes; returns early when the watcher
+        hangs up."""
+        with self.cond:
+            while not self.dead and not self.closed:
+                self.cond.wait(0.25)
+                if self.dead or self.closed:
+                    break
+                readable, _, _ = select.select([conn], [], [], 0)
+                if readable:            # the watcher closed (or sent garbage)
+                    return
+            dead = sorted(self.dead) if not self.closed else []
+        conn.sendall(_pack(_OK, [",".join(str(r) for r in dead).encode()]))
 
     def _hello(self, fields: list[bytes]) -> int:
         rank, world = (int(f) for f in fields)
@@ -368,7 +394,54 @@ class TCPStore:
         if self._server is not None:
             self._server.close()
 
+    def watch(self, callback: Callable[[list[int], str], None]) -> "StoreWatch":
+        """Calls ``callback(ranks, why)`` once, from a thread of its own, when
+        ranks of the group die (their store connection closes without
+        BYE; ``why`` says so) or the store itself goes away while watched
+        (rank 0, which hosts it, died: ``ranks`` is [0]). Not called after
+        ``StoreWatch.close()`` nor when the store closes normally."""
+        return StoreWatch(self, callback)
+
     def local_address(self) -> str:
         """The address of this host on the interface that reaches the store."""
         with self._lock:
             return self._sock.getsockname()[0] if self._sock else self.host
+
+
+class StoreWatch:
+    """A connection on which the store reports dead ranks (``TCPStore.watch``)."""
+
+    def __init__(self, store: TCPStore, callback: Callable[[list[int], str], None]):
+        self._callback = callback
+        self._closed = False
+        self._where = store._where()
+        self._sock = store._connect()
+        self._sock.sendall(_pack(_WATCH, [str(store.rank).encode()]))
+        self._thread = threading.Thread(target=self._run, name="pg-store-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._sock.settimeout(None)
+            status, fields = _unpack(_recv_frame(self._sock))
+            ranks = [int(r) for r in fields[0].decode().split(",") if r] if fields else []
+            why = (f"rank(s) {ranks} left the group without closing (the process died?)"
+                   if ranks else "")
+        except (OSError, ValueError, ConnectionError):
+            ranks, why = [0], (f"lost the connection to {self._where}: rank 0, which hosts "
+                               "it, died or closed the group")
+        finally:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        if ranks and not self._closed:
+            self._callback(ranks, why)
+
+    def close(self) -> None:
+        """Stops watching (the callback will not be called)."""
+        self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
