@@ -7,9 +7,10 @@ On one GPU: every collective op and dtype with world-size-1 communicators
 against numpy (the GPU kernel checked with expect_kernel), the unique-id +
 init path as rank 0 of 1, and the error when NCCL is missing
 (PLUGGABLE_NCCL_LIBRARY=/nonexistent, in a child process). With two GPUs or
-more: pg.distribute across GPU:0/GPU:1 against numpy, all-to-all, a
-participant that never arrives (DeadlineExceededError, the device usable
-afterwards) and a peer-copy round trip. Without a GPU only the parts that
+more: pg.distribute across GPU:0/GPU:1 against numpy, all-to-all, raw ops
+from a thread per device, a participant that never arrives
+(DeadlineExceededError at the call, the device usable afterwards) and a
+peer-copy round trip. Without a GPU only the parts that
 need none run (the wheel lookup of libnccl, the refusal of the extension on
 a plugin that lacks it); the rest skips with the reason."""
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import time
 
 import ml_dtypes
 import numpy as np
@@ -282,15 +284,23 @@ def test_scatter_gather_broadcast_two_gpus(nccl_ready):
 
 @needs_2_gpus
 def test_all_to_all_two_gpus(nccl_ready):
+    import threading
     rng = np.random.default_rng()
     arrays = [rng.integers(-100, 100, (4, 3)).astype(np.int64) for _ in range(2)]
     gk, ik = next(_keys), 1
-    ys = []
-    for i, a in enumerate(arrays):
-        with pg.device(f"GPU:{i}"), pg.testing.expect_kernel("CollectiveAllToAllV2", "GPU"):
-            ys.append(raw_ops.CollectiveAllToAllV2(input=pg.constant(a), group_size=2,
-                                                   group_key=gk, instance_key=ik,
-                                                   ordering_token=[]))
+    ys = [None, None]
+
+    def run(i):      # one thread per device: each call waits for the other
+        with pg.device(f"GPU:{i}"):
+            ys[i] = raw_ops.CollectiveAllToAllV2(input=pg.constant(arrays[i]), group_size=2,
+                                                 group_key=gk, instance_key=ik,
+                                                 ordering_token=[], timeout_seconds=60.0)
+    with pg.testing.expect_kernel("CollectiveAllToAllV2", "GPU", min_calls=2):
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
     # rank r receives chunk r of every rank, in rank order
     np.testing.assert_array_equal(ys[0].numpy(), np.concatenate([arrays[0][:2], arrays[1][:2]]))
     np.testing.assert_array_equal(ys[1].numpy(), np.concatenate([arrays[0][2:], arrays[1][2:]]))
@@ -298,14 +308,41 @@ def test_all_to_all_two_gpus(nccl_ready):
 
 @needs_2_gpus
 def test_missing_participant_times_out_and_the_gpu_recovers(nccl_ready):
+    # GPU:1's participant is never called: GPU:0's call waits for it on the
+    # host, then fails; nothing was enqueued, so the GPU goes on.
     with pg.device("GPU:0"):
         x = pg.constant(np.ones(16, np.float32))
-        y = raw_ops.CollectiveReduceV2(input=x, group_size=2, group_key=next(_keys),
+        start = time.monotonic()
+        with pytest.raises(errors.DeadlineExceededError,
+                           match=r"timed out after 1 s .*1 of 2 arrived"):
+            raw_ops.CollectiveReduceV2(input=x, group_size=2, group_key=next(_keys),
                                        instance_key=1, ordering_token=[], merge_op="Add",
-                                       final_op="Id", timeout_seconds=1.0)
-        with pytest.raises(errors.DeadlineExceededError, match="timed out after 1 s"):
-            y.numpy()
+                                       final_op="Id", timeout_seconds=1.0).numpy()
+        assert time.monotonic() - start < 30
         np.testing.assert_array_equal((x + x).numpy(), np.full(16, 2, np.float32))
+
+
+@needs_2_gpus
+def test_participants_from_threads_of_their_own(nccl_ready):
+    # TensorFlow's pattern: each device's op from its own thread, raw ops.
+    import threading
+    rng = np.random.default_rng()
+    arrays = [rng.standard_normal((6, 5)).astype(np.float32) for _ in range(2)]
+    gk, out = next(_keys), [None, None]
+
+    def run(i):
+        with pg.device(f"GPU:{i}"):
+            out[i] = raw_ops.CollectiveReduceV2(input=pg.constant(arrays[i]), group_size=2,
+                                                group_key=gk, instance_key=7,
+                                                ordering_token=[], merge_op="Add",
+                                                final_op="Div", timeout_seconds=60.0)
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for y in out:
+        np.testing.assert_array_equal(y.numpy(), (arrays[0] + arrays[1]) / np.float32(2))
 
 
 @needs_2_gpus

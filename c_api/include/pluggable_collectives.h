@@ -67,9 +67,15 @@ typedef struct PG_CollectiveFns {
   void (*init_communicator)(int device_ordinal, int nranks, int rank,
                             const char id[128],
                             int64_t group_key, TF_Status* status);
-  /* Out: aborts and forgets the communicator of (device_ordinal,
-   * group_key): collectives in flight on it fail instead of waiting for a
-   * peer that is gone. NOT_FOUND when there is none. */
+  /* Out: aborts the communicator of (device_ordinal, group_key):
+   * collectives in flight on it fail (UNAVAILABLE, reported by their
+   * streams) instead of waiting for a peer that is gone, and later
+   * collectives of that group_key on that device fail at once
+   * (FAILED_PRECONDITION) until init_communicator makes a new one.
+   * NOT_FOUND when there is none. A plugin may abort a communicator by
+   * itself the same way, e.g. when a collective outlives its
+   * timeout_seconds (DEADLINE_EXCEEDED) or the library reports an
+   * asynchronous error. */
   void (*abort_communicator)(int device_ordinal, int64_t group_key,
                              TF_Status* status);
 } PG_CollectiveFns;

@@ -1,17 +1,19 @@
 """Collectives over tensors placed on several devices of one process.
 
 Each function takes one tensor per device (a list), checks them, and calls
-the collective op (``CollectiveReduceV2`` and friends) once per device from
-the calling thread. The plugin's kernels only enqueue their work on each
-device's stream and return, so every participant is enqueued before any of
-them has to wait; the participants meet in the plugin's rendezvous on the
-devices' streams. Results are ordinary tensors, one per device, ready when
-read (an error, such as a participant that timed out, surfaces there as a
-typed exception).
+the collective op (``CollectiveReduceV2`` and friends) once per device,
+concurrently: the first participant in the calling thread, the others on
+threads of a pool, as TensorFlow's executor runs its collective kernels. A
+plugin's kernel may return at once, having enqueued its part (the host
+plugin's rendezvous lives on the devices' streams), or wait on the host
+until every participant has arrived (the CUDA plugin, which then issues
+the NCCL calls of all of them); either way every participant is called
+before any must wait. Results are ordinary tensors, one per device;
+errors (such as a participant that timed out) are raised as typed
+exceptions by the call or where a result is read.
 
-Several threads may call these functions at once: one lock orders the
-enqueueing of whole collectives, so every device's stream runs them in the
-same order (the kernels wait for each other in stream order).
+Several threads may call these functions at once: one lock orders whole
+collectives, so every device sees them in the same order.
 
 Ranks: the devices of a group are ranked by device ordinal (TensorFlow
 ranks by device name), so ``all_gather`` concatenates and
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Sequence
 
 from ..framework import registry
 from ..framework.errors import InvalidArgumentError, NotFoundError, UnimplementedError
@@ -40,10 +43,10 @@ REDUCTIONS = {"sum": ("Add", "Id"), "mean": ("Add", "Div"), "prod": ("Mul", "Id"
 # for raw collective ops; instance keys count up (int32, wrapping).
 _GROUP_KEY_BASE = 1 << 30
 _lock = threading.Lock()
-# Held while one collective's participants are enqueued, so every device's
-# stream sees the collectives of all threads in one order (two threads
-# enqueuing on devices 0, 1 and 1, 0 would otherwise deadlock the streams
-# until the timeout).
+# Held while one collective's participants are called, so every device
+# sees the collectives of all threads in one order (two threads calling on
+# devices 0, 1 and 1, 0 would otherwise wait for each other until the
+# timeout).
 _enqueue_lock = threading.Lock()
 _instance_keys = itertools.count(1)
 _group_keys: dict[tuple[str, ...], int] = {}
@@ -98,7 +101,7 @@ def _check_tensors(fn: str, tensors: Sequence[Any], same_shape: bool = True) -> 
     return tensors
 
 
-def _check_kernels(fn: str, op: str, devices: Sequence[Any], dtype: Any) -> None:
+def check_kernels(fn: str, op: str, devices: Sequence[Any], dtype: Any) -> None:
     """Every participant can run `op` (checked before any is enqueued: one
     that fails at dispatch would leave the others waiting until their
     timeout). The rendezvous lives inside one plugin, so all devices must be
@@ -118,14 +121,44 @@ def _timeout(timeout: float | None) -> float:
     return 0.0 if timeout is None else float(timeout)
 
 
-def _each(tensors: list[Tensor], call) -> list[Tensor]:
-    """call(tensor) under each tensor's device, all enqueued from this thread."""
-    out = []
+_pool: ThreadPoolExecutor | None = None
+
+
+def _concurrently(jobs: list[Callable[[], Tensor]]) -> list[Tensor]:
+    """Runs the participants' calls at once (job 0 in this thread, the others
+    on the pool) under the enqueue lock; their results in order, or the
+    first error once all have returned."""
+    global _pool
     with _enqueue_lock:
-        for t in tensors:
+        if len(jobs) == 1:
+            return [jobs[0]()]
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="pg-collective")
+        futures = [_pool.submit(job) for job in jobs[1:]]
+        results: list[Any] = []
+        errors: list[BaseException] = []
+        try:
+            results.append(jobs[0]())
+        except Exception as exc:  # noqa: BLE001 (raised once every participant returned)
+            errors.append(exc)
+        for f in futures:
+            try:
+                results.append(f.result())
+            except Exception as exc:  # noqa: BLE001
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+        return results
+
+
+def _each(tensors: list[Tensor], call) -> list[Tensor]:
+    """call(tensor) under each tensor's device, the participants concurrently."""
+    def job(t: Tensor) -> Callable[[], Tensor]:
+        def run() -> Tensor:
             with device_scope(t.device):
-                out.append(call(t))
-    return out
+                return call(t)
+        return run
+    return _concurrently([job(t) for t in tensors])
 
 
 def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
@@ -141,7 +174,7 @@ def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
     if op not in REDUCTIONS:
         raise _err("all_reduce", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
     tensors = _check_tensors("all_reduce", tensors)
-    _check_kernels("all_reduce", "CollectiveReduceV2", [t.device_object for t in tensors],
+    check_kernels("all_reduce", "CollectiveReduceV2", [t.device_object for t in tensors],
                    tensors[0].dtype)
     merge, final = REDUCTIONS[op]
     gk, ik = _keys([t.device for t in tensors])
@@ -162,7 +195,7 @@ def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
     if op not in REDUCTIONS:
         raise _err("reduce_scatter", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
     tensors = _check_tensors("reduce_scatter", tensors)
-    _check_kernels("reduce_scatter", "CollectiveReduceScatterV2",
+    check_kernels("reduce_scatter", "CollectiveReduceScatterV2",
                    [t.device_object for t in tensors], tensors[0].dtype)
     n = len(tensors)
     shape = tensors[0].shape
@@ -184,7 +217,7 @@ def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
     if _per_process(tensors):
         return process_group.all_gather(tensors, axis, timeout)
     tensors = _check_tensors("all_gather", tensors)
-    _check_kernels("all_gather", "CollectiveGatherV2", [t.device_object for t in tensors],
+    check_kernels("all_gather", "CollectiveGatherV2", [t.device_object for t in tensors],
                    tensors[0].dtype)
     rank = len(tensors[0].shape)
     if not -rank <= axis < rank:
@@ -226,20 +259,19 @@ def broadcast(tensor: Tensor, devices: Sequence[str] | None = None,
     names = [d.name for d in objects]
     if len(set(names)) != len(names):
         raise _err("broadcast", f"devices {list(devices)} name a device twice")
-    _check_kernels("broadcast", "CollectiveBcastRecvV2", objects + [tensor.device_object],
+    check_kernels("broadcast", "CollectiveBcastRecvV2", objects + [tensor.device_object],
                    tensor.dtype)
     src = tensor.device
     group = names if src in names else [src] + names
     gk, ik = _keys(group)
     n, shape = len(group), list(tensor.shape)
     common = dict(group_size=n, group_key=gk, instance_key=ik, timeout_seconds=_timeout(timeout))
-    results = {}
-    with _enqueue_lock:
-        for name in group:
+    def job(name: str) -> Callable[[], Tensor]:
+        def run() -> Tensor:
             with device_scope(name):
                 if name == src:
-                    results[name] = raw_ops.CollectiveBcastSendV2(input=tensor, **common)
-                else:
-                    results[name] = raw_ops.CollectiveBcastRecvV2(shape=shape, T=tensor.dtype,
-                                                                  **common)
+                    return raw_ops.CollectiveBcastSendV2(input=tensor, **common)
+                return raw_ops.CollectiveBcastRecvV2(shape=shape, T=tensor.dtype, **common)
+        return run
+    results = dict(zip(group, _concurrently([job(name) for name in group])))
     return [results[name] for name in names]

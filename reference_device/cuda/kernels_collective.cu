@@ -4,27 +4,22 @@
 // CollectiveAllToAllV2, with the inputs and attributes of TensorFlow's ops
 // (and of the host plugin's kernels_collective.c).
 //
-// One process, several GPUs. The framework calls each participant's kernel
-// separately, one after the other from ONE thread (pg.distribute does), and
-// compute functions must never wait for each other. NCCL, driving several
-// GPUs from one thread, needs the calls of all ranks inside one
-// ncclGroupStart/End (a lone rank's call may block in connection setup until
-// its peers call). So the kernels collect the participants of one
-// (group_key, instance_key), as the host plugin's rendezvous does, and the
-// LAST to arrive issues every participant's NCCL call in one group:
-//   - an earlier participant i, at its compute call, records an event on its
-//     stream (its input is ready there) and enqueues a gate: a one-thread
-//     kernel that spins on a flag word of device i until the flag is set
-//     (or timeout_seconds pass: then the stream gets DEADLINE_EXCEEDED
-//     through the asynchronous-check path, never a hang). Work enqueued on
-//     stream i later runs after the gate, hence after the collective, even
-//     when it is enqueued before the last participant arrives.
-//   - the last arrival makes each earlier participant's side stream (one per
-//     device) wait for that participant's event, issues the group (earlier
-//     participants' calls on their side streams, its own on its own stream),
-//     then on each side stream applies final_op Div and sets the flag.
-// Input and output tensors of earlier participants are held (TF_Tensor
-// handles) until their calls are issued, so their buffers outlive the work.
+// One process, several GPUs. The participants of one (group_key,
+// instance_key) are called concurrently, one thread per device
+// (pg.distribute does; TensorFlow's executor does the same with its
+// asynchronous collective kernels). Each participant's compute call waits
+// on the host (a condition variable, bounded by timeout_seconds) until the
+// last one arrives; the last one makes the devices' communicators if they
+// are new, issues every participant's NCCL call in one
+// ncclGroupStart/End, each on its participant's own stream, followed by
+// final_op Div there, and wakes the others, which return. So when a
+// participant's compute call returns, its collective is on its stream in
+// order, and nothing on the GPU ever waits for work that is not yet
+// enqueued (a kernel spinning on a flag would, and CUDA's lazy kernel
+// loading synchronises a device, which would then wait for that kernel).
+// A participant that is not called in time fails every waiting one with
+// DEADLINE_EXCEEDED at its call; one that disagrees (op, dtype, size,
+// group_size) fails them all at once with INVALID_ARGUMENT.
 // Communicators: one clique per (group_key, ordered set of devices), made on
 // first use with ncclCommInitAll, ranked by device ordinal, cached for the
 // life of the process. A group of one device (world size 1) issues at once
@@ -36,18 +31,30 @@
 // pluggable_collectives.h). BcastRecv does not know the sender's rank there,
 // so a multi-process broadcast is an all-reduce (Max over bytes) in which the
 // receivers contribute zeros: the sender's bytes, exactly.
+// A watchdog thread (running while such communicators exist) follows every
+// collective still in flight on them through an event recorded after it:
+// one past its timeout_seconds (DEADLINE_EXCEEDED), or a communicator with
+// an asynchronous NCCL error (UNAVAILABLE), aborts the communicator, which
+// ends NCCL's kernels still waiting for a peer, and the error goes to the
+// streams of the collectives in flight. abort_communicator does the same
+// (UNAVAILABLE), e.g. when the process group finds a peer process dead. A
+// later collective on an aborted communicator fails at once with
+// FAILED_PRECONDITION saying why it was aborted.
 //
 // Reductions: merge_op Add/Mul/Min/Max is NCCL's sum/prod/min/max in the
 // dtype; final_op Div divides the result by group_size afterwards (in float
 // for float16/bfloat16, truncating toward zero for integers). Errors name
 // the op, group and instance keys and NCCL's message.
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -60,8 +67,6 @@ namespace {
 
 // The wait when timeout_seconds is 0 (TensorFlow's "no timeout").
 constexpr double kDefaultTimeout = 600.0;
-// Gate flags per device (a ring; see the file comment).
-constexpr unsigned kFlagSlots = 4096;
 
 enum class Kind { kReduce, kReduceScatter, kGather, kBcastSend, kBcastRecv, kAllToAll };
 
@@ -99,43 +104,13 @@ __global__ void div_kernel(T* x, int64_t n, int64_t k) {
   }
 }
 
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// Waits until *flag is set, then clears it; records a timeout in `rec`.
-// The flag is read with atomics (served by L2, where the other stream's
-// memset lands), never from a stale L1 line.
-__global__ void gate_kernel(unsigned* flag, unsigned long long timeout_ns, DeviceCheck* rec) {
-  const unsigned long long start = global_ns();
-  while (atomicOr(flag, 0u) == 0) {
-    const unsigned long long waited = global_ns() - start;
-    if (waited > timeout_ns) {
-      record_bad(rec, 0, static_cast<long long>(waited / 1000000ull));
-      return;
-    }
-    __nanosleep(2000);
-  }
-  atomicExch(flag, 0u);
-  __threadfence_system();
-}
-
 // ---------------------------------------------------------------------------
-// Per-device state shared by every group: the side stream on which earlier
-// participants' calls run and the ring of gate flags. Made on first use,
-// kept for the life of the process.
-struct DeviceSide {
-  cudaStream_t stream = nullptr;
-  unsigned* flags = nullptr;  // kFlagSlots words of device memory, zeroed
-  unsigned next = 0;
-};
+// State
 
 std::mutex g_mu;  // guards everything below
-std::map<int, DeviceSide> g_sides;
+std::condition_variable g_cv;  // a meeting was issued or failed
 
-// A participant that has arrived; `ready` is recorded on its stream.
+// A participant that has arrived.
 struct Participant {
   int ordinal = 0;
   CudaStream* cs = nullptr;
@@ -144,11 +119,11 @@ struct Participant {
   void* out_ptr = nullptr;
   int64_t in_bytes = 0, out_bytes = 0;
   bool sender = false;
-  cudaEvent_t ready = nullptr;
-  unsigned* flag = nullptr;  // set when its call is done
 };
 
-// One collective waiting for its participants.
+// One collective waiting for its participants. `done` (with `code` and
+// `message`) is set by the last arrival, or by the first waiter whose
+// timeout passes; the waiters share it.
 struct Meeting {
   Kind kind;
   TF_DataType dtype;
@@ -156,11 +131,14 @@ struct Meeting {
   bool final_div;
   int64_t group_size;
   std::vector<Participant> parts;
+  bool done = false;
+  TF_Code code = TF_OK;
+  std::string message;
 };
-// Never destroyed: a meeting that never completed holds tensors, which must
-// not be released into the core while the process exits.
-std::map<std::pair<int64_t, int64_t>, Meeting>& g_meetings =
-    *new std::map<std::pair<int64_t, int64_t>, Meeting>();
+using MeetingKey = std::pair<int64_t, int64_t>;  // (group_key, instance_key)
+// Never destroyed: waiters may still hold meetings while the process exits.
+std::map<MeetingKey, std::shared_ptr<Meeting>>& g_meetings =
+    *new std::map<MeetingKey, std::shared_ptr<Meeting>>();
 
 // The communicators of one group of in-process devices (rank k on ordinals[k]).
 struct Clique {
@@ -169,13 +147,29 @@ struct Clique {
 };
 std::map<std::pair<int64_t, std::vector<int>>, std::unique_ptr<Clique>> g_cliques;
 
+// A collective of a rank communicator that may still run on the GPU:
+// `done` is recorded on its stream after it.
+struct InFlight {
+  CudaStream* cs = nullptr;
+  cudaEvent_t done = nullptr;
+  std::chrono::steady_clock::time_point deadline;
+  double timeout = 0.0;
+  std::string what;  // where_text of the call
+};
+
 // Communicators set up by PG_GetCollectiveFns (one per process and device).
 struct RankComm {
   NcclComm comm = nullptr;
   int nranks = 0;
   int rank = 0;
+  std::vector<InFlight> in_flight;
 };
-std::map<std::pair<int, int64_t>, RankComm> g_rank_comms;
+using CommKey = std::pair<int, int64_t>;  // (device ordinal, group_key)
+// Never destroyed (the watchdog may still look at them while the process exits).
+std::map<CommKey, RankComm>& g_rank_comms = *new std::map<CommKey, RankComm>();
+// Why each aborted communicator was aborted (later collectives fail with it).
+std::map<CommKey, std::string>& g_aborted = *new std::map<CommKey, std::string>();
+bool g_watchdog_running = false;
 
 // Context of one call for messages: "<op> (group_key G, instance_key I)".
 struct Where {
@@ -198,23 +192,6 @@ void set_nccl_status(TF_Status* st, const NcclApi* api, NcclResult r, const Wher
   if (r == kNcclRemoteError || r == kNcclSystemError) code = TF_UNAVAILABLE;
   std::string msg = where_text(w) + ": " + call + " failed: " + nccl_error_text(api, r);
   TF_SetStatus(st, code, msg.c_str());
-}
-
-// g_sides[ordinal], made on first use (g_mu held; the device is current).
-DeviceSide* side_of(int ordinal, TF_Status* st) {
-  DeviceSide& d = g_sides[ordinal];
-  if (d.stream != nullptr) return &d;
-  cudaError_t e = cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = cudaMalloc(&d.flags, kFlagSlots * sizeof(unsigned));
-  if (e == cudaSuccess) e = cudaMemset(d.flags, 0, kFlagSlots * sizeof(unsigned));
-  if (e != cudaSuccess) {
-    set_cuda_status(st, e, "collective side stream of GPU:%d", ordinal);
-    if (d.stream != nullptr) (void)cudaStreamDestroy(d.stream);
-    if (d.flags != nullptr) (void)cudaFree(d.flags);
-    d = DeviceSide();
-    return nullptr;
-  }
-  return &d;
 }
 
 // ---------------------------------------------------------------------------
@@ -350,25 +327,10 @@ Clique* clique_of(const NcclApi* api, int64_t group_key, const std::vector<int>&
   return out;
 }
 
-// Fails the earlier participants of `m` (already gated on their streams)
-// with `code`/`msg` and releases their gates. g_mu held.
-void fail_meeting(Meeting& m, TF_Code code, const char* msg) {
-  for (Participant& p : m.parts) {
-    DeviceGuard guard(p.ordinal);
-    stream_set_error(p.cs, code, msg);
-    (void)cudaMemsetAsync(p.flag, 0xff, sizeof(unsigned), g_sides[p.ordinal].stream);
-    (void)cudaEventDestroy(p.ready);
-  }
-  m.parts.clear();
-}
-
-// Issues every participant of `m` (sorted by ordinal, which is the rank;
-// parts[caller] is the one whose compute call this is, issued on its own
-// stream, the others on their side streams). g_mu held. Sets `st` on
-// failure; earlier participants then get the error on their streams, and
-// their gates are released either way.
-void issue(const NcclApi* api, Meeting& m, int caller, int sm_count, const Where& w,
-           TF_Status* st) {
+// Issues every participant of `m` (sorted by ordinal, which is the rank),
+// each on its own stream, in one NCCL group. g_mu held; sets `st` on
+// failure.
+void issue(const NcclApi* api, Meeting& m, int sm_count, const Where& w, TF_Status* st) {
   const int n = static_cast<int>(m.parts.size());
   std::vector<int> ordinals;
   for (const Participant& p : m.parts) ordinals.push_back(p.ordinal);
@@ -376,33 +338,21 @@ void issue(const NcclApi* api, Meeting& m, int caller, int sm_count, const Where
   if (m.kind == Kind::kBcastSend) root = broadcast_root(m, w, st);
   Clique* clique = TF_GetCode(st) == TF_OK ? clique_of(api, w.group_key, ordinals, w, st)
                                            : nullptr;
-  // Streams: the caller's own, the side stream (after the event) for others.
-  std::vector<cudaStream_t> streams(n);
   for (int i = 0; i < n && TF_GetCode(st) == TF_OK; ++i) {
     Participant& p = m.parts[i];
-    if (i == caller) {
-      streams[i] = p.cs->stream;
-      continue;
-    }
     DeviceGuard guard(p.ordinal);
-    streams[i] = g_sides[p.ordinal].stream;
-    cudaError_t e = cudaStreamWaitEvent(streams[i], p.ready, 0);
-    if (e == cudaSuccess) e = before_call(m, p, i, n, false, streams[i]);
+    cudaError_t e = before_call(m, p, i, n, false, p.cs->stream);
     if (e != cudaSuccess) {
       set_cuda_status(st, e, "%s: ordering on GPU:%d", where_text(w).c_str(), p.ordinal);
     }
   }
   if (TF_GetCode(st) == TF_OK) {
-    DeviceGuard guard(m.parts[caller].ordinal);
-    cudaError_t e = before_call(m, m.parts[caller], caller, n, false, streams[caller]);
-    if (e != cudaSuccess) set_cuda_status(st, e, "%s", where_text(w).c_str());
-  }
-  if (TF_GetCode(st) == TF_OK) {
     const char* call = "ncclGroupStart";
     NcclResult r = api->group_start();
     for (int i = 0; i < n && r == kNcclSuccess; ++i) {
-      if (m.parts[i].in_bytes == 0 && m.parts[i].out_bytes == 0) continue;
-      r = enqueue_call(api, m, m.parts[i], clique->comms[i], i, n, root, streams[i], &call);
+      const Participant& p = m.parts[i];
+      if (p.in_bytes == 0 && p.out_bytes == 0) continue;
+      r = enqueue_call(api, m, p, clique->comms[i], i, n, root, p.cs->stream, &call);
     }
     NcclResult end = api->group_end();
     if (r == kNcclSuccess && end != kNcclSuccess) {
@@ -411,20 +361,11 @@ void issue(const NcclApi* api, Meeting& m, int caller, int sm_count, const Where
     }
     if (r != kNcclSuccess) set_nccl_status(st, api, r, w, call);
   }
-  // Final op, then release the gates (also after a failure: the error is on
-  // the streams, and nothing may wait for the timeout).
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < n && TF_GetCode(st) == TF_OK; ++i) {
     Participant& p = m.parts[i];
     DeviceGuard guard(p.ordinal);
-    if (TF_GetCode(st) == TF_OK) {
-      cudaError_t e = after_call(m, p, sm_count, streams[i]);
-      if (e != cudaSuccess) set_cuda_status(st, e, "%s: final_op Div", where_text(w).c_str());
-    }
-    if (i == caller) continue;
-    if (TF_GetCode(st) != TF_OK) stream_set_error(p.cs, TF_GetCode(st), TF_Message(st));
-    (void)cudaMemsetAsync(p.flag, 0xff, sizeof(unsigned), g_sides[p.ordinal].stream);
-    (void)cudaEventDestroy(p.ready);
-    p.ready = nullptr;
+    cudaError_t e = after_call(m, p, sm_count, p.cs->stream);
+    if (e != cudaSuccess) set_cuda_status(st, e, "%s: final_op Div", where_text(w).c_str());
   }
 }
 
@@ -489,7 +430,7 @@ bool out_shape(OpCall& c, const CollKernel& k, const Shape& in, int64_t n, Shape
 }
 
 // This process's participant of a multi-process group: NCCL at once.
-void run_rank_comm(OpCall& c, const NcclApi* api, const CollKernel& k, const RankComm& rc,
+void run_rank_comm(OpCall& c, const NcclApi* api, const CollKernel& k, RankComm& rc,
                    Meeting& m, const Where& w) {
   if (m.group_size != rc.nranks) {
     c.fail(TF_INVALID_ARGUMENT, "%s: group_size %lld, but the communicator of GPU:%d for this "
@@ -521,37 +462,23 @@ void run_rank_comm(OpCall& c, const NcclApi* api, const CollKernel& k, const Ran
     c.check_status();
     return;
   }
-  c.check_cuda(after_call(m, p, c.sm_count(), c.stream()), "final_op Div");
-}
-
-// An earlier participant: the event and the gate on its own stream.
-bool wait_for_group(OpCall& c, Participant& p, const CollKernel& k, const Where& w,
-                    TF_Status* st) {
-  DeviceSide* side = side_of(p.ordinal, st);
-  if (side == nullptr) return c.check_status();
-  p.flag = side->flags + (side->next++ % kFlagSlots);
-  // Cleared first: a slot whose gate timed out may have been set late.
-  if (!c.check_cuda(cudaMemsetAsync(p.flag, 0, sizeof(unsigned), c.stream()),
-                    "cudaMemsetAsync(gate flag)") ||
-      !c.check_cuda(cudaEventCreateWithFlags(&p.ready, cudaEventDisableTiming),
-                    "cudaEventCreate") ||
-      !c.check_cuda(cudaEventRecord(p.ready, c.stream()), "cudaEventRecord")) {
-    return false;
+  if (!c.check_cuda(after_call(m, p, c.sm_count(), c.stream()), "final_op Div")) return;
+  // Followed by the watchdog until it has run.
+  InFlight f;
+  f.cs = c.cuda_stream();
+  f.timeout = k.timeout > 0 ? k.timeout : kDefaultTimeout;
+  f.deadline = std::chrono::steady_clock::now() +
+               std::chrono::microseconds(static_cast<int64_t>(f.timeout * 1e6));
+  f.what = where_text(w);
+  if (!c.check_cuda(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming),
+                    "cudaEventCreate")) {
+    return;
   }
-  AsyncCheck check(c);
-  if (!check.begin()) return false;
-  const double timeout = k.timeout > 0 ? k.timeout : kDefaultTimeout;
-  gate_kernel<<<1, 1, 0, c.stream()>>>(p.flag, static_cast<unsigned long long>(timeout * 1e9),
-                                       check.record());
-  if (!c.check_launch("gate_kernel")) return false;
-  const std::string what = where_text(w);
-  return check.finish(TF_DEADLINE_EXCEEDED, [what, timeout](const DeviceCheck&) {
-    char buf[400];
-    snprintf(buf, sizeof(buf), "%s: timed out after %g s waiting for the other participants "
-             "(each device of the group must call the op with the same keys, in the same "
-             "order on every device)", what.c_str(), timeout);
-    return std::string(buf);
-  });
+  if (!c.check_cuda(cudaEventRecord(f.done, c.stream()), "cudaEventRecord")) {
+    (void)cudaEventDestroy(f.done);
+    return;
+  }
+  rc.in_flight.push_back(std::move(f));
 }
 
 void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
@@ -606,7 +533,14 @@ void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
   p.out_ptr = TF_TensorData(p.out.get());
   p.out_bytes = static_cast<int64_t>(TF_TensorByteSize(p.out.get()));
 
-  std::lock_guard<std::mutex> lock(g_mu);
+  std::unique_lock<std::mutex> lock(g_mu);
+  auto gone = g_aborted.find(std::make_pair(p.ordinal, keys[1]));
+  if (gone != g_aborted.end()) {
+    c.fail(TF_FAILED_PRECONDITION, "%s on GPU:%d: the communicator of this group_key was "
+           "aborted (%s); make a new one (init_communicator) or start the process group "
+           "again", where_text(w).c_str(), p.ordinal, gone->second.c_str());
+    return;
+  }
   auto rc = g_rank_comms.find(std::make_pair(p.ordinal, keys[1]));
   if (rc != g_rank_comms.end()) {
     Meeting m{k.kind, dtype, k.merge, k.final_div, keys[0], {}};
@@ -614,53 +548,66 @@ void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
     run_rank_comm(c, api, k, rc->second, m, w);
     return;
   }
-  const auto key = std::make_pair(keys[1], keys[2]);
+  const MeetingKey key(keys[1], keys[2]);
   auto it = g_meetings.find(key);
   if (it == g_meetings.end()) {
-    it = g_meetings.emplace(key, Meeting{meeting_kind(k.kind), dtype, k.merge, k.final_div,
-                                         keys[0], {}}).first;
+    auto fresh = std::make_shared<Meeting>();
+    *fresh = Meeting{meeting_kind(k.kind), dtype, k.merge, k.final_div, keys[0], {}};
+    it = g_meetings.emplace(key, fresh).first;
   }
-  Meeting& m = it->second;
-  // A participant that disagrees fails the whole group at once.
-  auto refuse = [&](const char* fmt, auto... args) {
-    c.fail(TF_INVALID_ARGUMENT, fmt, args...);
-    fail_meeting(m, TF_INVALID_ARGUMENT, TF_Message(st));
-    g_meetings.erase(it);
+  std::shared_ptr<Meeting> m = it->second;
+  // Ends the meeting for everyone (g_mu held): the waiters return with
+  // `code`/`msg`, the held tensors are released.
+  auto finish = [&](TF_Code code, const std::string& msg) {
+    m->done = true;
+    m->code = code;
+    m->message = msg;
+    m->parts.clear();
+    auto cur = g_meetings.find(key);
+    if (cur != g_meetings.end() && cur->second == m) g_meetings.erase(cur);
+    g_cv.notify_all();
   };
-  bool agrees = m.group_size == keys[0] && m.kind == meeting_kind(k.kind) && m.dtype == dtype &&
-                m.merge == k.merge && m.final_div == k.final_div;
-  for (const Participant& q : m.parts) {
+  bool agrees = m->group_size == keys[0] && m->kind == meeting_kind(k.kind) &&
+                m->dtype == dtype && m->merge == k.merge && m->final_div == k.final_div;
+  for (const Participant& q : m->parts) {
     if (q.ordinal == p.ordinal) {
-      refuse("%s: GPU:%d joined twice; each participant must be on another device",
-             where_text(w).c_str(), p.ordinal);
+      c.fail(TF_INVALID_ARGUMENT, "%s: GPU:%d joined twice; each participant must be on "
+             "another device", where_text(w).c_str(), p.ordinal);
+      finish(TF_INVALID_ARGUMENT, TF_Message(st));
       return;
     }
-    if (m.kind != Kind::kBcastSend && q.in_bytes != p.in_bytes) agrees = false;
+    if (m->kind != Kind::kBcastSend && q.in_bytes != p.in_bytes) agrees = false;
   }
   if (!agrees) {
-    refuse("%s: the participant on GPU:%d disagrees with the group on the "
-           "op, dtype (%s), group_size (%lld), reduction or input size (%lld bytes)",
+    c.fail(TF_INVALID_ARGUMENT, "%s: the participant on GPU:%d disagrees with the group on "
+           "the op, dtype (%s), group_size (%lld), reduction or input size (%lld bytes)",
            where_text(w).c_str(), p.ordinal, dtype_name(dtype),
            static_cast<long long>(keys[0]), static_cast<long long>(p.in_bytes));
+    finish(TF_INVALID_ARGUMENT, TF_Message(st));
     return;
   }
-  if (static_cast<int64_t>(m.parts.size()) + 1 < m.group_size) {
-    if (!wait_for_group(c, p, k, w, st)) return;
-    m.parts.push_back(std::move(p));
+  m->parts.push_back(std::move(p));
+  if (static_cast<int64_t>(m->parts.size()) < m->group_size) {
+    // Wait on the host for the others (the lock is released meanwhile).
+    const double timeout = k.timeout > 0 ? k.timeout : kDefaultTimeout;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::microseconds(static_cast<int64_t>(timeout * 1e6));
+    if (!g_cv.wait_until(lock, deadline, [&] { return m->done; })) {
+      char buf[400];
+      snprintf(buf, sizeof(buf), "%s: timed out after %g s waiting for the other "
+               "participants (%zu of %lld arrived; call every device's op with the same keys, "
+               "concurrently: one thread per device)", where_text(w).c_str(), timeout,
+               m->parts.size(), static_cast<long long>(m->group_size));
+      finish(TF_DEADLINE_EXCEEDED, buf);
+    }
+    if (m->code != TF_OK) c.fail(m->code, "%s", m->message.c_str());
     return;
   }
-  m.parts.push_back(std::move(p));
-  Meeting done = std::move(m);
-  g_meetings.erase(it);
-  // Rank order is ordinal order; the caller is found again after sorting.
-  const int me = c.ordinal();
-  std::sort(done.parts.begin(), done.parts.end(),
+  // The last arrival: rank order is ordinal order.
+  std::sort(m->parts.begin(), m->parts.end(),
             [](const Participant& a, const Participant& b) { return a.ordinal < b.ordinal; });
-  int caller = 0;
-  for (size_t i = 0; i < done.parts.size(); ++i) {
-    if (done.parts[i].ordinal == me) caller = static_cast<int>(i);
-  }
-  issue(api, done, caller, c.sm_count(), w, st);
+  issue(api, *m, c.sm_count(), w, st);
+  finish(TF_GetCode(st), TF_GetCode(st) == TF_OK ? "" : TF_Message(st));
   c.check_status();
 }
 
@@ -684,11 +631,90 @@ void get_unique_id(char out[128], TF_Status* status) {
   memcpy(out, id.internal, PG_COLLECTIVE_ID_BYTES);
 }
 
-void abort_locked(const NcclApi* api, int ordinal, int64_t group_key) {
-  auto it = g_rank_comms.find(std::make_pair(ordinal, group_key));
+// Forgets the collectives of `rc` that have finished (g_mu held, the
+// device current).
+void prune_finished(RankComm& rc) {
+  auto& v = rc.in_flight;
+  v.erase(std::remove_if(v.begin(), v.end(), [](InFlight& f) {
+            const cudaError_t e = cudaEventQuery(f.done);
+            if (e == cudaErrorNotReady) {
+              (void)cudaGetLastError();
+              return false;
+            }
+            (void)cudaGetLastError();
+            (void)cudaEventDestroy(f.done);
+            return true;
+          }), v.end());
+}
+
+// Aborts the communicator of `key` (g_mu held): the collectives still in
+// flight on it get `code` and "<their call>: <why>" on their streams (set
+// before NCCL's kernels are ended, so a reader woken by the abort sees it),
+// and later collectives of the key fail with `why`. `why` empty: a plain
+// replacement by init_communicator, nothing remembered.
+void abort_locked(const NcclApi* api, const CommKey& key, TF_Code code, const std::string& why) {
+  auto it = g_rank_comms.find(key);
   if (it == g_rank_comms.end()) return;
-  (void)api->comm_abort(it->second.comm);
+  RankComm& rc = it->second;
+  DeviceGuard guard(key.first);
+  prune_finished(rc);
+  for (InFlight& f : rc.in_flight) {
+    const std::string msg = f.what + " on GPU:" + std::to_string(key.first) + ": " + why;
+    stream_set_error(f.cs, code, msg.c_str());
+  }
+  (void)api->comm_abort(rc.comm);
+  for (InFlight& f : rc.in_flight) (void)cudaEventDestroy(f.done);
   g_rank_comms.erase(it);
+  if (!why.empty()) g_aborted[key] = why;
+}
+
+// The watchdog (see the file comment): every 20 ms while rank communicators
+// exist.
+void watchdog_loop(const NcclApi* api) {
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_rank_comms.empty()) {
+      g_watchdog_running = false;
+      return;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::pair<CommKey, std::pair<TF_Code, std::string>>> doomed;
+    for (auto& kv : g_rank_comms) {
+      RankComm& rc = kv.second;
+      DeviceGuard guard(kv.first.first);
+      prune_finished(rc);
+      NcclResult async = kNcclSuccess;
+      if (api->comm_get_async_error(rc.comm, &async) == kNcclSuccess &&
+          async != kNcclSuccess && async != kNcclInProgress) {
+        doomed.push_back({kv.first, {TF_UNAVAILABLE,
+                                     "NCCL reported an error on the communicator: " +
+                                         nccl_error_text(api, async)}});
+        continue;
+      }
+      for (const InFlight& f : rc.in_flight) {
+        if (now < f.deadline) continue;
+        char buf[320];
+        snprintf(buf, sizeof(buf), "timed out after %g s waiting for the other processes "
+                 "(every rank must call the same collectives in the same order; a rank that "
+                 "is slower than the timeout, or hung, aborts the group)", f.timeout);
+        doomed.push_back({kv.first, {TF_DEADLINE_EXCEEDED, buf}});
+        break;
+      }
+    }
+    for (auto& d : doomed) abort_locked(api, d.first, d.second.first, d.second.second);
+  }
+}
+
+// Starts the watchdog if it is not running (g_mu held).
+void ensure_watchdog(const NcclApi* api) {
+  if (g_watchdog_running) return;
+  try {
+    std::thread(watchdog_loop, api).detach();
+    g_watchdog_running = true;
+  } catch (const std::exception&) {
+    // No thread: timeouts are not enforced, but collectives still run.
+  }
 }
 
 void init_communicator(int device_ordinal, int nranks, int rank,
@@ -723,8 +749,13 @@ void init_communicator(int device_ordinal, int nranks, int rank,
     return;
   }
   std::lock_guard<std::mutex> lock(g_mu);
-  abort_locked(api, device_ordinal, group_key);
-  g_rank_comms[std::make_pair(device_ordinal, group_key)] = rc;
+  const CommKey key(device_ordinal, group_key);
+  abort_locked(api, key, TF_UNAVAILABLE,
+               "the communicator was replaced by init_communicator while this collective "
+               "was in flight");
+  g_aborted.erase(key);
+  g_rank_comms[key] = rc;
+  ensure_watchdog(api);
 }
 
 void abort_communicator(int device_ordinal, int64_t group_key, TF_Status* status) {
@@ -732,14 +763,18 @@ void abort_communicator(int device_ordinal, int64_t group_key, TF_Status* status
   const NcclApi* api = load_nccl(status);
   if (api == nullptr) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_rank_comms.count(std::make_pair(device_ordinal, group_key)) == 0) {
+  const CommKey key(device_ordinal, group_key);
+  if (g_rank_comms.count(key) == 0) {
     char msg[160];
     snprintf(msg, sizeof(msg), "abort_communicator: no communicator for GPU:%d and group_key "
              "%lld", device_ordinal, static_cast<long long>(group_key));
     TF_SetStatus(status, TF_NOT_FOUND, msg);
     return;
   }
-  abort_locked(api, device_ordinal, group_key);
+  abort_locked(api, key, TF_UNAVAILABLE,
+               "the communicator was aborted (abort_communicator: the process group found "
+               "a peer process dead, or is shutting down) while this collective was in "
+               "flight");
 }
 
 }  // namespace
