@@ -117,7 +117,7 @@ class Backend(abc.ABC):
 # name -> (class, device types it is meant for; () for every device)
 _BACKENDS: dict[str, tuple[type[Backend], tuple[str, ...]]] = {}
 # backends living in optional modules of this package, imported on first lookup
-_OPTIONAL = ("nccl",)
+_OPTIONAL = ("nccl_backend",)
 _optional_loaded = False
 
 

@@ -47,6 +47,13 @@ def _required(device: Any, field: str) -> tuple[Any, Any]:
     return dev, fns
 
 
+def require(device: Any) -> None:
+    """Raises UnimplementedError unless `device`'s plugin can set up
+    communicators between processes (every function of the extension)."""
+    for field in ("get_unique_id", "init_communicator", "abort_communicator"):
+        _required(device, field)
+
+
 def unique_id(device: Any = "GPU:0") -> bytes:
     """A fresh id (128 opaque bytes) for a new group, made by `device`'s
     plugin (ncclGetUniqueId). Call it in ONE process and send the bytes to
