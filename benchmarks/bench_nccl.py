@@ -8,6 +8,10 @@ World size = the GPUs present (or --gpus). For each message size (float32,
     over an ncclCommInitAll clique); a call returns once every rank is
     enqueued, the time is taken over back-to-back calls to a final
     synchronisation, so it includes the framework's dispatch.
+  - pluggable, processes: ``pg.distribute.all_reduce`` of one tensor per
+    process, one process per GPU (``python -m pluggable.distribute.run``,
+    the process group's NCCL backend), timed like torch below: back-to-back
+    calls to a wait for the GPU, the slowest rank's time.
   - torch: ``torch.distributed.all_reduce`` (backend nccl), one process per
     GPU (torch.multiprocessing), rank 0's time over back-to-back calls to
     torch.cuda.synchronize.
@@ -28,6 +32,7 @@ import json
 import os
 import pathlib
 import socket
+import subprocess
 import sys
 import time
 
@@ -79,6 +84,55 @@ def bench_pluggable(n: int, sizes: list[int], seconds: float) -> dict[int, float
         assert np.all(got == n), f"all-reduce of ones over {n} GPUs gave {got}"
         del xs, ys
     return out
+
+
+def _pg_worker(args) -> int:
+    """One rank of the process-group measurement; rank 0 writes --out."""
+    import pluggable as pg
+    d = pg.distribute
+    d.init_process_group(timeout=600)
+    n, dev_name = d.get_world_size(), f"GPU:{int(os.environ['LOCAL_RANK'])}"
+    dev = pg.get_device(dev_name)
+
+    def slowest(t: float) -> float:      # a CPU tensor: the host backend
+        return float(d.all_reduce(pg.constant(np.array([t])), "max").numpy()[0])
+    out = {}
+    for nbytes in _sizes(args.max_bytes):
+        with pg.device(dev_name):
+            x = pg.constant(np.ones(nbytes // 4, np.float32))
+        for _ in range(3):
+            y = d.all_reduce(x)
+        dev.synchronize()
+        t0 = time.perf_counter()
+        y = d.all_reduce(x)
+        dev.synchronize()
+        k = int(min(max(3, args.seconds / max(slowest(time.perf_counter() - t0), 1e-6)), 2000))
+        d.barrier()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            y = d.all_reduce(x)
+        dev.synchronize()
+        out[nbytes] = slowest((time.perf_counter() - t0) / k)
+        got = y.numpy()[:4]
+        assert np.all(got == n), f"all-reduce of ones over {n} processes gave {got}"
+        del x, y
+    if d.get_rank() == 0:
+        pathlib.Path(args.out).write_text(json.dumps({str(b): t for b, t in out.items()}))
+    d.destroy_process_group()
+    return 0
+
+
+def bench_processes(n: int, args) -> dict[int, float]:
+    """{bytes: seconds per all-reduce} with one process per GPU."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.json")
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        cmd = [sys.executable, "-m", "pluggable.distribute.run", "--nproc", str(n),
+               os.path.abspath(__file__), "--pg-worker", "--out", out,
+               "--max-bytes", str(args.max_bytes), "--seconds", str(args.seconds)]
+        subprocess.run(cmd, env=env, cwd=ROOT, check=True)
+        return {int(b): t for b, t in json.loads(pathlib.Path(out).read_text()).items()}
 
 
 def _torch_worker(rank: int, n: int, port: int, sizes: list[int], seconds: float, queue) -> None:
@@ -159,7 +213,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=0.2, help="time per size and peer")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--pg-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.pg_worker:
+        return _pg_worker(args)
 
     import pluggable as pg
     gpus = len(pg.list_physical_devices("GPU"))
@@ -169,6 +227,7 @@ def main(argv=None) -> int:
     n = args.gpus or gpus
     sizes = _sizes(args.max_bytes)
     mine = bench_pluggable(n, sizes, args.seconds)
+    procs = bench_processes(n, args) if n > 1 else {}
     theirs, note = (None, "skipped (--no-torch)") if args.no_torch else bench_torch(
         n, sizes, args.seconds)
 
@@ -179,21 +238,28 @@ def main(argv=None) -> int:
         print("ONE GPU: bus bandwidth is 0 by definition (nothing crosses a link); the table "
               "shows the single-rank path's time and algbw (bytes / time) instead.\n")
     metric = "algbw GB/s" if n == 1 else "busbw GB/s"
-    print(f"| size | pluggable us | pluggable {metric} | torch us | torch {metric} | "
-          "pluggable / torch |")
-    print("|---|---|---|---|---|---|")
+
+    def bw_of(b: int, t: float | None) -> float | None:
+        return None if t is None else (b / t / 1e9 if n == 1 else _busbw(b, t, n))
+
+    def cell(v: float | None, scale: float = 1.0, fmt: str = ".2f") -> str:
+        return "-" if v is None else format(v * scale, fmt)
+    print(f"| size | 1 process us | 1 process {metric} | {n} processes us | "
+          f"{n} processes {metric} | torch us | torch {metric} | torch time / "
+          f"{'1 process' if n == 1 else f'{n} processes'} |")
+    print("|---|---|---|---|---|---|---|---|")
     rows = []
     for b in sizes:
-        t = mine[b]
+        t, tp = mine[b], procs.get(b)
         tt = theirs.get(b) if theirs else None
-        bw = b / t / 1e9 if n == 1 else _busbw(b, t, n)
-        tbw = None if tt is None else (b / tt / 1e9 if n == 1 else _busbw(b, tt, n))
-        ratio = None if tt is None else tt / t
-        rows.append(dict(bytes=b, world_size=n, pluggable_s=t, torch_s=tt,
-                         pluggable_gbps=bw, torch_gbps=tbw, metric=metric, ratio=ratio))
-        print(f"| {_fmt_size(b)} | {t * 1e6:.1f} | {bw:.2f} | "
-              f"{'-' if tt is None else f'{tt * 1e6:.1f}'} | "
-              f"{'-' if tbw is None else f'{tbw:.2f}'} | "
+        ours = tp if tp is not None else t
+        ratio = None if tt is None else tt / ours
+        rows.append(dict(bytes=b, world_size=n, pluggable_s=t, pluggable_processes_s=tp,
+                         torch_s=tt, pluggable_gbps=bw_of(b, t),
+                         pluggable_processes_gbps=bw_of(b, tp), torch_gbps=bw_of(b, tt),
+                         metric=metric, ratio=ratio))
+        print(f"| {_fmt_size(b)} | {t * 1e6:.1f} | {cell(bw_of(b, t))} | {cell(tp, 1e6, '.1f')} | "
+              f"{cell(bw_of(b, tp))} | {cell(tt, 1e6, '.1f')} | {cell(bw_of(b, tt))} | "
               f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(dict(world_size=n, note=note, rows=rows),
