@@ -642,8 +642,6 @@ def test_auto_sends_gpu_tensors_to_the_nccl_backend():
 
 
 def test_nccl_backend_refuses_a_device_without_the_extension():
-    if not pg.list_physical_devices("MY_DEVICE"):
-        pytest.skip("the host reference plugin (MY_DEVICE) is not loaded")
     d = pg.distribute
     d.init_process_group(backend="nccl", rank=0, world_size=1, master_port=free_port(),
                          timeout=30)
@@ -782,11 +780,6 @@ def test_nccl_backend_a_killed_rank_fails_the_other_with_unavailable(tmp_path):
 
 
 @needs_2_gpus
-@pytest.mark.xfail(reason="on 2 H200s with NCCL 2.28.9 the plugin's watchdog aborts the "
-                   "communicator after the timeout, but the waiting read of a 64-element "
-                   "all-reduce did not return within 40 s: the abort does not end NCCL's "
-                   "kernel while the peer is alive (a dead peer's does end, see the test above)",
-                   strict=False)
 @pytest.mark.parametrize("size", [64, 100_000])
 def test_nccl_backend_a_rank_that_does_not_call_times_out(tmp_path, size):
     body = f"""

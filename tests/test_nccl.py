@@ -97,9 +97,6 @@ def test_wheel_lookup_finds_libnccl(tmp_path, monkeypatch):
 
 
 def test_extension_refused_on_a_plugin_without_it():
-    devs = pg.list_physical_devices("MY_DEVICE")
-    if not devs:
-        pytest.skip("the host reference plugin (MY_DEVICE) is not loaded")
     with pytest.raises(errors.UnimplementedError, match="PG_GetCollectiveFns"):
         nccl.unique_id("MY_DEVICE:0")
     from pluggable.runtime import peer
