@@ -75,7 +75,12 @@ typedef struct PG_CollectiveFns {
    * NOT_FOUND when there is none. A plugin may abort a communicator by
    * itself the same way, e.g. when a collective outlives its
    * timeout_seconds (DEADLINE_EXCEEDED) or the library reports an
-   * asynchronous error. */
+   * asynchronous error. The collectives in flight may keep running on the
+   * device after an abort (NCCL does not always end a kernel whose peer is
+   * alive): waits for work behind them (block_host_until_done,
+   * block_host_for_event, a copy into pageable host memory) must then
+   * return their error rather than wait for ever, as the CUDA reference
+   * plugin's do. */
   void (*abort_communicator)(int device_ordinal, int64_t group_key,
                              TF_Status* status);
 } PG_CollectiveFns;

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "stream_executor.h"
 #include "tf_status.h"
@@ -59,6 +60,20 @@ struct CudaDevice {
   cudaEvent_t staging_done[kStagingMaxSlots] = {};
   uint64_t staging_stamp[kStagingMaxSlots] = {};
 
+  // Set once a collective of a process communicator (kernels_collective.cu)
+  // was enqueued on this device: waits for its work then poll (wait_work in
+  // runtime.cu), so that work stuck behind the collective of an aborted
+  // communicator cannot hold a waiting thread for ever.
+  std::atomic<bool> poll_waits{false};
+  // Guards the fields below (held only across cudaEventQuery/Destroy).
+  std::mutex abandon_mu;
+  // Events recorded after the last collective of an aborted communicator on
+  // a stream: while one has not completed, a wait that finds its own work
+  // unfinished returns abandon_code/abandon_message instead of waiting.
+  std::vector<cudaEvent_t> abandoned_until;
+  TF_Code abandon_code = TF_OK;
+  std::string abandon_message;
+
   // Allocator statistics of allocate/deallocate.
   std::atomic<int64_t> num_allocs{0};
   std::atomic<int64_t> bytes_in_use{0};
@@ -103,6 +118,7 @@ struct CudaEvent {
   cudaEvent_t event = nullptr;
   int ordinal = 0;
   std::atomic<bool> recorded{false};
+  CudaDevice* dev = nullptr;
 };
 
 // The object behind an SP_Timer.
@@ -205,6 +221,17 @@ inline void stream_set_error(CudaStream* s, TF_Code code, const char* msg) {
   s->has_error = true;
   s->error_code = code;
   s->error_message = msg == nullptr ? "" : msg;
+}
+
+// Marks the work on `dev` up to `until` (an event recorded after it; the
+// device takes it over) as possibly never finishing: a wait that finds its
+// work unfinished while `until` has not completed fails with `code`/`msg`.
+inline void device_abandon(CudaDevice* dev, cudaEvent_t until, TF_Code code,
+                           const std::string& msg) {
+  std::lock_guard<std::mutex> lock(dev->abandon_mu);
+  dev->abandoned_until.push_back(until);
+  dev->abandon_code = code;
+  dev->abandon_message = msg;
 }
 
 // Launches the 32-bit fill kernel (defined in runtime.cu): `count` words at

@@ -34,12 +34,17 @@
 // A watchdog thread (running while such communicators exist) follows every
 // collective still in flight on them through an event recorded after it:
 // one past its timeout_seconds (DEADLINE_EXCEEDED), or a communicator with
-// an asynchronous NCCL error (UNAVAILABLE), aborts the communicator, which
-// ends NCCL's kernels still waiting for a peer, and the error goes to the
-// streams of the collectives in flight. abort_communicator does the same
-// (UNAVAILABLE), e.g. when the process group finds a peer process dead. A
-// later collective on an aborted communicator fails at once with
-// FAILED_PRECONDITION saying why it was aborted.
+// an asynchronous NCCL error (UNAVAILABLE), takes the communicator out of
+// service: the error goes to the streams of the collectives in flight, and
+// ncclCommAbort runs on a thread of its own, outside the plugin's lock (it
+// ends NCCL's kernels still waiting for a peer, but may itself take long).
+// abort_communicator does the same (UNAVAILABLE), e.g. when the process
+// group finds a peer process dead. A later collective on an aborted
+// communicator fails at once with FAILED_PRECONDITION saying why it was
+// aborted. Waits for work on a device that ran such collectives poll
+// (runtime.cu's wait_work): if the aborted collective's kernel still runs,
+// a wait for work behind it returns the collective's error instead of
+// waiting for ever.
 //
 // Reductions: merge_op Add/Mul/Min/Max is NCCL's sum/prod/min/max in the
 // dtype; final_op Div divides the result by group_size afterwards (in float
@@ -154,7 +159,8 @@ struct InFlight {
   cudaEvent_t done = nullptr;
   std::chrono::steady_clock::time_point deadline;
   double timeout = 0.0;
-  std::string what;  // where_text of the call
+  const char* op = "";  // for messages: where_text of (op, group_key, instance_key)
+  int64_t instance_key = 0;
 };
 
 // Communicators set up by PG_GetCollectiveFns (one per process and device).
@@ -163,6 +169,9 @@ struct RankComm {
   int nranks = 0;
   int rank = 0;
   std::vector<InFlight> in_flight;
+  // Events of finished collectives, for the next ones (no create/destroy
+  // per call).
+  std::vector<cudaEvent_t> spare_events;
 };
 using CommKey = std::pair<int, int64_t>;  // (device ordinal, group_key)
 // Never destroyed (the watchdog may still look at them while the process exits).
@@ -245,7 +254,8 @@ NcclResult enqueue_call(const NcclApi* api, const Meeting& m, const Participant&
 }
 
 // Work around the NCCL call on `s`, on p's device (current): before it, the
-// own all-to-all chunk or the zeroed receive buffer; after it, final_op Div.
+// own all-to-all chunk or the zeroed receive buffer of a broadcast between
+// processes; after it, final_op Div.
 cudaError_t before_call(const Meeting& m, const Participant& p, int rank, int n, bool zero_recv,
                         cudaStream_t s) {
   if (m.kind == Kind::kAllToAll && p.in_bytes > 0) {
@@ -254,7 +264,8 @@ cudaError_t before_call(const Meeting& m, const Participant& p, int rank, int n,
                            static_cast<const char*>(p.in_ptr) + rank * chunk, chunk,
                            cudaMemcpyDeviceToDevice, s);
   }
-  if (zero_recv && !p.sender && p.out_bytes > 0) {
+  const bool bcast = m.kind == Kind::kBcastSend || m.kind == Kind::kBcastRecv;
+  if (zero_recv && bcast && !p.sender && p.out_bytes > 0) {
     return cudaMemsetAsync(p.out_ptr, 0, p.out_bytes, s);
   }
   return cudaSuccess;
@@ -463,22 +474,28 @@ void run_rank_comm(OpCall& c, const NcclApi* api, const CollKernel& k, RankComm&
     return;
   }
   if (!c.check_cuda(after_call(m, p, c.sm_count(), c.stream()), "final_op Div")) return;
-  // Followed by the watchdog until it has run.
+  // Followed by the watchdog until it has run; waits on this device poll
+  // from now on (an abort may leave NCCL's kernel running: see wait_work).
+  c.cuda_stream()->dev->poll_waits.store(true, std::memory_order_relaxed);
   InFlight f;
   f.cs = c.cuda_stream();
   f.timeout = k.timeout > 0 ? k.timeout : kDefaultTimeout;
   f.deadline = std::chrono::steady_clock::now() +
                std::chrono::microseconds(static_cast<int64_t>(f.timeout * 1e6));
-  f.what = where_text(w);
-  if (!c.check_cuda(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming),
-                    "cudaEventCreate")) {
+  f.op = w.op;
+  f.instance_key = w.instance_key;
+  if (!rc.spare_events.empty()) {
+    f.done = rc.spare_events.back();
+    rc.spare_events.pop_back();
+  } else if (!c.check_cuda(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming),
+                           "cudaEventCreate")) {
     return;
   }
   if (!c.check_cuda(cudaEventRecord(f.done, c.stream()), "cudaEventRecord")) {
     (void)cudaEventDestroy(f.done);
     return;
   }
-  rc.in_flight.push_back(std::move(f));
+  rc.in_flight.push_back(f);
 }
 
 void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
@@ -632,40 +649,47 @@ void get_unique_id(char out[128], TF_Status* status) {
 }
 
 // Forgets the collectives of `rc` that have finished (g_mu held, the
-// device current).
+// device current); their events go back to the spares.
 void prune_finished(RankComm& rc) {
   auto& v = rc.in_flight;
-  v.erase(std::remove_if(v.begin(), v.end(), [](InFlight& f) {
+  v.erase(std::remove_if(v.begin(), v.end(), [&rc](InFlight& f) {
             const cudaError_t e = cudaEventQuery(f.done);
-            if (e == cudaErrorNotReady) {
-              (void)cudaGetLastError();
-              return false;
-            }
+            if (e == cudaErrorNotReady) return false;
             (void)cudaGetLastError();
-            (void)cudaEventDestroy(f.done);
+            if (e == cudaSuccess && rc.spare_events.size() < 64) {
+              rc.spare_events.push_back(f.done);
+            } else {
+              (void)cudaEventDestroy(f.done);
+            }
             return true;
           }), v.end());
 }
 
-// Aborts the communicator of `key` (g_mu held): the collectives still in
-// flight on it get `code` and "<their call>: <why>" on their streams (set
-// before NCCL's kernels are ended, so a reader woken by the abort sees it),
-// and later collectives of the key fail with `why`. `why` empty: a plain
+// Takes the communicator of `key` out of service (g_mu held) and returns it
+// for the caller to abort with NCCL after releasing g_mu (nullptr if there
+// is none): ncclCommAbort may take long, or not return while a peer hangs,
+// and nothing else may wait for it. The collectives still in flight on it
+// get `code` and "<their call>: <why>" on their streams, and their device
+// stops waiting for them (device_abandon) unless they finish after all;
+// later collectives of the key fail with `why`. `why` empty: a plain
 // replacement by init_communicator, nothing remembered.
-void abort_locked(const NcclApi* api, const CommKey& key, TF_Code code, const std::string& why) {
+NcclComm retire_locked(const CommKey& key, TF_Code code, const std::string& why) {
   auto it = g_rank_comms.find(key);
-  if (it == g_rank_comms.end()) return;
+  if (it == g_rank_comms.end()) return nullptr;
   RankComm& rc = it->second;
   DeviceGuard guard(key.first);
   prune_finished(rc);
   for (InFlight& f : rc.in_flight) {
-    const std::string msg = f.what + " on GPU:" + std::to_string(key.first) + ": " + why;
+    const std::string msg = where_text(Where{f.op, key.second, f.instance_key}) + " on GPU:" +
+                            std::to_string(key.first) + ": " + why;
     stream_set_error(f.cs, code, msg.c_str());
+    device_abandon(f.cs->dev, f.done, code, msg);
   }
-  (void)api->comm_abort(rc.comm);
-  for (InFlight& f : rc.in_flight) (void)cudaEventDestroy(f.done);
+  for (cudaEvent_t e : rc.spare_events) (void)cudaEventDestroy(e);
+  NcclComm comm = rc.comm;
   g_rank_comms.erase(it);
   if (!why.empty()) g_aborted[key] = why;
+  return comm;
 }
 
 // The watchdog (see the file comment): every 20 ms while rank communicators
@@ -702,7 +726,17 @@ void watchdog_loop(const NcclApi* api) {
         break;
       }
     }
-    for (auto& d : doomed) abort_locked(api, d.first, d.second.first, d.second.second);
+    for (auto& d : doomed) {
+      NcclComm comm = retire_locked(d.first, d.second.first, d.second.second);
+      if (comm == nullptr) continue;
+      // Aborted on a thread of its own, without g_mu: the collectives in
+      // flight have their errors already, and their waits poll.
+      try {
+        std::thread([api, comm] { (void)api->comm_abort(comm); }).detach();
+      } catch (const std::exception&) {
+        (void)api->comm_abort(comm);
+      }
+    }
   }
 }
 
@@ -748,33 +782,42 @@ void init_communicator(int device_ordinal, int nranks, int rank,
                     "ncclCommInitRank");
     return;
   }
-  std::lock_guard<std::mutex> lock(g_mu);
   const CommKey key(device_ordinal, group_key);
-  abort_locked(api, key, TF_UNAVAILABLE,
-               "the communicator was replaced by init_communicator while this collective "
-               "was in flight");
-  g_aborted.erase(key);
-  g_rank_comms[key] = rc;
-  ensure_watchdog(api);
+  NcclComm old = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    old = retire_locked(key, TF_UNAVAILABLE,
+                        "the communicator was replaced by init_communicator while this "
+                        "collective was in flight");
+    g_aborted.erase(key);
+    g_rank_comms[key] = rc;
+    ensure_watchdog(api);
+  }
+  if (old != nullptr) (void)api->comm_abort(old);
 }
 
 void abort_communicator(int device_ordinal, int64_t group_key, TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   const NcclApi* api = load_nccl(status);
   if (api == nullptr) return;
-  std::lock_guard<std::mutex> lock(g_mu);
   const CommKey key(device_ordinal, group_key);
-  if (g_rank_comms.count(key) == 0) {
-    char msg[160];
-    snprintf(msg, sizeof(msg), "abort_communicator: no communicator for GPU:%d and group_key "
-             "%lld", device_ordinal, static_cast<long long>(group_key));
-    TF_SetStatus(status, TF_NOT_FOUND, msg);
-    return;
+  NcclComm comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_rank_comms.count(key) == 0) {
+      char msg[160];
+      snprintf(msg, sizeof(msg), "abort_communicator: no communicator for GPU:%d and "
+               "group_key %lld", device_ordinal, static_cast<long long>(group_key));
+      TF_SetStatus(status, TF_NOT_FOUND, msg);
+      return;
+    }
+    comm = retire_locked(key, TF_UNAVAILABLE,
+                         "the communicator was aborted (abort_communicator: the process group "
+                         "found a peer process dead, or is shutting down) while this "
+                         "collective was in flight");
   }
-  abort_locked(api, key, TF_UNAVAILABLE,
-               "the communicator was aborted (abort_communicator: the process group found "
-               "a peer process dead, or is shutting down) while this collective was in "
-               "flight");
+  DeviceGuard guard(device_ordinal);
+  (void)api->comm_abort(comm);
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 // The stream executor of the CUDA reference plugin: memory, streams, events,
 // timers, copies, fills and host callbacks. Every callback makes its device
 // current with a DeviceGuard and restores the caller's device on return.
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
+#include <string>
+#include <thread>
 
 #include "cublas_loader.h"
 #include "cuda_common.h"
@@ -299,6 +303,7 @@ void create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
     return;
   }
   ev->ordinal = dev->ordinal;
+  ev->dev = dev;
   cudaError_t e = cudaEventCreateWithFlags(&ev->event, cudaEventDisableTiming);
   if (e != cudaSuccess) {
     set_cuda_status(status, e, "cudaEventCreateWithFlags");
@@ -476,11 +481,73 @@ void host_copy(SP_Stream stream, bool to_device, void* device_ptr, void* host,
   });
 }
 
+// Waits for `ev`, or with ev == nullptr for all work of `stream`, on `dev`.
+// On a device that carried a process collective it polls, and returns
+// cudaErrorNotReady with `*code`/`*msg` set when work was abandoned there
+// (device_abandon) and has not finished since.
+cudaError_t wait_work(CudaDevice* dev, cudaStream_t stream, cudaEvent_t ev, TF_Code* code,
+                      std::string* msg) {
+  if (dev == nullptr || !dev->poll_waits.load(std::memory_order_relaxed)) {
+    return ev != nullptr ? cudaEventSynchronize(ev) : cudaStreamSynchronize(stream);
+  }
+  for (int round = 0;; ++round) {
+    const cudaError_t e = ev != nullptr ? cudaEventQuery(ev) : cudaStreamQuery(stream);
+    if (e != cudaErrorNotReady) return e;
+    {
+      std::lock_guard<std::mutex> lock(dev->abandon_mu);
+      auto& v = dev->abandoned_until;
+      v.erase(std::remove_if(v.begin(), v.end(), [](cudaEvent_t u) {
+                if (cudaEventQuery(u) == cudaErrorNotReady) return false;
+                (void)cudaEventDestroy(u);  // the stuck work ended after all
+                return true;
+              }), v.end());
+      if (!v.empty()) {
+        *code = dev->abandon_code;
+        *msg = dev->abandon_message;
+        return cudaErrorNotReady;
+      }
+    }
+    // Spin briefly (a short collective ends within microseconds), then sleep.
+    if (round < 2000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+// True (with `status` set) when a copy from the device into `host` on
+// `stream` must not be enqueued: on a device that ran a process collective
+// (poll_waits), a copy into pageable memory returns only once the stream
+// reaches it, and a collective ahead of it whose peer never comes would
+// hold the caller for ever, even after its communicator was aborted (NCCL's
+// abort does not always end the kernel). So there the stream is waited for
+// first, by polling (wait_work), which gives the collective's error once
+// the watchdog or the process group abandoned it. Pinned destinations are
+// not waited for (the copy stays asynchronous).
+bool stuck_behind_abandoned(SP_Stream stream, const void* host, TF_Status* status) {
+  CudaStream* s = stream_of(stream);
+  if (s == nullptr || !s->dev->poll_waits.load(std::memory_order_relaxed) ||
+      !host_is_pageable(host)) {
+    return false;
+  }
+  DeviceGuard guard(s->ordinal);
+  TF_Code code = TF_OK;
+  std::string msg;
+  const cudaError_t e = wait_work(s->dev, s->stream, nullptr, &code, &msg);
+  if (e == cudaErrorNotReady && code != TF_OK) {
+    TF_SetStatus(status, code, msg.c_str());
+    return true;
+  }
+  return false;  // a device error shows in the copy itself
+}
+
 // A pageable destination holds the data when this returns; a pinned one
 // once the stream has passed the copy.
 void memcpy_dtoh(const SP_Device*, SP_Stream stream, void* host_dst,
                  const SP_DeviceMemoryBase* device_src, uint64_t size,
                  TF_Status* status) {
+  if (stuck_behind_abandoned(stream, host_dst, status)) return;
   host_copy(stream, false, device_src->opaque, host_dst, size, "MemcpyD2H", status);
 }
 
@@ -561,8 +628,14 @@ void block_host_for_event(const SP_Device*, SP_Event event, TF_Status* status) {
   }
   DeviceGuard guard(ev->ordinal);
   if (!guard.ok(status, ev->ordinal)) return;
-  cudaError_t e = cudaEventSynchronize(ev->event);
-  if (e != cudaSuccess) set_cuda_status(status, e, "cudaEventSynchronize");
+  TF_Code code = TF_OK;
+  std::string msg;
+  cudaError_t e = wait_work(ev->dev, nullptr, ev->event, &code, &msg);
+  if (e == cudaErrorNotReady && code != TF_OK) {
+    TF_SetStatus(status, code, msg.c_str());
+  } else if (e != cudaSuccess) {
+    set_cuda_status(status, e, "cudaEventSynchronize");
+  }
 }
 
 void block_host_until_done(const SP_Device*, SP_Stream stream, TF_Status* status) {
@@ -570,7 +643,12 @@ void block_host_until_done(const SP_Device*, SP_Stream stream, TF_Status* status
   if (s == nullptr) return;
   DeviceGuard guard(s->ordinal);
   if (!guard.ok(status, s->ordinal)) return;
-  cudaError_t e = cudaStreamSynchronize(s->stream);
+  TF_Code abandoned = TF_OK;
+  std::string abandon_msg;
+  cudaError_t e = wait_work(s->dev, s->stream, nullptr, &abandoned, &abandon_msg);
+  if (e == cudaErrorNotReady && abandoned != TF_OK) {
+    e = cudaSuccess;  // reported below: the deferred error, else the abandonment
+  }
   // Report and clear the deferred error (a device error takes precedence).
   bool had = false;
   TF_Code code = TF_OK;
@@ -589,6 +667,8 @@ void block_host_until_done(const SP_Device*, SP_Stream stream, TF_Status* status
     set_cuda_status(status, e, "cudaStreamSynchronize");
   } else if (had) {
     TF_SetStatus(status, code, msg.c_str());
+  } else if (abandoned != TF_OK) {
+    TF_SetStatus(status, abandoned, abandon_msg.c_str());
   }
 }
 

@@ -286,6 +286,8 @@ cudaError_t staged_to_host(CudaDevice* dev, cudaStream_t stream, char* dst,
 
 }  // namespace
 
+bool host_is_pageable(const void* p) { return is_pageable(p); }
+
 void parallel_memcpy(void* dst, const void* src, uint64_t n) {
   if (n < 2 * kMinPart) {
     memcpy(dst, src, n);

@@ -56,6 +56,10 @@ cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_devic
 // one included; default min(4, cores / 2), 1 turns the split off).
 void parallel_memcpy(void* dst, const void* src, uint64_t n);
 
+// Whether `p` is ordinary (pageable) host memory rather than pinned or
+// device memory: a copy from the device into it returns only once done.
+bool host_is_pageable(const void* p);
+
 // Frees the device's staging chunks (on device destruction; no copy may be
 // running).
 void release_staging(CudaDevice* dev);
