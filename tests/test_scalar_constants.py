@@ -190,3 +190,47 @@ def test_gradient_through_scalar_op():
             y = pg.reduce_sum(v * 3.0)
         g = tape.gradient(y, v)
     np.testing.assert_allclose(g.numpy(), np.full(3, 3.0, np.float32))
+
+
+# Python scalars converted for an input of known dtype (every eager call with
+# a scalar operand) take plain comparisons in to_array; the result must be
+# what the general numpy path gives, refusals included.
+@pytest.mark.parametrize("dtype", [pg.int8, pg.uint8, pg.int16, pg.int32, pg.int64, pg.uint64,
+                                   pg.float16, pg.bfloat16, pg.float32, pg.float64, pg.bool])
+def test_scalar_conversion_matches_the_array_path(dtype, rng):
+    from pluggable.framework import tensor as tensor_mod
+    info = (np.iinfo(dtype.as_numpy_dtype) if dtype.is_integer else None)
+    values = [True, False, 0, 1, -1, 2**31, -2**31 - 1, 2**63, 2**70, -2**64, 0.0, -0.0, 2.5,
+              float("inf"), float("nan"), 1e300]
+    values += [int(v) for v in rng.integers(-2**62, 2**62, 8)]
+    values += [float(v) for v in rng.standard_normal(8) * 1e4]
+    if info is not None:
+        values += [int(info.min), int(info.max), int(info.min) - 1, int(info.max) + 1]
+
+    def outcome(fn, v):
+        try:
+            with np.errstate(all="ignore"):
+                a = fn(v)
+            return ("ok", a.dtype, a.shape, a.tobytes())
+        except (TypeError, pg.errors.InvalidArgumentError) as exc:
+            msg = str(exc)
+            return (type(exc).__name__, "out of range" in msg, "fraction" in msg,
+                    "non-finite" in msg)
+
+    def general(v):   # the array path: a 0-d array goes through numpy's checks
+        return tensor_mod.to_array(np.asarray(v), dtype)
+    for v in values:
+        if np.asarray(v).dtype == object:    # ints beyond 64 bits: typed, not OverflowError
+            if dtype.is_integer:
+                with pytest.raises(pg.errors.InvalidArgumentError, match="out of range"):
+                    tensor_mod.to_array(v, dtype)
+                with pytest.raises(pg.errors.InvalidArgumentError, match="out of range"):
+                    tensor_mod.to_array([1, v], dtype)
+            continue
+        assert outcome(lambda x: tensor_mod.to_array(x, dtype), v) == outcome(general, v), v
+    # every refusal still raises through to_array
+    if info is not None:
+        with pytest.raises(pg.errors.InvalidArgumentError, match="out of range"):
+            tensor_mod.to_array(int(info.max) + 1, dtype)
+        with pytest.raises(TypeError, match="fraction"):
+            tensor_mod.to_array(2.5, dtype)

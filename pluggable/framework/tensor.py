@@ -192,21 +192,61 @@ def _check_range(src: np.ndarray, dtype: dtypes.DType) -> None:
     if not dtype.is_integer or src.size == 0 or src.dtype.kind not in "iufb":
         return
     info = np.iinfo(dtype.as_numpy_dtype)
-    lo, hi = src.min(), src.max()
+    lo, hi = src.min().item(), src.max().item()     # Python numbers: exact comparisons
     if lo < info.min or hi > info.max:
-        bad = lo if lo < info.min else hi
-        raise errors.InvalidArgumentError(
-            f"value {bad} is out of range for {dtype.name} ([{info.min}, {info.max}]); "
-            "convert it explicitly if wrapping is what you want")
+        raise _out_of_range(lo if lo < info.min else hi, dtype, info.min, info.max)
+
+
+def _out_of_range(bad: Any, dtype: dtypes.DType, lo: int, hi: int) -> errors.InvalidArgumentError:
+    return errors.InvalidArgumentError(
+        f"value {bad} is out of range for {dtype.name} ([{lo}, {hi}]); "
+        "convert it explicitly if wrapping is what you want")
+
+
+# Integer bounds by dtype, for the Python-scalar path of to_array.
+_INT_BOUNDS: dict = {}
+
+
+def _scalar_array(value: Any, dtype: dtypes.DType) -> np.ndarray | None:
+    """A Python int/float/bool as a 0-d array of `dtype`, checked like the
+    general path of ``to_array`` with plain comparisons (every eager call
+    with a scalar operand comes here); None where the general path must
+    decide (a float to an integer dtype, ints beyond 64 bits, ...)."""
+    kind = type(value)
+    if kind is int:
+        if dtype.is_integer:
+            bounds = _INT_BOUNDS.get(dtype)
+            if bounds is None:
+                info = np.iinfo(dtype.as_numpy_dtype)
+                bounds = _INT_BOUNDS[dtype] = (int(info.min), int(info.max))
+            if not bounds[0] <= value <= bounds[1]:
+                raise _out_of_range(value, dtype, *bounds)
+        elif not (dtype.is_floating and -(1 << 63) <= value < (1 << 63)):
+            return None
+    elif kind is float:
+        if not dtype.is_floating:
+            return None
+    elif kind is not bool or not dtype.is_bool:
+        return None
+    return np.array(value, dtype.as_numpy_dtype)
 
 
 def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
     """Converts a Python value or array to a numpy array of a supported dtype."""
+    if dtype is not None and type(value) in (int, float, bool):
+        dtype = dtypes.as_dtype(dtype)
+        a = _scalar_array(value, dtype)
+        if a is not None:
+            return a
     if isinstance(value, Tensor):
         value = value.numpy()
     if dtype is not None:
         dtype = dtypes.as_dtype(dtype)
         src = _native(_numpy_call(np.asarray, value))
+        if src.dtype == object and dtype.is_integer:   # ints beyond 64 bits
+            raise errors.InvalidArgumentError(
+                f"cannot convert {value!r} to {dtype.name}: a value is out of range of every "
+                "64-bit integer type")
         if src.dtype.kind in "fc" and dtype.is_integer and not np.all(np.isfinite(src)):
             raise errors.InvalidArgumentError(f"cannot convert non-finite values to {dtype.name}")
         if src.dtype.kind == "f" and dtype.is_integer and np.any(src != np.trunc(src)):
