@@ -800,6 +800,11 @@ def test_nccl_backend_a_rank_that_does_not_call_times_out(tmp_path, size):
             assert time.monotonic() - start < 20
             expect(errors.FailedPreconditionError, lambda: d.all_reduce(x).numpy(), "aborted")
         d.barrier()                          # rank 1 skipped the collective
+        store = d.group.current().store
+        if r == 1:                           # rank 0 hosts the store: it leaves last
+            store.set("rank 1 leaves", b"")
+        else:
+            store.get("rank 1 leaves", 60)
         print("OK", flush=True)
         os._exit(0)                          # rank 1's communicator lost its peer
     """

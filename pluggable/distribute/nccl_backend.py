@@ -37,18 +37,25 @@ from __future__ import annotations
 import itertools
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any
 
 from ..framework import dtypes
 from ..framework.errors import (DeadlineExceededError, FailedPreconditionError, OpError,
                                 UnavailableError)
 from ..framework.tensor import Tensor
 from ..ops import raw_ops
+from ..runtime import dispatch
 from ..runtime.placement import device as device_scope
 from . import nccl
 from .backend import Backend, register_backend
 from .collectives import REDUCTIONS, check_kernels
 from .store import TCPStore
+
+# The attributes of the ops (besides timeout_seconds): the ordering-token
+# list is empty, and each reduction names TensorFlow's merge_op/final_op.
+_ORDERED = (("Nordering_token", 0),)
+_REDUCE_ATTRS = {op: (("merge_op", merge), ("final_op", final)) + _ORDERED
+                 for op, (merge, final) in REDUCTIONS.items()}
 
 # Group keys of this backend's communicators: away from the in-process
 # collectives' keys (1 << 30 and up) and from small keys chosen by hand.
@@ -66,6 +73,11 @@ class NcclBackend(Backend):
         self._lock = threading.Lock()
         self._comms: dict[str, tuple[Any, int]] = {}    # device name -> (device, group key)
         self._instances = itertools.count(1)
+        self._local = threading.local()      # this thread's instance_key input
+        # (op, device name, dtype, attributes) -> (the prepared op, the
+        # group_size and group_key inputs), once the kernel check passed and
+        # the communicator exists.
+        self._ready: dict[tuple, tuple[Any, Tensor, Tensor]] = {}
         self._broken: OpError | None = None
         self._watch = store.watch(self._peers_lost)
 
@@ -158,6 +170,7 @@ class NcclBackend(Backend):
 
     def close(self) -> None:
         self._watch.close()
+        self._ready.clear()
         with self._lock:
             comms, self._comms = list(self._comms.values()), {}
             broken = self._broken is not None
@@ -170,61 +183,79 @@ class NcclBackend(Backend):
                 pass
 
     # -------------------------------------------------------------- collectives
-    def _op(self, fn: str, op_name: str, t: Tensor, timeout: float,
-            call: Callable[..., Tensor]) -> Tensor:
-        """`call(x, **keys)` on `t`'s device, `keys` naming the communicator."""
-        dtype = t.dtype
-        check_kernels(fn, op_name, [t.device_object], dtype)
-        group_key = self._group_key(fn, t, timeout)
-        keys = dict(group_size=self.world_size, group_key=group_key,
-                    instance_key=next(self._instances) % (2**31 - 1) + 1,
-                    timeout_seconds=float(timeout))
-        with device_scope(t.device):
-            return call(t, **keys)
+    def _op(self, fn: str, op_name: str, t: Tensor, timeout: float, attrs: tuple,
+            recv_shape: tuple | None = None) -> Tensor:
+        """`op_name` with attributes `attrs` ((name, value) pairs) and
+        `timeout` on `t`'s device, the key inputs naming the communicator;
+        `t` is the input (the receiver's template for a broadcast receive,
+        whose shape is `recv_shape`).
+
+        The per-call path is short (a small all-reduce is all host cost): the
+        kernel check, the communicator and the op's plan are looked up once
+        per op, device, dtype and attributes (``dispatch.Prepared``); the key
+        inputs are host tensors made once, the instance key one per thread
+        whose value is set before each call (the kernel reads it during the
+        call)."""
+        dev = t._dev
+        ready_key = (op_name, dev, t._dtype, attrs, timeout)
+        ready = self._ready.get(ready_key)
+        if ready is None:
+            check_kernels(fn, op_name, [dev], t.dtype)
+            group_key = self._group_key(fn, t, timeout)
+            given = dict(attrs, timeout_seconds=float(timeout))
+            ready = self._ready[ready_key] = (
+                dispatch.Prepared(op_name, dev, given),
+                dispatch.host_input(self.world_size, dtypes.int32),
+                dispatch.host_input(group_key, dtypes.int32))
+        elif self._broken is not None:
+            self._check_alive(fn)
+        prepared, size_t, key_t = ready
+        try:
+            instance = self._local.instance
+        except AttributeError:
+            instance = self._local.instance = dispatch.host_input(0, dtypes.int32)
+        instance._a[()] = next(self._instances) % (2**31 - 1) + 1
+        if recv_shape is not None:
+            shape = dispatch.host_input(list(recv_shape), dtypes.int32)
+            return prepared([size_t, key_t, instance, shape])[0]
+        return prepared([t, size_t, key_t, instance])[0]
 
     def all_reduce(self, t: Tensor, op: str, timeout: float) -> Tensor:
-        return self._reduce("all_reduce", "CollectiveReduceV2", raw_ops.CollectiveReduceV2,
-                            t, op, timeout)
+        return self._reduce("all_reduce", "CollectiveReduceV2", t, op, timeout)
 
     def reduce_scatter(self, t: Tensor, op: str, timeout: float) -> Tensor:
-        return self._reduce("reduce_scatter", "CollectiveReduceScatterV2",
-                            raw_ops.CollectiveReduceScatterV2, t, op, timeout)
+        return self._reduce("reduce_scatter", "CollectiveReduceScatterV2", t, op, timeout)
 
-    def _reduce(self, fn: str, op_name: str, raw: Callable[..., Tensor], t: Tensor, op: str,
-                timeout: float) -> Tensor:
+    def _reduce(self, fn: str, op_name: str, t: Tensor, op: str, timeout: float) -> Tensor:
         merge, final = REDUCTIONS[op]
         if t.dtype.is_bool:     # as 0/1 integers: sum/max = any, prod/min = all
-            with device_scope(t.device):
+            with device_scope(t.device_object):
                 as_int = raw_ops.Cast(x=t, DstT=dtypes.int32)
-            out = self._reduce(fn, op_name, raw, as_int, op, timeout)
-            with device_scope(t.device):
+            out = self._reduce(fn, op_name, as_int, op, timeout)
+            with device_scope(t.device_object):
                 return raw_ops.Cast(x=out, DstT=dtypes.bool_)
-        return self._op(fn, op_name, t, timeout, lambda x, **k: raw(
-            input=x, ordering_token=[], merge_op=merge, final_op=final, **k))
+        return self._op(fn, op_name, t, timeout, _REDUCE_ATTRS[op])
 
     def all_gather(self, t: Tensor, axis: int, timeout: float) -> Tensor:
         rank = len(t.shape)
         perm = [axis] + [d for d in range(rank) if d != axis]
         if axis != 0:     # gather along the first axis, then move it back
-            with device_scope(t.device):
+            with device_scope(t.device_object):
                 t = raw_ops.Transpose(x=t, perm=perm)
-        y = self._op("all_gather", "CollectiveGatherV2", t, timeout, lambda x, **k:
-                     raw_ops.CollectiveGatherV2(input=x, ordering_token=[], **k))
+        y = self._op("all_gather", "CollectiveGatherV2", t, timeout, _ORDERED)
         if axis != 0:
-            with device_scope(y.device):
+            with device_scope(y.device_object):
                 y = raw_ops.Transpose(x=y, perm=[perm.index(d) for d in range(rank)])
         return y
 
     def broadcast(self, t: Tensor, src: int, timeout: float) -> Tensor:
         if self.rank == src:
-            return self._op("broadcast", "CollectiveBcastSendV2", t, timeout, lambda x, **k:
-                            raw_ops.CollectiveBcastSendV2(input=x, **k))
-        return self._op("broadcast", "CollectiveBcastRecvV2", t, timeout, lambda x, **k:
-                        raw_ops.CollectiveBcastRecvV2(shape=list(x.shape), T=x.dtype, **k))
+            return self._op("broadcast", "CollectiveBcastSendV2", t, timeout, ())
+        return self._op("broadcast", "CollectiveBcastRecvV2", t, timeout, (("T", t.dtype),),
+                        recv_shape=tuple(t.shape))
 
     def all_to_all(self, t: Tensor, timeout: float) -> Tensor:
-        return self._op("all_to_all", "CollectiveAllToAllV2", t, timeout, lambda x, **k:
-                        raw_ops.CollectiveAllToAllV2(input=x, ordering_token=[], **k))
+        return self._op("all_to_all", "CollectiveAllToAllV2", t, timeout, _ORDERED)
 
 
 register_backend("nccl", NcclBackend, ("GPU",))

@@ -1,0 +1,113 @@
+"""dispatch.Prepared and dispatch.host_input: one op with fixed attributes,
+run many times with inputs of one signature (what a process group's
+collectives do on every call). The result must be exactly what the general
+path gives, and every condition that the general path handles (hooks,
+placement logging, a configuration change, another signature) must take it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pluggable as pg
+from pluggable.framework import config
+from pluggable.runtime import dispatch, hooks
+
+DEV = "MY_DEVICE:0"
+
+
+@pytest.fixture
+def general_calls(monkeypatch):
+    """Counts the calls that take the general path (dispatch.execute)."""
+    n = [0]
+    real = dispatch.execute
+
+    def counting(op, inputs, given):
+        n[0] += 1
+        return real(op, inputs, given)
+    monkeypatch.setattr(dispatch, "execute", counting)
+    return n
+
+
+def _sum(prep, x, axis):
+    return prep([x, axis])[0]
+
+
+def test_later_calls_skip_the_general_path_and_match_numpy(general_calls, rng):
+    dev = pg.get_device(DEV)
+    prep = dispatch.Prepared("Sum", dev, {"keep_dims": True})
+    axis = dispatch.host_input([1], pg.int32)
+    handle = axis._h
+    for i in range(6):
+        a = rng.standard_normal((3, 5)).astype(np.float32)
+        with pg.device(DEV):
+            x = pg.constant(a)
+        with pg.testing.expect_kernel("Sum", "MY_DEVICE"):
+            y = _sum(prep, x, axis)
+        assert y.device.endswith(DEV) and y.shape == (3, 1)
+        np.testing.assert_allclose(y.numpy(), a.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
+    assert general_calls[0] == 1          # the first call only
+    assert axis._h == handle and axis.numpy().tolist() == [1]   # wrapped once, unchanged
+
+
+def test_another_signature_takes_the_general_path(general_calls, rng):
+    dev = pg.get_device(DEV)
+    prep = dispatch.Prepared("Sum", dev, {"keep_dims": False})
+    axis = dispatch.host_input([0], pg.int32)
+    a32 = rng.standard_normal((4, 2)).astype(np.float32)
+    a64 = rng.standard_normal((4, 2))
+    with pg.device(DEV):
+        x32, x64 = pg.constant(a32), pg.constant(a64)
+    np.testing.assert_allclose(_sum(prep, x32, axis).numpy(), a32.sum(0), rtol=1e-5, atol=1e-5)
+    y = _sum(prep, x64, axis)        # float64: not the prepared plan
+    assert y.dtype is pg.float64
+    np.testing.assert_allclose(y.numpy(), a64.sum(0), rtol=1e-12)
+    assert general_calls[0] == 2
+    # a CPU tensor where the device tensor was: the general path places it
+    # on the prepared device (copying it), as execute does under that scope
+    y = _sum(prep, pg.constant(a32), axis)
+    assert y.device.endswith(DEV)
+    np.testing.assert_allclose(y.numpy(), a32.sum(0), rtol=1e-5, atol=1e-5)
+    assert general_calls[0] == 3
+
+
+def test_hooks_and_configuration_changes_take_the_general_path(general_calls, rng):
+    dev = pg.get_device(DEV)
+    prep = dispatch.Prepared("Sum", dev, {"keep_dims": False})
+    axis = dispatch.host_input([0], pg.int32)
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    with pg.device(DEV):
+        x = pg.constant(a)
+    _sum(prep, x, axis)
+    _sum(prep, x, axis)
+    assert general_calls[0] == 1
+    seen = []
+
+    def wrapper(op, inputs, attrs, run):
+        seen.append(op.name)
+        return run(op, inputs, attrs)
+    hooks.install(wrapper)
+    try:
+        y = _sum(prep, x, axis)
+    finally:
+        hooks.uninstall(wrapper)
+    assert seen == ["Sum"] and general_calls[0] == 2
+    np.testing.assert_allclose(y.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
+    config.bump_version()               # a registration: cached plans are stale
+    y = _sum(prep, x, axis)
+    assert general_calls[0] == 3
+    _sum(prep, x, axis)                 # ... and the new plan is kept
+    assert general_calls[0] == 3
+    np.testing.assert_allclose(y.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_errors_are_those_of_the_general_path(rng):
+    dev = pg.get_device(DEV)
+    prep = dispatch.Prepared("Sum", dev, {"keep_dims": False})
+    with pg.device(DEV):
+        x = pg.constant(rng.standard_normal((2, 2)).astype(np.float32))
+    good = dispatch.host_input([1], pg.int32)
+    _sum(prep, x, good)
+    _sum(prep, x, good)
+    bad = dispatch.host_input([5], pg.int32)      # same signature, out-of-range value
+    with pytest.raises(pg.errors.InvalidArgumentError, match="out of range|Invalid reduction"):
+        _sum(prep, x, bad)
