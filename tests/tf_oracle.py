@@ -39,6 +39,14 @@ from typing import Any
 import numpy as np
 
 
+# TensorFlow's own kernels, not oneDNN's: TensorFlow turns oneDNN on by
+# default on x86 CPUs with some instruction sets only, and its kernels differ
+# on edge cases (softmax of a row holding +inf, placeholder output shapes of
+# FusedBatchNormGradV3, CPU allocator statistics), so the oracle would
+# change with the machine.
+REFERENCE_KERNELS = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
 def tensorflow_missing_reason() -> str | None:
     """Why TensorFlow cannot serve as the oracle, or None when it can."""
     if importlib.util.find_spec("tensorflow") is None:
@@ -84,7 +92,8 @@ class TfOracle:
 
     def __init__(self):
         self._stderr = tempfile.TemporaryFile()
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+                   **REFERENCE_KERNELS)
         self._proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=self._stderr, env=env, text=True)
@@ -438,7 +447,8 @@ class TFOracle:
     """A child process running TensorFlow (see the module docstring)."""
 
     def __init__(self):
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3")
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="3",
+                   **REFERENCE_KERNELS)
         self._p = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         if self._recv() != "ready":
