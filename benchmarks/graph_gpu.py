@@ -17,9 +17,9 @@ For each batch size (default 1 and 8192), in one process, it times per call:
                            ``replay()``, output cloned (the same guarantees as
                            a pluggable replay, whose outputs are copies).
 
-Every timed call ends with a device synchronisation (``pg.synchronize`` or
-``torch.cuda.synchronize``); the figure is the median over ``--repeats``
-timed calls after warm-up. Each pluggable variant's result is checked against
+Every timed call ends with a synchronisation of the device used
+(``Device.synchronize`` or ``torch.cuda.synchronize``); the figure is the
+median over ``--repeats`` timed calls after warm-up. Each pluggable variant's result is checked against
 torch eager (max abs diff; the run fails above ``--tol`` times the output's
 scale). Prints a markdown table with the ratios the graph-mode issue names
 (traced / torch eager at batch 1 <= 0.5, traced / torch CUDA graph at batch 1
@@ -132,7 +132,9 @@ def bench_batch(batch: int, sizes, weights, args) -> dict:
     dev = args.device
     rng = np.random.default_rng(batch)
     xa = rng.standard_normal((batch, sizes[0])).astype(np.float32)
-    sync = pg.synchronize
+    # the measured device only, as torch.cuda.synchronize waits for the
+    # current GPU only (pg.synchronize() would also wait for MY_DEVICE)
+    sync = pg.get_device(dev).synchronize
     fn = pluggable_mlp(weights, dev)
     row: dict = {"batch": batch, "device": dev}
     with pg.device(dev):
