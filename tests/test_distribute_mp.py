@@ -779,6 +779,29 @@ def test_nccl_backend_a_killed_rank_fails_the_other_with_unavailable(tmp_path):
     assert procs[0].returncode == 0 and "OK" in outs[0], outs[0]
 
 
+def test_waits_behind_an_abandoned_collective_end_on_a_simulated_runtime(tmp_path):
+    """The CUDA plugin's wait_work (reference_device/cuda/wait_work.cu), built
+    against the host-only stand-in of the CUDA runtime (tests/cuda_sim): a
+    task that never ends plays the NCCL kernel of a collective whose peer is
+    alive but never calls. A wait for the stream, or for an event behind the
+    task, returns the collective's error once the watchdog abandons it; when
+    the task ends after all, waits complete again (wait_sim.cc). What the
+    hung-rank test below checks on two GPUs, here on every machine."""
+    import shutil
+    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler (CXX, c++ or g++) to build the simulation")
+    exe = tmp_path / "wait_sim"
+    cmd = [cxx, "-std=c++17", "-O0", "-pthread", f"-I{ROOT}/tests/cuda_sim",
+           f"-I{ROOT}/c_api/include", f"-I{ROOT}/reference_device/cuda",
+           "-x", "c++", f"{ROOT}/reference_device/cuda/wait_work.cu",
+           "-x", "c++", f"{ROOT}/tests/cuda_sim/wait_sim.cc", "-o", str(exe)]
+    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and "wait_sim: OK" in ran.stdout, ran.stdout + ran.stderr
+
+
 @needs_2_gpus
 @pytest.mark.parametrize("size", [64, 100_000])
 def test_nccl_backend_a_rank_that_does_not_call_times_out(tmp_path, size):

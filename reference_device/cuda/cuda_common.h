@@ -61,9 +61,9 @@ struct CudaDevice {
   uint64_t staging_stamp[kStagingMaxSlots] = {};
 
   // Set once a collective of a process communicator (kernels_collective.cu)
-  // was enqueued on this device: waits for its work then poll (wait_work in
-  // runtime.cu), so that work stuck behind the collective of an aborted
-  // communicator cannot hold a waiting thread for ever.
+  // was enqueued on this device: waits for its work then poll (wait_work.h),
+  // so that work stuck behind the collective of an aborted communicator
+  // cannot hold a waiting thread for ever.
   std::atomic<bool> poll_waits{false};
   // Guards the fields below (held only across cudaEventQuery/Destroy).
   std::mutex abandon_mu;

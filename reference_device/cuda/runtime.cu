@@ -12,6 +12,7 @@
 #include "cuda_common.h"
 #include "profiler.h"
 #include "staging.h"
+#include "wait_work.h"
 
 namespace pgcuda {
 
@@ -479,41 +480,6 @@ void host_copy(SP_Stream stream, bool to_device, void* device_ptr, void* host,
   stream_copy(stream, size, what, status, [&](CudaStream* s) {
     return host_device_copy(s->dev, s->stream, to_device, device_ptr, host, size);
   });
-}
-
-// Waits for `ev`, or with ev == nullptr for all work of `stream`, on `dev`.
-// On a device that carried a process collective it polls, and returns
-// cudaErrorNotReady with `*code`/`*msg` set when work was abandoned there
-// (device_abandon) and has not finished since.
-cudaError_t wait_work(CudaDevice* dev, cudaStream_t stream, cudaEvent_t ev, TF_Code* code,
-                      std::string* msg) {
-  if (dev == nullptr || !dev->poll_waits.load(std::memory_order_relaxed)) {
-    return ev != nullptr ? cudaEventSynchronize(ev) : cudaStreamSynchronize(stream);
-  }
-  for (int round = 0;; ++round) {
-    const cudaError_t e = ev != nullptr ? cudaEventQuery(ev) : cudaStreamQuery(stream);
-    if (e != cudaErrorNotReady) return e;
-    {
-      std::lock_guard<std::mutex> lock(dev->abandon_mu);
-      auto& v = dev->abandoned_until;
-      v.erase(std::remove_if(v.begin(), v.end(), [](cudaEvent_t u) {
-                if (cudaEventQuery(u) == cudaErrorNotReady) return false;
-                (void)cudaEventDestroy(u);  // the stuck work ended after all
-                return true;
-              }), v.end());
-      if (!v.empty()) {
-        *code = dev->abandon_code;
-        *msg = dev->abandon_message;
-        return cudaErrorNotReady;
-      }
-    }
-    // Spin briefly (a short collective ends within microseconds), then sleep.
-    if (round < 2000) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
 }
 
 // True (with `status` set) when a copy from the device into `host` on

@@ -1,9 +1,11 @@
 // A host-only stand-in for the CUDA runtime calls that the CUDA plugin's
-// staged copies make (reference_device/cuda/staging.cu), so that their logic
-// is tested on machines without a GPU (tests/test_gpu_copies.py). A stream is
+// staged copies (reference_device/cuda/staging.cu) and its waits for work
+// that may never finish (wait_work.cu) make, so that their logic is tested
+// on machines without a GPU (tests/test_gpu_copies.py,
+// tests/test_distribute_mp.py). A stream is
 // a worker thread that runs its tasks in order, some after a random delay;
 // "device memory" is host memory; an event completes when its stream reaches
-// it. Only what staging.cu and cuda_common.h use is declared.
+// it. Only what staging.cu, wait_work.cu and cuda_common.h use is declared.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -179,6 +181,14 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   const uint64_t generation = e->recorded.load();
   while (e->reached.load() < generation) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(s->mu);
+  return s->tasks.empty() ? cudaSuccess : cudaErrorNotReady;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  s->drain();
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind,
