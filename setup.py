@@ -5,7 +5,9 @@
   * pluggable/plugins/libpluggable_my_device.so: the host reference plugin;
   * pluggable/plugins/libpluggable_cuda.so: the CUDA reference plugin, when
     nvcc is found (PLUGGABLE_BUILD_CUDA=0 skips it; PLUGGABLE_CUDA_ARCHS, e.g.
-    "90" or "80;90", picks the GPU architectures).
+    "90" or "80;90", picks the GPU architectures; by default those of the
+    GPUs present, asked of the CUDA runtime through cuda-python where the
+    build environment has it, else of nvidia-smi, else sm_80 and sm_90).
 Plugins are built like third-party plugins: shared objects with the TF_*
 symbols left unresolved, bound to the core when loaded.
 
@@ -118,11 +120,54 @@ def build_host_plugin(out: pathlib.Path) -> None:
     _run(link)
 
 
+def _cudart():
+    """cuda-python's runtime module, or None where it is not importable in the
+    build environment (an isolated build: the `cuda` extra installed first
+    with `pip install --no-build-isolation`, or setup.py run directly, has
+    it)."""
+    try:
+        from cuda.bindings import runtime
+        return runtime
+    except ImportError:
+        pass
+    try:
+        from cuda import cudart  # cuda-python before 12.6
+        return cudart
+    except ImportError:
+        return None
+
+
+def _gpu_archs() -> list[str]:
+    """The compute capabilities of the GPUs present ("90" for 9.0), asked of
+    the CUDA runtime through cuda-python; [] without cuda-python, a driver
+    or a GPU."""
+    rt = _cudart()
+    if rt is None:
+        return []
+    err, count = rt.cudaGetDeviceCount()
+    if int(err) != 0:
+        return []
+    attr = rt.cudaDeviceAttr
+    caps = set()
+    for i in range(count):
+        e1, major = rt.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMajor, i)
+        e2, minor = rt.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMinor, i)
+        if int(e1) == 0 and int(e2) == 0:
+            caps.add(f"{major}{minor}")
+    return sorted(caps)
+
+
 def _cuda_archs() -> list[str]:
+    """PLUGGABLE_CUDA_ARCHS, else the GPUs present (cuda-python, else
+    nvidia-smi where cuda-python is not in the build environment), else
+    DEFAULT_CUDA_ARCHS."""
     env = os.environ.get("PLUGGABLE_CUDA_ARCHS")
     if env:
         return [a.strip().replace(".", "") for a in env.replace(",", ";").split(";") if a.strip()]
-    smi = shutil.which("nvidia-smi")
+    caps = _gpu_archs()
+    if caps:
+        return caps
+    smi = shutil.which("nvidia-smi") if _cudart() is None else None
     if smi:
         proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
                               capture_output=True, text=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -41,3 +43,62 @@ def test_object_cache_depends_on_tools_and_flags(monkeypatch):
     flagged = setup._objdir("host", setup._tool("CC", "cc"), setup._flags("CFLAGS"))
     assert plain != flagged
 
+
+
+class _FakeRuntime:
+    """cuda-python's runtime module as far as the build asks it: devices with
+    the given compute capabilities, or an error code for the device count."""
+
+    class cudaDeviceAttr:
+        cudaDevAttrComputeCapabilityMajor = "major"
+        cudaDevAttrComputeCapabilityMinor = "minor"
+
+    def __init__(self, caps, count_error=0):
+        self.caps, self.count_error, self.asked = caps, count_error, []
+
+    def cudaGetDeviceCount(self):
+        return self.count_error, (0 if self.count_error else len(self.caps))
+
+    def cudaDeviceGetAttribute(self, attr, device):
+        self.asked.append((attr, device))
+        major, minor = self.caps[device]
+        return 0, major if attr == "major" else minor
+
+
+def test_cuda_archs_come_from_the_gpus_through_cuda_python(monkeypatch):
+    setup = _setup_module()
+    monkeypatch.delenv("PLUGGABLE_CUDA_ARCHS", raising=False)
+    fake = _FakeRuntime([(9, 0), (8, 6), (9, 0)])
+    monkeypatch.setattr(setup, "_cudart", lambda: fake)
+    monkeypatch.setattr(setup.shutil, "which", lambda name: pytest.fail(f"ran {name}"))
+    assert setup._cuda_archs() == ["86", "90"]
+    assert {d for _, d in fake.asked} == {0, 1, 2}
+    monkeypatch.setenv("PLUGGABLE_CUDA_ARCHS", "8.0;90")       # the variable wins
+    assert setup._cuda_archs() == ["80", "90"]
+
+
+def test_cuda_archs_without_a_gpu_or_without_cuda_python(monkeypatch, tmp_path):
+    setup = _setup_module()
+    monkeypatch.delenv("PLUGGABLE_CUDA_ARCHS", raising=False)
+    # cuda-python present, no driver: it says so, and nothing else is asked
+    monkeypatch.setattr(setup, "_cudart", lambda: _FakeRuntime([], count_error=35))
+    monkeypatch.setattr(setup.shutil, "which", lambda name: pytest.fail(f"ran {name}"))
+    assert setup._cuda_archs() == setup.DEFAULT_CUDA_ARCHS
+    # no cuda-python in the build environment: nvidia-smi, where present
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '9.0\\n8.0\\n9.0\\n'\n")
+    smi.chmod(0o755)
+    monkeypatch.setattr(setup, "_cudart", lambda: None)
+    monkeypatch.setattr(setup.shutil, "which", lambda name: str(smi))
+    assert setup._cuda_archs() == ["80", "90"]
+    monkeypatch.setattr(setup.shutil, "which", lambda name: None)
+    assert setup._cuda_archs() == setup.DEFAULT_CUDA_ARCHS
+
+
+def test_cuda_archs_with_the_real_cuda_python_never_raise():
+    setup = _setup_module()
+    if setup._cudart() is None:
+        pytest.skip("cuda-python is not installed (pip install .[cuda]): the fake runtime "
+                    "tests above cover the logic")
+    archs = setup._gpu_archs()        # [] without a driver or a GPU
+    assert all(a.isdigit() and len(a) >= 2 for a in archs), archs
