@@ -210,8 +210,10 @@ _INT_BOUNDS: dict = {}
 def _scalar_array(value: Any, dtype: dtypes.DType) -> np.ndarray | None:
     """A Python int/float/bool as a 0-d array of `dtype`, checked like the
     general path of ``to_array`` with plain comparisons (every eager call
-    with a scalar operand comes here); None where the general path must
-    decide (a float to an integer dtype, ints beyond 64 bits, ...)."""
+    with a scalar operand comes here): an int outside an integer dtype's
+    range raises its InvalidArgumentError; None where the general path must
+    decide (a float to an integer dtype, an int beyond 64 bits to a float
+    dtype, a bool to a number, ...)."""
     kind = type(value)
     if kind is int:
         if dtype.is_integer:
