@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import importlib.util
 import os
 import pathlib
 import shlex
@@ -121,20 +122,16 @@ def build_host_plugin(out: pathlib.Path) -> None:
 
 
 def _cudart():
-    """cuda-python's runtime module, or None where it is not importable in the
-    build environment (an isolated build: the `cuda` extra installed first
-    with `pip install --no-build-isolation`, or setup.py run directly, has
-    it)."""
-    try:
-        from cuda.bindings import runtime
-        return runtime
-    except ImportError:
-        pass
-    try:
-        from cuda import cudart  # cuda-python before 12.6
-        return cudart
-    except ImportError:
-        return None
+    """cuda-python's runtime module (pluggable/_core/cuda_python.py, loaded by
+    path: the package cannot be imported before it is built), or None where
+    the build environment lacks cuda-python (an isolated build; the `cuda`
+    extra installed first with `pip install --no-build-isolation`, or
+    setup.py run directly, has it)."""
+    spec = importlib.util.spec_from_file_location(
+        "pluggable_cuda_python", ROOT / "pluggable" / "_core" / "cuda_python.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.cudart()
 
 
 def _gpu_archs() -> list[str]:

@@ -44,16 +44,8 @@ pg = G.pg
 
 
 def _median(f, sync, n: int = 300) -> float:
-    for _ in range(20):
-        f()
-    sync()
-    samples = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        f()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e6
+    """graph_gpu.py's timing (median of `f(); sync()` after 20 warm-up calls), in us."""
+    return G._median_call(f, sync, 20, n) * 1e6
 
 
 def _launch_only(f, sync, n: int = 300) -> float:

@@ -500,9 +500,14 @@ def host_input(value: Any, dtype: dtypes.DType) -> Tensor:
     is instead of wrapping the array every time."""
     a = np.array(value, dtype.as_numpy_dtype)
     t = Tensor._from_array(a, placement.CPU, dtype)
-    dims = ffi.new("int64_t[]", list(a.shape) or [0])
-    t._h = lib.pg_tensor_wrap_host(dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
+    t._h = _wrap_host(a, dtype)
     return t
+
+
+def _wrap_host(a: np.ndarray, dtype: dtypes.DType) -> Any:
+    """A core handle over host array `a` (which must outlive it)."""
+    dims = ffi.new("int64_t[]", list(a.shape) or [0])
+    return lib.pg_tensor_wrap_host(dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
 
 
 class Prepared:
@@ -564,9 +569,7 @@ def _wrap_host_inputs(p: Plan, inputs: list[Tensor]) -> tuple[list, list]:
         if h and t._h is not None:  # a host tensor with a core handle (resource)
             handles.append(t._h)
         elif h:
-            a = t._a
-            dims = ffi.new("int64_t[]", list(a.shape) or [0])
-            w = lib.pg_tensor_wrap_host(t._dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
+            w = _wrap_host(t._a, t._dtype)
             temps.append(w)
             handles.append(w)
         else:

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core import ffi, lib, status
+from .._core import cuda_python, ffi, lib, status
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from . import native_stream, placement
@@ -123,20 +123,6 @@ def _device_for(device_type: int, device_id: int) -> Any:
 
 # -------------------------------------------------------------------- export
 
-def _cudart() -> Any:
-    """cuda-python's CUDA runtime binding, or None where it is not installed."""
-    try:
-        from cuda.bindings import runtime  # noqa: PLC0415 (optional dependency)
-        return runtime
-    except ImportError:
-        pass
-    try:
-        from cuda import cudart  # noqa: PLC0415 (cuda-python before 12.6)
-        return cudart
-    except ImportError:
-        return None
-
-
 def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     """Orders the work queued on `dev`'s stream before CUDA stream
     `consumer` (an event, no host wait); waits for the device when
@@ -144,7 +130,7 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     ns = native_stream.native_stream(dev)
     if ns is not None and ns.handle == consumer:
         return
-    cudart = _cudart()
+    cudart = cuda_python.cudart()
     if ns is None or cudart is None:
         dev.wait_for_work()
         return
