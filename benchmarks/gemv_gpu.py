@@ -5,7 +5,10 @@ at batch 1, plus a few others), times on GPU:0 the device work of
 ``MatMul`` and of ``_FusedMatMul`` (BiasAdd + Relu) per call, from the
 profiler's device events (CUPTI where installed, else CUDA events), once with
 the matrix-vector path (this process) and once with PLUGGABLE_CUDA_GEMV=0
-(a child process: the setting is read once per process), and, where PyTorch
+(a child process: the setting is read once per process), both with
+PLUGGABLE_CUDA_PDL=0 (a programmatic dependent launch starts before the
+kernel ahead of it ends, so its device span would include that wait; the
+overlap it buys in a chain is measured by graph_gpu.py), and, where PyTorch
 with CUDA is installed, ``torch.nn.functional.linear`` timed with CUDA
 events over back-to-back calls. Effective bandwidth is the bytes of B (plus
 A and C) over the device time. The outputs of the two paths are compared
@@ -30,7 +33,8 @@ import numpy as np
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("PLUGGABLE_CUDA_GEMV", "1")  # the opt-in path, in this process
+os.environ.setdefault("PLUGGABLE_CUDA_GEMV", "1")  # the matrix-vector path, in this process
+os.environ.setdefault("PLUGGABLE_CUDA_PDL", "0")   # device spans of the kernel alone
 import pluggable as pg  # noqa: E402
 
 DEFAULT_SHAPES = "1x1024x4096,1x4096x4096,1x4096x1024,8x4096x4096,1x4096x1001,4x1000x1000"

@@ -14,7 +14,7 @@
 # PLUGGABLE_CUDA_ARCHS picks the GPU architectures (default 90, the H100).
 set -u
 OUT=${1:-/tmp/gpu_gemv_check}
-export PLUGGABLE_CUDA_GEMV=1  # the opt-in matrix-vector path
+export PLUGGABLE_CUDA_GEMV=1  # the matrix-vector path (the default)
 source "$(dirname "$0")/gpu_prelude.sh"
 
 TESTS="tests/test_gpu_gemv.py"

@@ -20,7 +20,9 @@ Each row is the median over 300 calls after warm-up, in microseconds:
                                       copied in, replay, output cloned)
 
 Then the functions of a cProfile of 500 traced calls, by own time. Set
-PLUGGABLE_CUDA_GEMV=1 for the plugin's matrix-vector path.
+PLUGGABLE_CUDA_GEMV=0 for the cuBLAS path instead of the plugin's
+matrix-vector kernels, PLUGGABLE_CUDA_PDL=0 for those without programmatic
+dependent launch.
 
 usage: python3 benchmarks/graph_breakdown_gpu.py [--device GPU:0]
 """
@@ -116,7 +118,8 @@ def main(argv=None) -> int:
         call = G.torch_graph(model, xt)
         rows["torch CUDA graph"] = _median(lambda: call(xt), torch.cuda.synchronize)
     print(f"MLP {'-'.join(map(str, sizes))} float32, batch 1, on {dev} "
-          f"(PLUGGABLE_CUDA_GEMV={os.environ.get('PLUGGABLE_CUDA_GEMV', '(unset)')})")
+          f"(PLUGGABLE_CUDA_GEMV={os.environ.get('PLUGGABLE_CUDA_GEMV', '(unset)')}, "
+          f"PLUGGABLE_CUDA_PDL={os.environ.get('PLUGGABLE_CUDA_PDL', '(unset)')})")
     for k, v in rows.items():
         print(f"{k:32s} {v:8.1f} us")
     out = io.StringIO()

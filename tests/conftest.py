@@ -4,9 +4,10 @@ import os
 import numpy as np
 import pytest
 
-# The CUDA plugin's matrix-vector path is opt-in for users; the tests run it
-# (every GPU MatMul with at most 8 rows), and compare it with cuBLAS in a child
-# process that sets PLUGGABLE_CUDA_GEMV=0. Set before any test loads a plugin.
+# The CUDA plugin's matrix-vector path (on by default): the tests run it
+# (every GPU MatMul with at most 8 rows) unless the environment turned it off,
+# and compare it with cuBLAS in a child process that sets
+# PLUGGABLE_CUDA_GEMV=0. Set before any test loads a plugin.
 os.environ.setdefault("PLUGGABLE_CUDA_GEMV", "1")
 
 

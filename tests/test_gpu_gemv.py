@@ -113,6 +113,89 @@ def test_back_to_back_products_repeat_bit_for_bit(weights, rng):
                 _check(want, x, ws[(k, n)][0], what=f"MatMul K={k} N={n} {rng.seed_text}")
 
 
+def _run_child(script: str, tmp_path, inputs: dict, **env_vars) -> dict:
+    """Runs `script` (argv: an .npz of `inputs`, the .npz to write) in a
+    child process with `env_vars` set; returns the arrays it wrote."""
+    np.savez(tmp_path / "in.npz", **inputs)
+    env = dict(os.environ, **env_vars)
+    parts = [str(ROOT), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "in.npz"),
+                           str(tmp_path / "out.npz")], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return dict(np.load(tmp_path / "out.npz"))
+
+
+def test_weights_written_by_the_kernel_just_before_are_read(rng):
+    """The product's pass 1 is a programmatic dependent launch where the GPU
+    allows it (sm_90 and later): it may start while the kernel before it
+    runs. Here the kernel just before writes B (a Mul into a buffer the
+    allocator reuses from round to round, and an assignment into a
+    variable), and A is the output of the product before: every product
+    sees the new values, never the old ones."""
+    k, n = 4096, 1024
+    w0 = rng.standard_normal((k, n)).astype(np.float32)
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    with pg.device(DEV):
+        wd, xd = pg.constant(w0), pg.constant(x)
+        var = pg.Variable(np.zeros((k, n), np.float32))
+        assert var.device.endswith(DEV)
+        for i in range(12):
+            scale = np.float32(i - 5.5)
+            w = pg.multiply(wd, scale)            # written just before the product
+            got = pg.raw_ops.MatMul(a=xd, b=w).numpy()
+            _check(got, x, w0 * scale, what=f"after Mul, round {i} {rng.seed_text}")
+            fresh = rng.standard_normal((k, n)).astype(np.float32)
+            var.assign(fresh)                     # an in-place write just before
+            y = pg.raw_ops.MatMul(a=xd, b=var.read_value())
+            z = pg.raw_ops.MatMul(a=y, b=pg.constant(fresh[:n, :n]))  # A from the product before
+            _check(y.numpy(), x, fresh, what=f"after assign, round {i} {rng.seed_text}")
+            _check(z.numpy(), y.numpy(), fresh[:n, :n], what=f"chained, round {i} {rng.seed_text}")
+
+
+_PDL_CHILD = r"""
+import sys
+import numpy as np
+import pluggable as pg
+data = dict(np.load(sys.argv[1]))
+out = {}
+with pg.device("GPU:0"):
+    h = pg.constant(data["x"])
+    for i in range(3):
+        h = pg.raw_ops._FusedMatMul(a=h, b=pg.constant(data[f"w{i}"]),
+                                    args=[pg.constant(data[f"b{i}"])],
+                                    fused_ops=["BiasAdd", "Relu"])
+        out[f"h{i}"] = h.numpy()
+np.savez(sys.argv[2], **out)
+"""
+
+
+@pytest.mark.parametrize("m", [1, 3])
+def test_programmatic_launch_gives_the_same_bits(m, tmp_path, rng):
+    """A chain of fused products gives the same bits with the programmatic
+    dependent launch (this process, where the GPU has it) and without it
+    (PLUGGABLE_CUDA_PDL=0, in a child): the launch changes when blocks
+    start, never what they sum or in which order."""
+    sizes = [1024, 4096, 4096, 1024]
+    data = {"x": rng.standard_normal((m, sizes[0])).astype(np.float32)}
+    for i, (k, n) in enumerate(zip(sizes, sizes[1:])):
+        data[f"w{i}"] = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32)
+        data[f"b{i}"] = rng.standard_normal(n).astype(np.float32)
+    without = _run_child(_PDL_CHILD, tmp_path, data, PLUGGABLE_CUDA_PDL="0",
+                         PLUGGABLE_CUDA_GEMV="1")
+    with pg.device(DEV):
+        h = pg.constant(data["x"])
+        ref = data["x"]
+        for i in range(3):
+            h = _fused(h, pg.constant(data[f"w{i}"]), pg.constant(data[f"b{i}"]), True)
+            got = h.numpy()
+            assert np.array_equal(got, without[f"h{i}"]), (i, m, rng.seed_text)
+            _check(got, ref, data[f"w{i}"], data[f"b{i}"], relu=True,
+                   what=f"layer {i} m={m} {rng.seed_text}")
+            ref = got
+
+
 @pytest.mark.parametrize("m", [1, 2, 5, 8, 9])
 def test_transpose_b_matches_numpy(m, weights, rng):
     """B stored [N, K] (transpose_b) takes the warp-per-column kernel."""
@@ -181,15 +264,7 @@ def test_results_equal_the_cublas_path(tmp_path, rng):
         cases["a_" + key] = rng.standard_normal((m, k)).astype(np.float32)
         cases["b_" + key] = rng.standard_normal((k, n)).astype(np.float32)
         cases["c_" + key] = rng.standard_normal(n).astype(np.float32)
-    np.savez(tmp_path / "in.npz", **cases)
-    env = dict(os.environ, PLUGGABLE_CUDA_GEMV="0")
-    parts = [str(ROOT), env.get("PYTHONPATH", "")]
-    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
-    proc = subprocess.run([sys.executable, "-c", _CUBLAS_CHILD, str(tmp_path / "in.npz"),
-                           str(tmp_path / "out.npz")], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    cublas = dict(np.load(tmp_path / "out.npz"))
+    cublas = _run_child(_CUBLAS_CHILD, tmp_path, cases, PLUGGABLE_CUDA_GEMV="0")
     for key in sorted({k[2:] for k in cases if k.startswith("a_")}):
         a, b, bias = cases["a_" + key], cases["b_" + key], cases["c_" + key]
         with pg.device(DEV):

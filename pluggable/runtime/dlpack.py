@@ -131,23 +131,32 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     if ns is not None and ns.handle == consumer:
         return
     cudart = cuda_python.cudart()
-    if ns is None or cudart is None:
+    ev = _order_event(dev, cudart) if ns is not None and cudart is not None else None
+    # One event per device, recorded again for each export: a wait takes the
+    # latest recording, which follows the exporter's work on the same stream
+    # even when another thread recorded it.
+    if ev is None or int(cudart.cudaEventRecord(ev, ns.handle)[0]) != 0 or \
+            int(cudart.cudaStreamWaitEvent(consumer, ev, 0)[0]) != 0:
         dev.wait_for_work()
-        return
-    ordinal = native_stream.native_ordinal(dev)
+
+
+def _order_event(dev: Device, cudart: Any) -> Any:
+    """The CUDA event `_cuda_stream_wait` records on `dev`'s stream (made
+    once per device, on that device), or None if none could be made."""
+    try:
+        return dev.__dict__["_dlpack_order_event"]
+    except KeyError:
+        pass
     prev = cudart.cudaGetDevice()[1]
-    cudart.cudaSetDevice(ordinal)
+    cudart.cudaSetDevice(native_stream.native_ordinal(dev))
     try:
         err, ev = cudart.cudaEventCreateWithFlags(_CUDA_EVENT_DISABLE_TIMING)
-        ok = int(err) == 0
-        if ok:
-            ok = int(cudart.cudaEventRecord(ev, ns.handle)[0]) == 0 and \
-                int(cudart.cudaStreamWaitEvent(consumer, ev, 0)[0]) == 0
-            cudart.cudaEventDestroy(ev)  # released once the wait has happened
-        if not ok:
-            dev.wait_for_work()
     finally:
         cudart.cudaSetDevice(prev)
+    if int(err) != 0:
+        return None  # asked again next time
+    dev.__dict__["_dlpack_order_event"] = ev
+    return ev
 
 
 def _check_copy(copy: Any, what: str) -> None:

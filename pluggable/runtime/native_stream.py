@@ -38,7 +38,23 @@ def memory_kind(dev: Any) -> int | None:
 
 def native_stream(dev: Any) -> NativeStream | None:
     """The native handle behind `dev`'s default stream, or None when its
-    plugin has none (no extension, or no native_stream function)."""
+    plugin has none (no extension, or no native_stream function). Asked of
+    the plugin once per device: a device keeps its default stream for life."""
+    return _per_device(dev, "_native_stream", _ask_native_stream)
+
+
+def _per_device(dev: Any, key: str, ask: Any) -> Any:
+    """`ask(dev)`, kept on `dev` under `key` after the first call."""
+    try:
+        return dev.__dict__[key]
+    except KeyError:
+        pass
+    value = ask(dev)
+    dev.__dict__[key] = value
+    return value
+
+
+def _ask_native_stream(dev: Any) -> NativeStream | None:
     fns = plugin_fns(dev)
     if fns is None or fns.native_stream == ffi.NULL:
         return None
@@ -54,7 +70,12 @@ def native_stream(dev: Any) -> NativeStream | None:
 
 
 def native_ordinal(dev: Any) -> int:
-    """The native device ordinal of `dev` (CUDA device N), else its ordinal."""
+    """The native device ordinal of `dev` (CUDA device N), else its ordinal
+    (asked of the plugin once per device)."""
+    return _per_device(dev, "_native_ordinal", _ask_native_ordinal)
+
+
+def _ask_native_ordinal(dev: Any) -> int:
     fns = plugin_fns(dev)
     if fns is not None and fns.compute_capability != ffi.NULL:
         mj, mn, o = ffi.new("int*"), ffi.new("int*"), ffi.new("int*")

@@ -24,8 +24,8 @@ unsigned int* gemv_prepare_stream(CudaStream* s);
 
 // Whether the path takes C[M, N] = A[M, K] op(B) (row-major; B is [K, N], or
 // [N, K] with transpose_b; not transpose_a) for dtype `dt`: float32, float16 and bfloat16 (accumulated in float), M in
-// [1, kGemvMaxRows], K and N at least 1, and PLUGGABLE_CUDA_GEMV is "1"
-// (read once per process; the path is opt-in). Everything else keeps the cuBLAS path.
+// [1, kGemvMaxRows], K and N at least 1, unless PLUGGABLE_CUDA_GEMV is "0"
+// (read once per process). Everything else keeps the cuBLAS path.
 bool gemv_applies(TF_DataType dt, bool transpose_a, bool transpose_b, int64_t M, int64_t N,
                   int64_t K);
 

@@ -5,8 +5,10 @@
 //  1. gemv_partial_kernel, grid (column tiles of 128, K slices). A block is
 //     32 x 8 threads: each thread owns 4 consecutive columns (one 16-byte load
 //     of B per row for float32 when N % 4 == 0 and B is aligned, scalar loads
-//     otherwise) and every 8th row of the block's K slice (a multiple of 32
-//     rows), 8 rows in flight (the next 4 load while the last 4 are multiplied);
+//     otherwise) and every 8th row of the block's K slice (a multiple of 64
+//     rows for one or two rows of A: 16 rows in flight, the next 8 loading
+//     while the last 8 are multiplied; of 32 rows from three rows of A on: 4
+//     and 4, the accumulators taking the registers);
 //     it accumulates the M rows in registers, reading A's values from shared
 //     memory (one address per warp: a broadcast). The 8 row groups are summed
 //     in shared memory in a fixed order and the block writes its slice's
@@ -21,6 +23,16 @@
 //
 // With transpose_b (B stored [N, K]) each column is a dot product of
 // contiguous rows: gemv_t_kernel, one warp per column, in one pass.
+//
+// On devices of compute capability 9.0 and later (when the kernel was built
+// for one), pass 1 is launched as a programmatic dependent launch: its blocks
+// may start while the kernel before it on the stream is finishing. Before it
+// touches memory a block only asks the L2 cache for its first rows of B (a
+// prefetch: it reads nothing into registers, so it cannot see data the kernel
+// before is still writing), then waits for that kernel to finish
+// (griddepcontrol.wait) and lets the next one start. A chain of layers then
+// overlaps each launch and each kernel's tail with the next kernel's start.
+// PLUGGABLE_CUDA_PDL=0 turns this off (read once per process).
 //
 // The number of slices makes the grid at most one full wave of resident
 // blocks (the occupancy of the pass 1 kernel times the multiprocessors), so
@@ -43,17 +55,23 @@ namespace {
 constexpr int kLanes = 32;                // threads along N in a block
 constexpr int kRowGroups = 8;             // threads along K in a block
 constexpr int kCols = kLanes * 4;         // columns of a block
-constexpr int kUnroll = 4;                // rows of B in flight per thread
-constexpr int kGroupRows = kUnroll * kRowGroups;  // rows a block reads at once
+// Rows of B in flight per thread for MR rows of A (8, then the next 8, for
+// one or two rows; 4 and 4 from three rows on, where the accumulators need
+// the registers), and the rows a block reads at once (a slice has at least
+// two such groups).
+template <int MR>
+struct Unroll {
+  static constexpr int rows = MR <= 2 ? 8 : 4;
+  static constexpr int group_rows = rows * kRowGroups;
+};
 // Rows of A staged in shared memory at once (a whole slice of the MLP's
 // layers for one or two rows; 256 keeps 8 rows within 48 KiB with the sums),
 // and the rows staged: zeros past the chunk.
 template <int MR>
 struct XRows {
   static constexpr int chunk = MR <= 2 ? 1024 : 256;
-  static constexpr int stage = chunk + kGroupRows;
+  static constexpr int stage = chunk + Unroll<MR>::group_rows;
 };
-constexpr int64_t kMinSliceRows = 2 * kGroupRows;  // fewest rows of K per slice
 
 // Loads B[row, col .. col + 3] as floats: one wide load when VEC (then the
 // 4 columns are in range and aligned), else element by element, 0 past N.
@@ -110,6 +128,28 @@ __device__ __forceinline__ void load_rows(const T* base, int kk, int len, int64_
   }
 }
 
+// The start of a programmatic dependent launch (see the top): asks the L2
+// cache for rows [k_begin, k_end) of B at the block's columns [tile, tile +
+// kCols), each warp one row in kRowGroups, then waits for the kernel before
+// on the stream and lets the next one start. Without sm_90 it does nothing
+// (the host launches such a binary without the attribute).
+template <typename T>
+__device__ __forceinline__ void pdl_begin(const T* b, int64_t k_begin, int64_t k_end,
+                                          int64_t tile, int64_t N) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int64_t cols = N - tile < kCols ? N - tile : kCols;
+  const int lines = static_cast<int>((cols * static_cast<int64_t>(sizeof(T)) + 127) / 128);
+  if (static_cast<int>(threadIdx.x) < lines) {
+    for (int64_t k = k_begin + threadIdx.y; k < k_end; k += kRowGroups) {
+      const char* p = reinterpret_cast<const char*>(b + k * N + tile) + threadIdx.x * 128;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // acc[r][j] += A[r, row] * w[j] for the MR rows of A staged in xs.
 template <int MR>
 __device__ __forceinline__ void fma_row(const float (*xs)[XRows<MR>::stage], int row,
@@ -134,14 +174,16 @@ __device__ __forceinline__ T epilogue(float s, const T* __restrict__ bias, int64
 // Pass 1 for MR = M rows. Block (kLanes, kRowGroups); grid (column tiles,
 // K slices of `slice_rows`). Writes partial[slice, r, n] when `partial` is
 // not null, else out[r, n] = act(sum + bias[n]) (a single slice); with
-// `tickets` too, the tile's last block also stores out (see the top).
+// `tickets` too, the tile's last block also stores out (see the top). With
+// `pdl` the launch is a programmatic dependent one (see the top).
 template <typename T, int MR, bool VEC>
 __global__ void __launch_bounds__(kLanes* kRowGroups)
     gemv_partial_kernel(const T* __restrict__ a, const T* __restrict__ b,
                         float* __restrict__ partial, unsigned int* __restrict__ tickets,
                         const T* __restrict__ bias, T* __restrict__ out, bool relu, int64_t N,
-                        int64_t K, int64_t slice_rows) {
+                        int64_t K, int64_t slice_rows, bool pdl) {
   constexpr int kXChunk = XRows<MR>::chunk, kXStage = XRows<MR>::stage;
+  constexpr int kUnroll = Unroll<MR>::rows, kGroupRows = Unroll<MR>::group_rows;
   __shared__ float xs[MR][kXStage];
   __shared__ float4 red[kRowGroups][MR][kLanes];
   const int lane = threadIdx.x, group = threadIdx.y;
@@ -151,6 +193,9 @@ __global__ void __launch_bounds__(kLanes* kRowGroups)
   const int64_t k_begin = static_cast<int64_t>(blockIdx.y) * slice_rows;
   const int64_t k_end = k_begin + slice_rows < K ? k_begin + slice_rows : K;
   const bool active = col < N;
+  if (pdl) {
+    pdl_begin(b, k_begin, k_begin + kGroupRows < k_end ? k_begin + kGroupRows : k_end, tile, N);
+  }
   float acc[MR][4];
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
@@ -301,11 +346,35 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Whether the pass 1 kernel `kernel` may be launched as a programmatic
+// dependent launch: PLUGGABLE_CUDA_PDL is not "0" and the code the device
+// runs was built for compute capability 9.0 or later (so it waits).
+template <typename K>
+bool pdl_launch_ok(K* kernel, int ordinal) {
+  static const bool allowed = [] {
+    const char* v = getenv("PLUGGABLE_CUDA_PDL");
+    return v == nullptr || strcmp(v, "0") != 0;
+  }();
+  if (!allowed) return false;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices];  // 0 unknown, 1 no, 2 yes
+  const bool cached = ordinal >= 0 && ordinal < kMaxDevices;
+  if (cached) {
+    const int v = known[ordinal].load(std::memory_order_relaxed);
+    if (v != 0) return v == 2;
+  }
+  cudaFuncAttributes fa;
+  bool ok = cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.binaryVersion >= 90;
+  if (!ok) (void)cudaGetLastError();
+  if (cached) known[ordinal].store(ok ? 2 : 1, std::memory_order_relaxed);
+  return ok;
+}
+
 bool gemv_enabled() {
   static const bool on = [] {
-    // Opt-in until its figures on a GPU are recorded in docs/benchmarks.md.
+    // On unless turned off (docs/benchmarks.md, "The CUDA matrix-vector path").
     const char* v = getenv("PLUGGABLE_CUDA_GEMV");
-    return v != nullptr && strcmp(v, "1") == 0;
+    return v == nullptr || strcmp(v, "0") != 0;
   }();
   return on;
 }
@@ -337,7 +406,8 @@ int blocks_per_sm(int ordinal) {
   return n;
 }
 
-GemvGrid gemv_grid(int64_t N, int64_t K, int sm_count, int per_sm) {
+// `group_rows`: Unroll<MR>::group_rows of the kernel launched.
+GemvGrid gemv_grid(int64_t N, int64_t K, int sm_count, int per_sm, int64_t group_rows) {
   GemvGrid g;
   g.tiles = (N + kCols - 1) / kCols;
   const int64_t target = static_cast<int64_t>(sm_count > 0 ? sm_count : 1) * per_sm;
@@ -346,13 +416,13 @@ GemvGrid gemv_grid(int64_t N, int64_t K, int sm_count, int per_sm) {
   // all the others (1x4096x4096 on an H100: 416 blocks for 396 places): one
   // slice fewer, where that still fills at least half the places.
   if (slices > 1 && g.tiles * slices > target && g.tiles * (slices - 1) * 2 >= target) --slices;
-  const int64_t by_k = (K + kMinSliceRows - 1) / kMinSliceRows;
+  const int64_t by_k = (K + 2 * group_rows - 1) / (2 * group_rows);
   if (slices > by_k) slices = by_k;
   if (slices > 65535) slices = 65535;
   if (slices < 1) slices = 1;
   // Whole groups of rows per slice (no partly filled loads but at K's end),
   // then no empty slice.
-  g.slice_rows = ((K + slices - 1) / slices + kGroupRows - 1) / kGroupRows * kGroupRows;
+  g.slice_rows = ((K + slices - 1) / slices + group_rows - 1) / group_rows * group_rows;
   g.slices = (K + g.slice_rows - 1) / g.slice_rows;
   return g;
 }
@@ -362,7 +432,8 @@ GemvGrid gemv_grid(int64_t N, int64_t K, int sm_count, int per_sm) {
 template <typename T, int MR, bool VEC>
 bool run_rows(OpCall& c, const void* a, const void* b, const void* bias, bool relu, void* out,
               int64_t N, int64_t K) {
-  const GemvGrid g = gemv_grid(N, K, c.sm_count(), blocks_per_sm<T, MR, VEC>(c.ordinal()));
+  const GemvGrid g = gemv_grid(N, K, c.sm_count(), blocks_per_sm<T, MR, VEC>(c.ordinal()),
+                               Unroll<MR>::group_rows);
   TensorPtr temp;
   float* partial = nullptr;
   if (g.slices > 1) {
@@ -376,12 +447,22 @@ bool run_rows(OpCall& c, const void* a, const void* b, const void* bias, bool re
     std::lock_guard<std::mutex> lock(s->mu);
     tickets = gemv_prepare_stream(s);
   }
-  const dim3 grid(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.slices));
-  const dim3 block(kLanes, kRowGroups);
-  gemv_partial_kernel<T, MR, VEC><<<grid, block, 0, c.stream()>>>(
-      static_cast<const T*>(a), static_cast<const T*>(b), partial, tickets,
-      static_cast<const T*>(bias), static_cast<T*>(out), relu, N, K, g.slice_rows);
-  if (!c.check_launch("gemv_partial_kernel")) return false;
+  auto* kernel = gemv_partial_kernel<T, MR, VEC>;
+  const bool pdl = pdl_launch_ok(kernel, c.ordinal());
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(g.tiles), static_cast<unsigned>(g.slices));
+  cfg.blockDim = dim3(kLanes, kRowGroups);
+  cfg.stream = c.stream();
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl ? &attr : nullptr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  const cudaError_t launched =
+      cudaLaunchKernelEx(&cfg, kernel, static_cast<const T*>(a), static_cast<const T*>(b),
+                         partial, tickets, static_cast<const T*>(bias), static_cast<T*>(out),
+                         relu, N, K, g.slice_rows, pdl);
+  if (!c.check_cuda(launched, "launch of gemv_partial_kernel")) return false;
   if (partial == nullptr || tickets != nullptr) return true;
   const int64_t total = MR * N;
   gemv_reduce_kernel<T><<<grid_for(total, c.sm_count()), kThreads, 0, c.stream()>>>(
