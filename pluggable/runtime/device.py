@@ -189,7 +189,7 @@ class Device:
         Returns False if the plugin said it could not."""
         st = status()
         self._se.synchronize_all_activity(self._sp, st)
-        return code_and_message(st)[0] == 0
+        return lib.TF_GetCode(st) == 0
 
     # --- tensors -------------------------------------------------------------
     def read(self, t: Tensor) -> np.ndarray:
@@ -215,9 +215,9 @@ class Device:
     def _raise_for(self, t: Tensor, st, what: str) -> None:
         """Raises the error in `st`: the failure `t` carries (naming the op
         where it started), or an error of `what`."""
+        if not lib.TF_GetCode(st):
+            return  # OK: the message is not read
         code, msg = code_and_message(st)
-        if not code:
-            return
         op = lib.pg_tensor_failed_op(t._h) if t._h is not None else ffi.NULL
         if op != ffi.NULL:
             raise errors.make_error(code, msg, op=cstr(op), device=self.name)

@@ -564,13 +564,20 @@ class Prepared:
 
 
 def _wrap_host_inputs(p: Plan, inputs: list[Tensor]) -> tuple[list, list]:
+    """The core handles of a call's inputs. A CPU tensor passed to a
+    host-memory input keeps the handle made over its array for later calls
+    (as ``host_input`` does); another host value is wrapped for this call
+    only (`temps`, deleted after it)."""
     temps, handles = [], []
     for t, h in zip(inputs, p.host_in):
-        if h and t._h is not None:  # a host tensor with a core handle (resource)
+        if h and t._h is not None:  # a host tensor with a core handle
             handles.append(t._h)
         elif h:
             w = _wrap_host(t._a, t._dtype)
-            temps.append(w)
+            if t._dev is placement.CPU:
+                t._h = w  # deleted with the tensor, which holds the array
+            else:
+                temps.append(w)
             handles.append(w)
         else:
             handles.append(t._h)
