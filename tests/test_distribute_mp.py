@@ -657,6 +657,66 @@ def test_nccl_backend_refuses_a_device_without_the_extension():
         d.destroy_process_group()
 
 
+def test_nccl_backend_first_collectives_of_two_threads_make_one_communicator(monkeypatch):
+    """Two threads of one rank making their first collective on a device at
+    once: one NCCL communicator is made (one id published, one init), both
+    get its group key, and a second device then gets the next serial. The
+    plugin side (nccl.require, unique_id, init) is replaced by stand-ins
+    that record the calls, the init slow enough for the threads to meet."""
+    from pluggable.distribute import nccl, nccl_backend
+
+    calls = {"unique_id": 0, "init": []}
+    lock = threading.Lock()
+
+    def unique_id(dev):
+        with lock:
+            calls["unique_id"] += 1
+            return f"id-{dev.name}-{calls['unique_id']}".encode()
+
+    def init(dev, world_size, rank, uid, group_key):
+        with lock:
+            calls["init"].append((dev.name, uid, group_key))
+        threading.Event().wait(0.3)
+
+    monkeypatch.setattr(nccl, "require", lambda dev: None)
+    monkeypatch.setattr(nccl, "unique_id", unique_id)
+    monkeypatch.setattr(nccl, "init", init)
+    aborted: list = []
+    monkeypatch.setattr(nccl, "abort", lambda dev, key: aborted.append((dev.name, key)))
+
+    class Dev:
+        def __init__(self, name):
+            self.name, self.pci_bus_id = name, f"bus-{name}"
+
+        def wait_for_work(self):
+            return True
+
+    class T:
+        def __init__(self, dev):
+            self.device_object = dev
+
+    store = TCPStore("127.0.0.1", 0, 0, 1, is_server=True, timeout=10)
+    b = nccl_backend.NcclBackend(store, "t", 0, 1, 10.0)
+    try:
+        gpu0, gpu1 = Dev("GPU:0"), Dev("GPU:1")
+        keys: list = []
+        threads = [threading.Thread(target=lambda: keys.append(
+            b._group_key("all_reduce", T(gpu0), 10.0))) for _ in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(30)
+        assert len(keys) == 4 and len(set(keys)) == 1, keys
+        assert calls["unique_id"] == 1 and len(calls["init"]) == 1, calls
+        assert b._group_key("all_reduce", T(gpu1), 10.0) == keys[0] + 1
+        assert [c[0] for c in calls["init"]] == ["GPU:0", "GPU:1"]
+        b.close()
+        assert sorted(aborted) == [("GPU:0", keys[0]), ("GPU:1", keys[0] + 1)]
+    finally:
+        b.close()
+        store.close()
+
+
 NCCL_COLLECTIVES = REFERENCE + """
     d.init_process_group(backend=BACKEND, timeout=60)
     r, n = d.get_rank(), d.get_world_size()

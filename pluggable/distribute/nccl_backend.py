@@ -71,6 +71,10 @@ class NcclBackend(Backend):
                  timeout: float):
         super().__init__(store, prefix, rank, world_size, timeout)
         self._lock = threading.Lock()
+        # One communicator set-up at a time in this process: two threads
+        # making their first collective at once would otherwise both take
+        # the same serial (and rank 0 publish two NCCL ids under one key).
+        self._setup = threading.Lock()
         self._comms: dict[str, tuple[Any, int]] = {}    # device name -> (device, group key)
         self._instances = itertools.count(1)
         self._local = threading.local()      # this thread's instance_key input
@@ -110,21 +114,26 @@ class NcclBackend(Backend):
         dev = t.device_object
         with self._lock:
             known = self._comms.get(dev.name)
-            if known is not None:
-                return known[1]
-            serial = len(self._comms)
-        nccl.require(dev)        # every rank refuses a plugin without the extension
-        self._check_distinct(fn, dev, serial, timeout)
-        key = f"{self.prefix}/uid/{serial}"
-        if self.rank == 0:
-            uid = nccl.unique_id(dev)
-            self.store.set(key, uid)
-        else:
-            uid = self.store.get(key, timeout)
-        group_key = _GROUP_KEY_BASE + serial
-        self._join(fn, dev, uid, group_key, timeout)
-        with self._lock:
-            self._comms[dev.name] = (dev, group_key)
+        if known is not None:
+            return known[1]
+        with self._setup:
+            with self._lock:     # made by another thread while this one waited
+                known = self._comms.get(dev.name)
+                if known is not None:
+                    return known[1]
+                serial = len(self._comms)
+            nccl.require(dev)        # every rank refuses a plugin without the extension
+            self._check_distinct(fn, dev, serial, timeout)
+            key = f"{self.prefix}/uid/{serial}"
+            if self.rank == 0:
+                uid = nccl.unique_id(dev)
+                self.store.set(key, uid)
+            else:
+                uid = self.store.get(key, timeout)
+            group_key = _GROUP_KEY_BASE + serial
+            self._join(fn, dev, uid, group_key, timeout)
+            with self._lock:
+                self._comms[dev.name] = (dev, group_key)
         return group_key
 
     def _check_distinct(self, fn: str, dev: Any, serial: int, timeout: float) -> None:
