@@ -26,6 +26,10 @@ def broadcast_shapes(op: str, a: tuple, b: tuple) -> tuple:
     """numpy/TensorFlow broadcasting of two shapes."""
     if a == b:
         return a
+    if not b:        # a scalar operand (a Python number, say): the other shape
+        return a
+    if not a:
+        return b
     out = []
     for i in range(1, max(len(a), len(b)) + 1):
         x = a[-i] if i <= len(a) else 1
