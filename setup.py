@@ -134,13 +134,9 @@ def _cudart():
     return mod.cudart()
 
 
-def _gpu_archs() -> list[str]:
+def _gpu_archs(rt) -> list[str]:
     """The compute capabilities of the GPUs present ("90" for 9.0), asked of
-    the CUDA runtime through cuda-python; [] without cuda-python, a driver
-    or a GPU."""
-    rt = _cudart()
-    if rt is None:
-        return []
+    the CUDA runtime `rt` (cuda-python); [] without a driver or a GPU."""
     err, count = rt.cudaGetDeviceCount()
     if int(err) != 0:
         return []
@@ -161,10 +157,11 @@ def _cuda_archs() -> list[str]:
     env = os.environ.get("PLUGGABLE_CUDA_ARCHS")
     if env:
         return [a.strip().replace(".", "") for a in env.replace(",", ";").split(";") if a.strip()]
-    caps = _gpu_archs()
+    rt = _cudart()
+    caps = _gpu_archs(rt) if rt is not None else []
     if caps:
         return caps
-    smi = shutil.which("nvidia-smi") if _cudart() is None else None
+    smi = shutil.which("nvidia-smi") if rt is None else None
     if smi:
         proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
                               capture_output=True, text=True)

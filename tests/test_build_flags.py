@@ -97,8 +97,9 @@ def test_cuda_archs_without_a_gpu_or_without_cuda_python(monkeypatch, tmp_path):
 
 def test_cuda_archs_with_the_real_cuda_python_never_raise():
     setup = _setup_module()
-    if setup._cudart() is None:
+    rt = setup._cudart()
+    if rt is None:
         pytest.skip("cuda-python is not installed (pip install .[cuda]): the fake runtime "
                     "tests above cover the logic")
-    archs = setup._gpu_archs()        # [] without a driver or a GPU
+    archs = setup._gpu_archs(rt)      # [] without a driver or a GPU
     assert all(a.isdigit() and len(a) >= 2 for a in archs), archs

@@ -450,10 +450,7 @@ def _execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
                 if config._log_placement:
                     config.record_placement("_Copy", m.name, f"input "
                                             f"{op.flat_inputs(p.attrs)[i].name} of {op.name}")
-    shapes = None
-    if op.shape_fn is not None:
-        values = {n: inputs[i]._a for n, i in p.value_idx.items()} if p.value_idx else None
-        shapes = op.shape_fn([t._shape for t in inputs], p.attrs, values)
+    shapes = _out_shapes(op, p, inputs)
     if p.kinst is None:
         outs = _run_cpu(p, inputs, shapes)
     else:
@@ -461,6 +458,15 @@ def _execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     if config._log_placement:
         config.record_placement(op.name, p.device.name, p.note)
     return outs
+
+
+def _out_shapes(op: OpDef, p: Plan, inputs: list[Tensor]) -> list | None:
+    """The output shapes `op`'s shape function gives for `inputs` under
+    plan `p` (None without a shape function)."""
+    if op.shape_fn is None:
+        return None
+    values = {n: inputs[i]._a for n, i in p.value_idx.items()} if p.value_idx else None
+    return op.shape_fn([t._shape for t in inputs], p.attrs, values)
 
 
 _scope_get = placement._scope.get
@@ -542,13 +548,7 @@ class Prepared:
                 if type(t) is not Tensor or t._dtype is not dt or t._dev is not dev:
                     break
             else:
-                op = self.op
-                shapes = None
-                if op.shape_fn is not None:
-                    values = ({n: inputs[i]._a for n, i in p.value_idx.items()}
-                              if p.value_idx else None)
-                    shapes = op.shape_fn([t._shape for t in inputs], p.attrs, values)
-                return _run_plugin(p, inputs, shapes)
+                return _run_plugin(p, inputs, _out_shapes(self.op, p, inputs))
         token = placement._scope.set(self.device)
         try:
             outs = execute(self.op, inputs, self.given)

@@ -131,7 +131,8 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     if ns is not None and ns.handle == consumer:
         return
     cudart = cuda_python.cudart()
-    ev = _order_event(dev, cudart) if ns is not None and cudart is not None else None
+    ev = native_stream.per_device(dev, "_dlpack_order_event", _order_event) \
+        if ns is not None and cudart is not None else None
     # One event per device, recorded again for each export: a wait takes the
     # latest recording, which follows the exporter's work on the same stream
     # even when another thread recorded it.
@@ -140,23 +141,18 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
         dev.wait_for_work()
 
 
-def _order_event(dev: Device, cudart: Any) -> Any:
-    """The CUDA event `_cuda_stream_wait` records on `dev`'s stream (made
-    once per device, on that device), or None if none could be made."""
-    try:
-        return dev.__dict__["_dlpack_order_event"]
-    except KeyError:
-        pass
+def _order_event(dev: Device) -> Any:
+    """A CUDA event for `_cuda_stream_wait` to record on `dev`'s stream,
+    made on that device, or None if none could be made (the exports of
+    `dev` then wait for the device)."""
+    cudart = cuda_python.cudart()
     prev = cudart.cudaGetDevice()[1]
     cudart.cudaSetDevice(native_stream.native_ordinal(dev))
     try:
         err, ev = cudart.cudaEventCreateWithFlags(_CUDA_EVENT_DISABLE_TIMING)
     finally:
         cudart.cudaSetDevice(prev)
-    if int(err) != 0:
-        return None  # asked again next time
-    dev.__dict__["_dlpack_order_event"] = ev
-    return ev
+    return ev if int(err) == 0 else None
 
 
 def _check_copy(copy: Any, what: str) -> None:

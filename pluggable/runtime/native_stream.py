@@ -40,11 +40,12 @@ def native_stream(dev: Any) -> NativeStream | None:
     """The native handle behind `dev`'s default stream, or None when its
     plugin has none (no extension, or no native_stream function). Asked of
     the plugin once per device: a device keeps its default stream for life."""
-    return _per_device(dev, "_native_stream", _ask_native_stream)
+    return per_device(dev, "_native_stream", _ask_native_stream)
 
 
-def _per_device(dev: Any, key: str, ask: Any) -> Any:
-    """`ask(dev)`, kept on `dev` under `key` after the first call."""
+def per_device(dev: Any, key: str, ask: Any) -> Any:
+    """`ask(dev)`, kept on `dev` under `key` after the first call (for what
+    a device keeps for life: its stream, ordinal, an event of its own)."""
     try:
         return dev.__dict__[key]
     except KeyError:
@@ -72,7 +73,7 @@ def _ask_native_stream(dev: Any) -> NativeStream | None:
 def native_ordinal(dev: Any) -> int:
     """The native device ordinal of `dev` (CUDA device N), else its ordinal
     (asked of the plugin once per device)."""
-    return _per_device(dev, "_native_ordinal", _ask_native_ordinal)
+    return per_device(dev, "_native_ordinal", _ask_native_ordinal)
 
 
 def _ask_native_ordinal(dev: Any) -> int:

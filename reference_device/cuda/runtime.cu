@@ -1,12 +1,9 @@
 // The stream executor of the CUDA reference plugin: memory, streams, events,
 // timers, copies, fills and host callbacks. Every callback makes its device
 // current with a DeviceGuard and restores the caller's device on return.
-#include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <new>
 #include <string>
-#include <thread>
 
 #include "cublas_loader.h"
 #include "cuda_common.h"
