@@ -23,6 +23,8 @@
  *        before it is OK unless its verdict says otherwise.
  *      * in passing, without waiting (reap): when the verdicts of a prefix
  *        are all COMPLETE and the stream reports no error, the prefix is OK.
+ *        While the device never reported an error, a completed event and a
+ *        stream without error are enough (see reap).
  *    A state whose parent failed fails with the parent's error, naming the
  *    op where the failure started.
  *  - A thread's pg_device_synchronize reports the first failure of an op
@@ -336,16 +338,88 @@ void pg_op_maintain(pg_device* dev, int64_t len) {
   }
 }
 
+/* Whether the work of log state `s` (at index `j` of the log) is known to be
+ * done; `j` is advanced past states without an event (none could be
+ * recorded, or their verdict was read and the event released) to the next
+ * one that has an event or a verdict, up to `hi`. */
+static int known_done(pg_device* dev, pg_opstate** s, int64_t* j, int64_t hi) {
+  while (*j < hi && (*s)->event == NULL && (*s)->verdict == V_UNKNOWN) {
+    *s = (*s)->next;
+    ++*j;
+  }
+  if (*j >= hi) return 0;
+  return (*s)->event == NULL ||
+         dev->se->get_event_status(dev->device, (*s)->event) != SE_EVENT_PENDING;
+}
+
+/* A state of the log's first `n` (1 <= n <= len) whose work is done, late in
+ * the log, or NULL if none is known to be. Events complete in stream order,
+ * so the states whose work is done are a prefix of the log, and a completed
+ * event marks every state before it done too. The device is usually only a
+ * few ops behind: the state 8 before the end is tried first; if it is not
+ * done yet, the newest done state before it is found by bisection. */
+static pg_opstate* newest_done(pg_device* dev, pg_oplog* L, int64_t n) {
+  int64_t near = n > 8 ? n - 8 : 0, j = near;
+  pg_opstate* s = L->head;
+  for (int64_t i = 0; i < near; ++i) s = s->next;
+  if (known_done(dev, &s, &j, n)) return s;
+  pg_opstate* done = NULL;
+  pg_opstate* from = L->head; /* state `lo` */
+  int64_t lo = 0, hi = near;  /* done: [0, lo); not known: [lo, hi) */
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    s = from;
+    for (int64_t i = lo; i < mid; ++i) s = s->next;
+    j = mid;
+    if (known_done(dev, &s, &j, hi)) {
+      done = s;
+      from = s->next;
+      lo = j + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return done;
+}
+
 /* Settles, without waiting, the prefix of ops that are known to be done and
- * good. Skipped while a synchronisation runs. */
+ * good. Skipped while a synchronisation runs.
+ *
+ * While the device has never reported an asynchronous error, a failure of
+ * any op is still held by the stream (the plugin keeps its first error until
+ * a synchronisation clears it, and none has cleared one): the ops whose work
+ * came before a completed event are good when the stream reports no error,
+ * and their own verdicts need not be read. The completed prefix is found by
+ * bisection, so a reap reads a few events instead of one per op. Once an
+ * error was reported, a verdict may say ERROR while the stream has nothing
+ * to say, and every verdict is read. */
 static void reap(pg_device* dev, pg_oplog* L) {
   if (pthread_mutex_trylock(&L->sync_mu) != 0) return;
   pthread_mutex_lock(&L->mu);
-  pg_opstate* known = read_verdicts(dev, L, NULL);
-  if (known != NULL && !any_error_verdict(L, known)) {
+  pg_opstate* known;
+  int quick = L->last_code == TF_OK && L->orphan_code == TF_OK && L->len > 0;
+  if (quick) {
+    known = newest_done(dev, L, L->len);
+  } else {
+    known = read_verdicts(dev, L, NULL);
+  }
+  if (known != NULL && (quick || !any_error_verdict(L, known))) {
     TF_Status* st = TF_NewStatus();
     dev->se->get_stream_status(dev->device, dev->stream, st);
-    if (TF_GetCode(st) == TF_OK) settle_prefix(dev, L, known);
+    if (TF_GetCode(st) == TF_OK) {
+      if (quick) {
+        /* done, and good: their events go back unread */
+        for (pg_opstate* s = L->head;; s = s->next) {
+          if (s->event != NULL) {
+            s->verdict = V_COMPLETE;
+            pg_event_release(dev, s->event);
+            s->event = NULL;
+          }
+          if (s == known) break;
+        }
+      }
+      settle_prefix(dev, L, known);
+    }
     TF_DeleteStatus(st);
   }
   pthread_mutex_unlock(&L->mu);
