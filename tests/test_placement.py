@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import pluggable as pg
+from pluggable.runtime import dispatch
 
 FULL = "/job:localhost/replica:0/task:0/device:MY_DEVICE:0"
 
@@ -261,3 +262,65 @@ def test_fast_path_with_inputs_named_like_its_locals(shape):
         with pg.testing.expect_kernel("Select", "MY_DEVICE"):
             out = pg.raw_ops.Select(**args)
         np.testing.assert_array_equal(out.numpy(), np.where(c, t, e))
+
+
+def test_fast_path_for_ops_whose_shape_reads_host_values(monkeypatch):
+    """Sum's axes and Reshape's shape are host-memory inputs that the shape
+    function reads: once a CPU tensor holds its core handle (from its first
+    call), later calls skip the general path, and each call's values give
+    its shape."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    with pg.device("CPU:0"):
+        axes = [pg.constant(np.array([k], np.int32)) for k in (0, 1, 2, 1)]
+        shapes = [pg.constant(np.array(s, np.int64)) for s in ((12, 5), (5, 12), (60,))]
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(a)
+        for ax in axes:   # the first call with each CPU tensor wraps its array
+            pg.raw_ops.Sum(input=x, reduction_indices=ax)
+        for s in shapes:
+            pg.raw_ops.Reshape(tensor=x, shape=s)
+        assert pg.registry.OPS["Sum"].fast and pg.registry.OPS["Reshape"].fast
+
+        def no_general_path(*args, **kwargs):
+            raise AssertionError("took the general path")
+        monkeypatch.setitem(pg.raw_ops.Sum.__globals__, "execute", no_general_path)
+        monkeypatch.setitem(pg.raw_ops.Reshape.__globals__, "execute", no_general_path)
+        for ax in axes:
+            with pg.testing.expect_kernel("Sum", "MY_DEVICE"):
+                got = pg.raw_ops.Sum(input=x, reduction_indices=ax)
+            k = int(ax.numpy()[0])
+            np.testing.assert_allclose(got.numpy(), a.sum(axis=k), rtol=1e-5, atol=1e-5)
+            assert got.shape == a.sum(axis=k).shape
+        for s in shapes:
+            got = pg.raw_ops.Reshape(tensor=x, shape=s)
+            np.testing.assert_array_equal(got.numpy(), a.reshape(tuple(s.numpy())))
+        # An axis out of range: the same typed error as the general path's
+        bad = dispatch.host_input(np.array([3]), pg.int32)  # has its handle at once
+        with pytest.raises(pg.errors.InvalidArgumentError, match="axis|range|dimension"):
+            pg.raw_ops.Sum(input=x, reduction_indices=bad)
+        monkeypatch.undo()
+        with pytest.raises(pg.errors.InvalidArgumentError, match="axis|range|dimension"):
+            pg.raw_ops.Sum(input=x, reduction_indices=pg.constant(np.array([3], np.int32)))
+
+
+def test_single_output_kernel_call_refuses_other_kernels():
+    """pg_kernel_run1 (the fast path's call) is for kernels of one output:
+    another kernel gets a typed status naming the op, and no output."""
+    from pluggable._core import code_and_message, ffi, lib
+    rng = np.random.default_rng()
+    a = rng.standard_normal(8).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(a)
+        values, _ = pg.raw_ops.TopKV2(input=x, k=pg.constant(np.int32(3)))
+    np.testing.assert_array_equal(values.numpy(), np.sort(a)[::-1][:3])
+    plans = [dispatch._plans.get(k) for k in dispatch._plans]
+    p = next(p for p in plans if p is not None and p.op.name == "TopKV2" and p.kinst is not None)
+    st = lib.TF_NewStatus()
+    try:
+        out = lib.pg_kernel_run1(p.kinst, [x._h, x._h], ffi.NULL, st)
+        code, msg = code_and_message(st)
+    finally:
+        lib.TF_DeleteStatus(st)
+    assert out == ffi.NULL
+    assert code == 3 and "TopKV2" in msg and "2 outputs" in msg, (code, msg)

@@ -595,6 +595,18 @@ TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
   return pg_kernel_run_planned(k, inputs, outputs, expect, NULL, status);
 }
 
+TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
+                          const int64_t* expect, TF_Status* status) {
+  if (k->num_outputs != 1) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "pg_kernel_run1: the kernel of %s has "
+                  "%d outputs, not 1", k->def->op_name, k->num_outputs);
+    return NULL;
+  }
+  TF_Tensor* out = NULL;
+  if (pg_kernel_run_planned(k, inputs, &out, expect, NULL, status) != TF_OK) return NULL;
+  return out;
+}
+
 TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
                               TF_Tensor** outputs, const int64_t* expect,
                               pg_buffer* const* preset, TF_Status* status) {

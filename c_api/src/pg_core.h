@@ -304,6 +304,10 @@ void pg_kernel_free(pg_kernel* k);
 TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
                       TF_Tensor** outputs, const int64_t* expect,
                       TF_Status* status);
+/* pg_kernel_run for a kernel of one output: returns the output's new handle,
+ * or NULL after setting `status`. */
+TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
+                          const int64_t* expect, TF_Status* status);
 /* Frees `k` once the work queued on its device so far has run. */
 void pg_kernel_release(pg_kernel* k);
 

@@ -11,7 +11,7 @@ import sys
 import types
 from typing import Any
 
-from .._core import ffi, lib, raw_status, thread_state
+from .._core import lib, raw_status, thread_state
 from ..framework import config, registry
 from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
@@ -22,7 +22,6 @@ _cache: dict[str, Any] = {}
 
 
 _UNSET = object()
-_OUTS_TYPE = ffi.typeof("TF_Tensor*[]")  # looked up once, not by name per call
 
 
 def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
@@ -32,13 +31,22 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     Tensor, in this frame. A Python scalar operand (``a * 2.0``) is first
     replaced by its cached device constant (``runtime.constants``) on the
     device of the tensor it meets, and the call continues exactly as one with
-    two tensors there (the same plan, placement and fast path). Anything else
-    falls through to the general path."""
-    if not inputs or len(op.outputs) != 1 or op.host_value_inputs or op.has_list_inputs \
+    two tensors there (the same plan, placement and fast path). An op whose
+    shape function reads input values (``Fill``'s dims) takes it with
+    tensors only, once each host-memory input holds its core handle (a CPU
+    tensor keeps it from its first call). Anything else falls through to the
+    general path."""
+    if not inputs or len(op.outputs) != 1 or op.has_list_inputs \
             or op.has_list_outputs or any(n.startswith("_") for n in inputs):
         return ""  # (the fast path's own locals start with "_")
     no_attrs = " and ".join(f"{a} is _UNSET" for a in attrs) or "True"
     tensors = " and ".join(f"type({n}) is _Tensor" for n in inputs)
+    if op.host_value_inputs:
+        handles = " and ".join(f"{n}._h is not None" for n in inputs)
+        values = "{" + ", ".join(f"{n!r}: {n}._a" for n in op.host_value_inputs) + "}"
+        return (f"    if {no_attrs} and not _hooks_active[0]:\n"
+                f"        if {tensors} and {handles}:\n"
+                f"{_fast_body(inputs, '            ', values)}")
     code = (f"    if {no_attrs} and not _hooks_active[0]:\n"
             f"        if {tensors}:\n{_fast_body(inputs, '            ')}")
     sources = _scalar_sources(op)
@@ -55,15 +63,14 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     return code
 
 
-def _fast_body(names: list[str], ind: str) -> str:
+def _fast_body(names: list[str], ind: str, values: str = "None") -> str:
     key = ", ".join(f"{n}._dtype, {n}._dev" for n in names)
     handles = ", ".join(f"{n}._h" for n in names)
     shapes = ", ".join(f"{n}._shape" for n in names)
     return (
         f"{ind}_p = _fast.get((_scope_get(), {key}, _version[0]))\n"
         f"{ind}if _p is not None:\n"
-        f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, None)[0]\n"
-        f"{ind}    _outs = _new_outs(_outs_type, 1)\n"
+        f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values})[0]\n"
         f"{ind}    try:\n"
         f"{ind}        _st = _tls.status\n"
         f"{ind}    except AttributeError:\n"
@@ -71,10 +78,11 @@ def _fast_body(names: list[str], ind: str) -> str:
         f"{ind}    _e = _expects.get(_shape)\n"  # (op inputs never start with _)
         f"{ind}    if _e is None:\n"
         f"{ind}        _e = _expect_array(_shape)\n"
-        f"{ind}    if _run(_p.kinst, [{handles}], _outs, _e, _st):\n"
+        f"{ind}    _h = _run1(_p.kinst, [{handles}], _e, _st)\n"
+        f"{ind}    if not _h:\n"
         f"{ind}        raise _kernel_error(_p, _st)\n"
         f"{ind}    _t = _new(_Tensor)\n"
-        f"{ind}    _t._h = _outs[0]; _t._a = None; _t._dev = _p.device\n"
+        f"{ind}    _t._h = _h; _t._a = None; _t._dev = _p.device\n"
         f"{ind}    _t._dtype = _p.out_dtypes[0]; _t._shape = _shape\n"
         f"{ind}    return _t\n")
 
@@ -92,8 +100,7 @@ def _scalar_sources(op) -> tuple:
 
 def _fast_globals(op) -> dict:
     return {"_fast": op.fast, "_scope_get": placement._scope.get, "_version": config.version,
-            "_new_outs": ffi.new, "_outs_type": _OUTS_TYPE, "_raw_status": raw_status,
-            "_tls": thread_state, "_run": lib.pg_kernel_run,
+            "_raw_status": raw_status, "_tls": thread_state, "_run1": lib.pg_kernel_run1,
             "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor,
             "_hooks_active": hooks.active, "_constant": constants.lookup,
             "_expects": expects, "_expect_array": expect_array}

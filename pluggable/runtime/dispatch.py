@@ -49,12 +49,16 @@ def invalidate() -> None:
 
 def _is_simple(p: "Plan", given: dict) -> bool:
     """Whether later calls with this signature can take the raw_ops fast path:
-    a plugin kernel, no attributes given, no copies, no host-memory inputs,
-    one device output whose shape the shape function gives from shapes."""
+    a plugin kernel, no attributes given, no copies, one device output whose
+    shape the shape function gives from the inputs' shapes and host values.
+    Host-memory inputs only where the shape function reads them: without
+    copies such an input is a CPU tensor, and the fast path of those ops
+    passes the core handle the tensor keeps (see raw_ops._fast_path)."""
     op = p.op
-    return (p.kinst is not None and not given and p.moves is None and not p.any_host_in
+    return (p.kinst is not None and not given and p.moves is None
+            and (not p.any_host_in or bool(op.host_value_inputs))
             and p.n_out == 1 and not p.out_host[0] and op.shape_fn is not None
-            and not op.host_value_inputs and op.exact_shapes)
+            and op.exact_shapes)
 
 
 def kernel_error(p: "Plan", st) -> errors.OpError:

@@ -104,15 +104,27 @@ def dlpack_device(t: Tensor) -> tuple[int, int]:
         "t.to('CPU:0')", device=dev.name)
 
 
+# The plugin devices the CUDA ordinals were read from, and the first CUDA
+# plugin device of each ordinal (read again when plugins come or go).
+_by_ordinal: list = [None, {}]
+
+
 def _device_for(device_type: int, device_id: int) -> Any:
     """The pluggable device of a DLPack device."""
     if device_type in _HOST_TYPES:
         return placement.CPU
     if device_type == KDL_CUDA:
-        for d in placement.all_devices():
-            if _device_kind(d) == native_stream.KIND_CUDA and \
-                    native_stream.native_ordinal(d) == device_id:
-                return d
+        table = placement._logical
+        devices = tuple(table) if table is not None else None
+        if devices is None or _by_ordinal[0] != devices:  # first use, or devices changed
+            found: dict = {}
+            for d in placement.all_devices():
+                if _device_kind(d) == native_stream.KIND_CUDA:
+                    found.setdefault(native_stream.native_ordinal(d), d)
+            _by_ordinal[:] = [tuple(placement._logical), found]
+        d = _by_ordinal[1].get(device_id)
+        if d is not None:
+            return d
         raise errors.NotFoundError(
             f"DLPack data on CUDA device {device_id}, but no pluggable GPU device has that "
             "CUDA ordinal (is the CUDA plugin loaded and the device visible?)")

@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core import ffi, lib, status
+from .._core import ffi, lib, raw_status, status
 from ..framework import errors
 from .status import raise_status
 from .streams import Stream
@@ -19,10 +19,7 @@ def check_len(nbytes, *bufs) -> int:
     return n
 
 
-def _delete(t, streams: list) -> None:
-    """Frees a buffer's tensor; `streams` (its recorded users) outlive it."""
-    lib.TF_DeleteTensor(t)
-    streams.clear()
+_alloc = lib.pg_device_alloc_tensor
 
 
 class DeviceBuffer:
@@ -31,21 +28,40 @@ class DeviceBuffer:
     that stream's use (``record_stream``), so that the memory is reused or
     returned to the plugin only after that stream's work is done."""
 
+    __slots__ = ("device", "nbytes", "_t", "_m", "_streams", "__weakref__")
+
     def __init__(self, device: Any, nbytes: int):
-        if nbytes < 0:
+        n = int(nbytes)
+        if n < 0:
             raise errors.InvalidArgumentError(f"cannot allocate {nbytes} bytes")
         self.device = device
-        self.nbytes = int(nbytes)
-        st = status()
-        dims = ffi.new("int64_t[1]", [self.nbytes])
-        t = lib.pg_device_alloc_tensor(device._c, 4, dims, 1, st)  # TF_UINT8
-        raise_status(st, f"allocating {nbytes} bytes on {device.short_name}", device.name)
+        self.nbytes = n
+        self._m = None
         # Streams recorded as users: kept alive until the memory is freed,
         # since the allocator records events on them then.
-        self._streams: list = []
-        self._t = ffi.gc(t, lambda p, keep=self._streams: _delete(p, keep))
-        self._mem = ffi.new("SP_DeviceMemoryBase*")
-        lib.pg_tensor_mem(t, self._mem)
+        self._streams = None
+        st = raw_status()  # (the core resets it)
+        t = _alloc(device._c, 4, [n], 1, st)  # TF_UINT8
+        if not t:
+            raise_status(st, f"allocating {nbytes} bytes on {device.short_name}", device.name)
+            raise errors.InternalError(f"allocating {nbytes} bytes on {device.short_name} "
+                                       "returned no memory", device=device.name)
+        self._t = t
+
+    def __del__(self, _delete=lib.TF_DeleteTensor) -> None:
+        t = getattr(self, "_t", None)
+        if t is not None:
+            self._t = None
+            _delete(t)  # (self._streams is still alive here)
+
+    @property
+    def _mem(self):
+        """The memory as an ``SP_DeviceMemoryBase*`` for the device table."""
+        m = self._m
+        if m is None:
+            m = self._m = ffi.new("SP_DeviceMemoryBase*")
+            lib.pg_tensor_mem(self._t, m)
+        return m
 
     @property
     def address(self) -> int:
@@ -61,6 +77,8 @@ class DeviceBuffer:
                 f"record_stream: the stream is on {stream.device.short_name}, the memory on "
                 f"{self.device.short_name}", device=self.device.name)
         lib.pg_tensor_record_stream(self._t, stream._s, st)
+        if self._streams is None:
+            self._streams = []
         if not any(s is stream for s in self._streams):
             self._streams.append(stream)
         raise_status(st, f"record_stream on {self.device.short_name}", self.device.name)
