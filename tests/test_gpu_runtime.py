@@ -430,7 +430,9 @@ def test_reduction_over_empty_axis():
                                   np.full(2, np.iinfo(np.int32).min, np.int32))
 
 
-@pytest.mark.parametrize("cols", [1, 31, 33, 100, 129, 300, 600, 1024, 1025, 5000, 9000])
+# float32 rows of a multiple of 4 up to 1024 take the float4 warp kernel
+# (100, 132, 300, 600, 1024); the others the scalar warp or block kernels.
+@pytest.mark.parametrize("cols", [1, 31, 33, 100, 129, 132, 300, 600, 1024, 1025, 5000, 9000])
 @pytest.mark.parametrize("dt", [np.float32, np.float16], ids=lambda d: np.dtype(d).name)
 def test_softmax_row_lengths(cols, dt):
     x = (_rng().standard_normal((67, cols)) * 4).astype(dt)
@@ -440,6 +442,9 @@ def test_softmax_row_lengths(cols, dt):
     got = _gpu("Softmax", logits=x)
     tol = 1e-5 if dt == np.float32 else 2e-3
     np.testing.assert_allclose(got.astype(np.float64), ref, rtol=tol, atol=tol)
+    log_ref = x64 - x64.max(-1, keepdims=True) - np.log(e.sum(-1, keepdims=True))
+    got = _gpu("LogSoftmax", logits=x)
+    np.testing.assert_allclose(got.astype(np.float64), log_ref, rtol=tol, atol=tol * 4)
 
 
 @pytest.mark.parametrize("sa,sb", [((4, 1, 6), (1, 5, 1)), ((2, 3, 4, 5), (3, 1, 5)),
