@@ -549,6 +549,126 @@ def test_conv2d_asymmetric_stride_and_dilation():
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-4)
 
 
+def _conv_ref(x, f, strides, padding, dil, pads=None):
+    """Conv2D (NHWC, HWIO) in float64."""
+    n, h, w, _ = x.shape
+    kh, kw, _, oc = f.shape
+    (sh, sw), (dh, dw) = strides, dil
+    eh, ew = (kh - 1) * dh + 1, (kw - 1) * dw + 1
+    if padding == "SAME":
+        oh, ow = -(-h // sh), -(-w // sw)
+        ph, pw = max((oh - 1) * sh + eh - h, 0), max((ow - 1) * sw + ew - w, 0)
+        pads = (ph // 2, ph - ph // 2, pw // 2, pw - pw // 2)
+    elif padding == "VALID":
+        pads = (0, 0, 0, 0)
+    xp = np.pad(x.astype(np.float64), ((0, 0), pads[:2], pads[2:], (0, 0)))
+    oh = (xp.shape[1] - eh) // sh + 1
+    ow = (xp.shape[2] - ew) // sw + 1
+    ref = np.zeros((n, oh, ow, oc))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, i * dh: i * dh + (oh - 1) * sh + 1: sh,
+                       j * dw: j * dw + (ow - 1) * sw + 1: sw, :]
+            ref += patch @ f[i, j]
+    return ref
+
+
+# (input, filter, strides, padding, dilations, explicit pads, dtype). cuDNN
+# takes all but float64 and the last two, which need more padding after than
+# before (the own kernels run those).
+CONV_CASES = [
+    ((2, 9, 11, 6), (3, 3, 6, 9), (1, 1), "SAME", (1, 1), None, "float32"),
+    ((2, 9, 11, 6), (3, 3, 6, 9), (2, 2), "SAME", (1, 1), None, "float32"),
+    ((2, 12, 10, 5), (3, 2, 5, 7), (1, 2), "VALID", (2, 1), None, "float32"),
+    ((2, 10, 9, 8), (3, 3, 8, 6), (1, 1), "SAME", (2, 2), None, "float32"),
+    ((1, 7, 7, 4), (3, 3, 4, 5), (1, 1), "EXPLICIT", (1, 1), (2, 2, 1, 1), "float32"),
+    ((2, 9, 11, 6), (3, 3, 6, 9), (1, 1), "SAME", (1, 1), None, "float16"),
+    ((4, 16, 16, 32), (1, 1, 32, 64), (1, 1), "VALID", (1, 1), None, "float64"),  # own
+    ((2, 8, 8, 3), (3, 3, 3, 4), (2, 2), "SAME", (1, 1), None, "float32"),     # pads 0, 1
+    ((1, 6, 6, 2), (2, 2, 2, 3), (1, 1), "SAME", (1, 1), None, "float32"),     # pads 0, 1
+]
+
+_CONV_CHILD = r"""
+import sys, numpy as np, pluggable as pg
+sys.path.insert(0, sys.argv[1])
+from test_gpu_runtime import CONV_CASES
+data = np.load(sys.argv[2])
+out = {}
+with pg.device("GPU:0"):
+    for i, (xs, fs, st, pad, dil, pads, dt) in enumerate(CONV_CASES):
+        kw = dict(strides=[1, *st, 1], padding=pad, dilations=[1, *dil, 1])
+        if pads:
+            kw["explicit_paddings"] = [0, 0, pads[0], pads[1], pads[2], pads[3], 0, 0]
+        try:
+            with pg.testing.expect_kernel("Conv2D", "GPU"):
+                y = pg.raw_ops.Conv2D(input=pg.constant(data[f"x{i}"]),
+                                      filter=pg.constant(data[f"f{i}"]), **kw)
+            out[f"y{i}"] = y.numpy()
+        except pg.errors.FailedPreconditionError as e:
+            out[f"e{i}"] = np.array(str(e))
+np.savez(sys.argv[3], **out)
+"""
+# Which of CONV_CASES cuDNN takes (the others run the own kernels).
+_CUDNN_TAKES = [True] * 6 + [False] * 3
+
+
+def _conv_child(tmp_path, env: dict) -> tuple[dict, dict]:
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    rng = _rng()
+    data = {}
+    for i, (xs, fs, *_rest, dt) in enumerate(CONV_CASES):
+        data[f"x{i}"] = rng.standard_normal(xs).astype(dt)
+        data[f"f{i}"] = (rng.standard_normal(fs) / np.sqrt(np.prod(fs[:3]))).astype(dt)
+    np.savez(tmp_path / "in.npz", **data)
+    proc = subprocess.run([sys.executable, "-c", _CONV_CHILD, str(pathlib.Path(__file__).parent),
+                           str(tmp_path / "in.npz"), str(tmp_path / "out.npz")],
+                          env=dict(os.environ, **env), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return data, dict(np.load(tmp_path / "out.npz"))
+
+
+def _check_conv(data: dict, got: dict, i: int, what: str) -> None:
+    xs, fs, st, pad, dil, pads, dt = CONV_CASES[i]
+    ref = _conv_ref(data[f"x{i}"], data[f"f{i}"].astype(np.float64), st, pad, dil, pads)
+    tol = {"float16": 2e-2, "float32": 1e-4, "float64": 1e-10}[dt]
+    np.testing.assert_allclose(got[f"y{i}"].astype(np.float64), ref, rtol=tol, atol=tol,
+                               err_msg=f"case {i} {CONV_CASES[i]} {what}")
+
+
+@pytest.mark.parametrize("mode", ["1", "0"], ids=["cudnn-required", "own-kernels"])
+def test_conv2d_through_cudnn_and_own_kernels(tmp_path, mode):
+    """Every case against numpy, in a process where cuDNN must take the
+    convolutions it can (PLUGGABLE_CUDNN=1) and in one where it is off."""
+    import os
+    from pluggable.plugins import cuda_env
+    if mode == "1" and not (os.environ.get("PLUGGABLE_CUDNN_LIBRARY")
+                            or cuda_env.locate("libcudnn")):
+        pytest.skip("cuDNN (libcudnn.so.9) is not installed: pip install nvidia-cudnn-cu13")
+    data, got = _conv_child(tmp_path, {"PLUGGABLE_CUDNN": mode})
+    for i in range(len(CONV_CASES)):
+        _check_conv(data, got, i, f"PLUGGABLE_CUDNN={mode}")
+
+
+def test_conv2d_takes_cudnn_exactly_where_it_can(tmp_path):
+    """With cuDNN required but not loadable, the convolutions cuDNN would
+    take fail with a typed error naming cuDNN, and the others (float64, more
+    padding after than before) still run on the own kernels: so the cases
+    above ran where this says."""
+    data, got = _conv_child(tmp_path, {"PLUGGABLE_CUDNN": "1",
+                                       "PLUGGABLE_CUDNN_LIBRARY": str(tmp_path / "none.so.9")})
+    for i, takes in enumerate(_CUDNN_TAKES):
+        if takes:
+            assert f"e{i}" in got, f"case {i} ran without cuDNN"
+            msg = str(got[f"e{i}"])
+            assert "cuDNN could not be loaded" in msg and "PLUGGABLE_CUDNN_LIBRARY" in msg, msg
+        else:
+            _check_conv(data, got, i, "own kernels")
+
+
 def test_fill_odd_lengths_and_types():
     with pg.device("CPU:0"):
         dims = pg.constant(np.int64([1_000_003]))

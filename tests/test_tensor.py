@@ -1,5 +1,7 @@
 """Tensors: construction, dtypes, 0-d and empty tensors, repr, operators,
 copies between devices, numpy and DLPack interop."""
+import os
+
 import numpy as np
 import pytest
 
@@ -132,6 +134,26 @@ def test_cublas_locator_finds_nvidia_wheels(tmp_path, monkeypatch):
         (lib / name).write_bytes(b"")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _cuda_env.locate_cublas() == str(lib / "libcublas.so.13")
+
+
+def test_cudnn_locator_finds_the_wheel_and_not_its_sub_libraries(tmp_path, monkeypatch):
+    """nvidia-cudnn-cu13 puts libcudnn.so.9 next to its sub-libraries
+    (libcudnn_cnn.so.9, ...), which must not be taken for it."""
+    from pluggable.plugins import cuda_env as _cuda_env
+    lib = tmp_path / "nvidia" / "cudnn" / "lib"
+    lib.mkdir(parents=True)
+    for name in ("libcudnn_cnn.so.9", "libcudnn_ops.so.9", "libcudnn.so.9", "libcudnn_adv.so.10"):
+        (lib / name).write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _cuda_env.locate("libcudnn") == str(lib / "libcudnn.so.9")
+    monkeypatch.delenv("PLUGGABLE_CUDNN_LIBRARY", raising=False)
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir()
+    (plugin_dir / "libpluggable_cuda.so").write_bytes(b"")
+    for var in ("PLUGGABLE_CUBLAS_LIBRARY", "PLUGGABLE_CUPTI_LIBRARY", "PLUGGABLE_NCCL_LIBRARY"):
+        monkeypatch.setenv(var, "set")
+    _cuda_env.configure(str(plugin_dir))
+    assert os.environ["PLUGGABLE_CUDNN_LIBRARY"] == str(lib / "libcudnn.so.9")
 
 
 @pytest.mark.parametrize("folder", ["nvidia/cu13/lib", "nvidia/cuda_cupti/lib",

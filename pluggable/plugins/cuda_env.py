@@ -1,10 +1,11 @@
-"""Helps the CUDA reference plugin find cuBLAS, CUPTI and NCCL.
+"""Helps the CUDA reference plugin find cuBLAS, cuDNN, CUPTI and NCCL.
 
-The plugin loads cuBLAS and, for its profiler, CUPTI at run time
-(PLUGGABLE_CUBLAS_LIBRARY / PLUGGABLE_CUPTI_LIBRARY, and NCCL for its
-collectives from PLUGGABLE_NCCL_LIBRARY; then the loader's search
-path and the toolkit's folders). NVIDIA's Python wheels (installed with
-PyTorch, CuPy, or `pip install nvidia-cublas` / `nvidia-cuda-cupti`) put the
+The plugin loads cuBLAS, cuDNN for its convolutions and, for its profiler,
+CUPTI at run time (PLUGGABLE_CUBLAS_LIBRARY / PLUGGABLE_CUDNN_LIBRARY /
+PLUGGABLE_CUPTI_LIBRARY, and NCCL for its collectives from
+PLUGGABLE_NCCL_LIBRARY; then the loader's search path and the toolkit's
+folders). NVIDIA's Python wheels (installed with PyTorch, CuPy, or `pip
+install nvidia-cublas` / `nvidia-cudnn-cu13` / `nvidia-cuda-cupti`) put the
 libraries in site-packages, outside that path, so when a variable is unset
 this module points it at the newest matching library found there. Nothing is
 loaded here.
@@ -21,11 +22,12 @@ import sys
 # CUDA 13 wheels share nvidia/cu13/lib, CUDA 12 wheels have one folder each.
 _LIBRARIES = {
     "libcublas": ("nvidia/cu13/lib", "nvidia/cublas/lib", "nvidia/cu12/lib"),
+    "libcudnn": ("nvidia/cudnn/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"),
     "libcupti": ("nvidia/cu13/lib", "nvidia/cuda_cupti/lib", "nvidia/cu12/lib"),
     "libnccl": ("nvidia/nccl/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"),
 }
-_VARIABLES = {"libcublas": "PLUGGABLE_CUBLAS_LIBRARY", "libcupti": "PLUGGABLE_CUPTI_LIBRARY",
-              "libnccl": "PLUGGABLE_NCCL_LIBRARY"}
+_VARIABLES = {"libcublas": "PLUGGABLE_CUBLAS_LIBRARY", "libcudnn": "PLUGGABLE_CUDNN_LIBRARY",
+              "libcupti": "PLUGGABLE_CUPTI_LIBRARY", "libnccl": "PLUGGABLE_NCCL_LIBRARY"}
 
 
 def _site_dirs() -> list[str]:
@@ -38,7 +40,7 @@ def _site_dirs() -> list[str]:
 
 
 def locate(library: str) -> str | None:
-    """Absolute path of the newest `library` ("libcublas", "libcupti" or "libnccl",
+    """Absolute path of the newest `library` ("libcublas", "libcudnn", "libcupti" or "libnccl",
     as ``<library>.so.<major>``) in the NVIDIA wheels, or None."""
     found = []
     pattern = re.compile(re.escape(library) + r"\.so\.(\d+)")
@@ -64,8 +66,8 @@ def locate_cupti() -> str | None:
 
 
 def configure(plugin_dir: str) -> None:
-    """Sets PLUGGABLE_CUBLAS_LIBRARY, PLUGGABLE_CUPTI_LIBRARY and
-    PLUGGABLE_NCCL_LIBRARY, each where
+    """Sets PLUGGABLE_CUBLAS_LIBRARY, PLUGGABLE_CUDNN_LIBRARY,
+    PLUGGABLE_CUPTI_LIBRARY and PLUGGABLE_NCCL_LIBRARY, each where
     it is unset, when the CUDA plugin is installed."""
     if not os.path.exists(os.path.join(plugin_dir, "libpluggable_cuda.so")):
         return

@@ -11,12 +11,14 @@
 // and are never handed to other work meanwhile.
 //
 // Resources kernels create on first use of a stream (the cuBLAS handle and
-// its workspace, the cuBLASLt handle) are created by begin_capture, before
+// its workspace, the cuBLASLt handle, and the cuDNN handle once a
+// convolution has loaded cuDNN) are created by begin_capture, before
 // recording starts: creating them inside a capture is not allowed.
 #include <new>
 
 #include "cublas_loader.h"
 #include "cublaslt_loader.h"
+#include "conv.h"
 #include "cuda_common.h"
 #include "gemv.h"
 #include "stream_capture.h"
@@ -81,6 +83,7 @@ void begin_capture(const SP_Device*, SP_Stream stream, TF_Status* status) {
     std::lock_guard<std::mutex> lock(s->mu);
     prepare_blas(s);
     (void)gemv_prepare_stream(s);
+    (void)conv_prepare_stream(s);
   }
   prepare_blaslt();
   cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeRelaxed);

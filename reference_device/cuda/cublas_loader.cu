@@ -40,9 +40,8 @@ void load_once() {
     g_loaded = true;
     return;
   }
-  g_error = "cuBLAS could not be loaded (tried " + tried + ")";
-  if (!last_error.empty()) g_error += " [" + last_error + "]";
-  g_error += ": set PLUGGABLE_CUBLAS_LIBRARY to the path of libcublas.so";
+  g_error = dl_load_error("cuBLAS", tried, last_error,
+                          "set PLUGGABLE_CUBLAS_LIBRARY to the path of libcublas.so");
 }
 
 }  // namespace
@@ -55,11 +54,7 @@ const BlasApi* load_blas(TF_Status* status) {
 }
 
 std::string blas_status_text(const BlasApi* api, BlasStatus s) {
-  if (api != nullptr && api->status_string != nullptr) {
-    const char* text = api->status_string(s);
-    if (text != nullptr) return text;
-  }
-  return "cuBLAS status " + std::to_string(s);
+  return dl_status_text(api != nullptr ? api->status_string : nullptr, s, "cuBLAS");
 }
 
 void destroy_blas_handle(void* handle) {

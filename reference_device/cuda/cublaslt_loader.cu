@@ -52,9 +52,8 @@ void load_once() {
     g_loaded = true;
     return;
   }
-  g_error = "cuBLASLt could not be loaded (tried " + tried + ")";
-  if (!last_error.empty()) g_error += " [" + last_error + "]";
-  g_error += ": set PLUGGABLE_CUBLASLT_LIBRARY to the path of libcublasLt.so";
+  g_error = dl_load_error("cuBLASLt", tried, last_error,
+                          "set PLUGGABLE_CUBLASLT_LIBRARY to the path of libcublasLt.so");
 }
 
 }  // namespace

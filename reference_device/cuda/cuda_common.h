@@ -102,6 +102,8 @@ struct CudaStream {
   // cuBLAS handle bound to `stream` (created on first use) and its workspace.
   void* blas_handle = nullptr;
   void* blas_workspace = nullptr;
+  // cuDNN handle bound to `stream` (created on the first convolution).
+  void* dnn_handle = nullptr;
   // Pinned host ring that the records of asynchronous checks (CheckNumerics,
   // index checks) are copied into; kPinnedCheckSlots records of 16 bytes,
   // allocated on first use (see AsyncCheck in kernel_util.h).

@@ -56,6 +56,23 @@ void* dl_open_first(std::initializer_list<const char*> names, Take take, std::st
   return nullptr;
 }
 
+// The library's text for status `s` (through `text`, which may be null), or
+// "<lib> status <s>" when it has none.
+template <typename Text>
+std::string dl_status_text(Text text, int s, const char* lib) {
+  const char* t = text != nullptr ? text(s) : nullptr;
+  return t != nullptr ? std::string(t) : std::string(lib) + " status " + std::to_string(s);
+}
+
+// "<what> could not be loaded (tried <tried>) [<last_error>]: <advice>", the
+// error of a loader that found no library.
+inline std::string dl_load_error(const char* what, const std::string& tried,
+                                 const std::string& last_error, const std::string& advice) {
+  std::string e = std::string(what) + " could not be loaded (tried " + tried + ")";
+  if (!last_error.empty()) e += " [" + last_error + "]";
+  return e + ": " + advice;
+}
+
 }  // namespace pgcuda
 
 #endif  // PLUGGABLE_CUDA_DL_LIBRARY_H_

@@ -1,14 +1,26 @@
-// Conv2D, NHWC input, HWIO filter. Ungrouped convolutions run as an implicit
-// GEMM through shared-memory tiles; grouped ones use a direct kernel (one
-// thread per output element, consecutive threads on consecutive output
-// channels, so filter reads are coalesced). Supports strides,
-// dilations, SAME / VALID / EXPLICIT padding and grouped convolution (input
-// channels a multiple of the filter's input channels). 16-bit floats
-// accumulate in float.
+// Conv2D, NHWC input, HWIO filter. Supports strides, dilations, SAME / VALID
+// / EXPLICIT padding and grouped convolution (input channels a multiple of
+// the filter's input channels). 16-bit floats accumulate in float.
+//
+// Where cuDNN can be loaded (cudnn_loader.h) and the padding the output
+// needs is the same before and after, the convolution runs through cuDNN
+// (cudnnConvolutionForward, NHWC data, the filter transposed to KRSC into a
+// temporary; float32 uses tensor cores (TF32) only when the op allows TF32).
+// PLUGGABLE_CUDNN=0 turns that off; PLUGGABLE_CUDNN=1 makes a convolution
+// cuDNN could take fail when cuDNN cannot be loaded or refuses it, instead of
+// falling back. Otherwise ungrouped convolutions run as an implicit GEMM
+// through shared-memory tiles; grouped ones use a direct kernel (one thread
+// per output element, consecutive threads on consecutive output channels, so
+// filter reads are coalesced).
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <vector>
 
+#include "conv.h"
+#include "cudnn_loader.h"
 #include "kernel_util.h"
 
 namespace pgcuda {
@@ -16,11 +28,22 @@ namespace {
 
 enum class Padding { kSame, kValid, kExplicit };
 
+// The algorithm cuDNN's heuristics chose for one input shape and dtype.
+struct DnnChoice {
+  int64_t n, h, w, c, kh, kw, oc;
+  TF_DataType dt;
+  int algo;         // -1: cuDNN refused the shape (the own kernels run)
+  size_t ws_bytes;  // its workspace
+};
+
 struct ConvState {
   int stride_h = 1, stride_w = 1;
   int dil_h = 1, dil_w = 1;
   Padding padding = Padding::kValid;
   int64_t explicit_pads[8] = {0};
+  bool allow_tf32 = false;
+  std::mutex mu;                     // guards `choices`
+  std::vector<DnnChoice> choices;    // the last kMaxChoices shapes
 };
 
 // Reads a list(int) attribute of exactly `n` entries into `out`.
@@ -112,6 +135,7 @@ void* conv_create(TF_OpKernelConstruction* ctx) {
       dil[2] > INT32_MAX) {
     return fail(TF_INVALID_ARGUMENT, "Conv2D: strides and dilations must be positive");
   }
+  cs->allow_tf32 = read_bool_attr(ctx, "_allow_tf32", false);
   cs->stride_h = static_cast<int>(strides[1]);
   cs->stride_w = static_cast<int>(strides[2]);
   cs->dil_h = static_cast<int>(dil[1]);
@@ -318,6 +342,219 @@ bool conv_out_size(const ConvState& s, int64_t in, int64_t k, int64_t stride, in
   return false;
 }
 
+// ---------------------------------------------------------------------------
+// cuDNN
+
+constexpr size_t kMaxChoices = 16;
+constexpr size_t kMaxDnnWorkspace = size_t(512) << 20;
+
+// PLUGGABLE_CUDNN, read once: 0 off, 1 required, 2 when it can (unset).
+int dnn_mode() {
+  static const int mode = [] {
+    const char* v = getenv("PLUGGABLE_CUDNN");
+    if (v != nullptr && strcmp(v, "0") == 0) return 0;
+    if (v != nullptr && strcmp(v, "1") == 0) return 1;
+    return 2;
+  }();
+  return mode;
+}
+
+// The stream's cuDNN handle, made on first use (call with s->mu held).
+void* stream_dnn_handle(CudaStream* s, const DnnApi* api, DnnStatus* r) {
+  if (s->dnn_handle != nullptr) return s->dnn_handle;
+  void* h = nullptr;
+  *r = api->create(&h);
+  if (*r != kDnnSuccess || h == nullptr) return nullptr;
+  *r = api->set_stream(h, s->stream);
+  if (*r != kDnnSuccess) {
+    (void)api->destroy(h);
+    return nullptr;
+  }
+  s->dnn_handle = h;
+  return h;
+}
+
+}  // namespace
+
+void* conv_prepare_stream(CudaStream* s) {
+  if (!dnn_loaded() || dnn_mode() == 0) return nullptr;
+  TF_Status* st = TF_NewStatus();
+  const DnnApi* api = load_dnn(st);
+  TF_DeleteStatus(st);
+  DnnStatus r = kDnnSuccess;
+  return api != nullptr ? stream_dnn_handle(s, api, &r) : nullptr;
+}
+
+namespace {
+
+// cuDNN's data type for `dt`, or -1 where the own kernels run (float64: cuDNN
+// has no NHWC kernels for it).
+int dnn_dtype(TF_DataType dt) {
+  switch (dt) {
+    case TF_FLOAT: return kDnnFloat;
+    case TF_HALF: return kDnnHalf;
+    case TF_BFLOAT16: return kDnnBFloat16;
+    default: return -1;
+  }
+}
+
+// out[k][r][s][c] = in[r][s][c][k]: a TF filter (HWIO) as cuDNN's NHWC filter
+// layout (KRSC).
+template <typename T>
+__global__ void filter_to_krsc_kernel(const T* __restrict__ in, T* __restrict__ out,
+                                      int64_t rs, int64_t c, int64_t k) {
+  const int64_t total = rs * c * k;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t kk = i / (rs * c), rem = i % (rs * c);
+    const int64_t pos = rem / c, cc = rem % c;
+    out[i] = in[(pos * c + cc) * k + kk];
+  }
+}
+
+// Descriptors of one call, destroyed with it.
+struct DnnDescs {
+  const DnnApi* api;
+  void *x = nullptr, *w = nullptr, *y = nullptr, *conv = nullptr;
+  explicit DnnDescs(const DnnApi* a) : api(a) {}
+  ~DnnDescs() {
+    if (x != nullptr) (void)api->destroy_tensor(x);
+    if (y != nullptr) (void)api->destroy_tensor(y);
+    if (w != nullptr) (void)api->destroy_filter(w);
+    if (conv != nullptr) (void)api->destroy_conv(conv);
+  }
+};
+
+enum class DnnOutcome { kDone, kDeclined, kFailed };
+
+// Runs the convolution through cuDNN. kDeclined: cuDNN is off, missing or
+// refused the shape, and nothing was enqueued (the own kernels run);
+// kFailed: a failure is recorded in `c`.
+DnnOutcome conv_cudnn(OpCall& c, const ConvState& st, const ConvParams& p, int64_t pb,
+                      int64_t pr, TF_DataType dt, const void* in, const void* flt, void* out) {
+  const int mode = dnn_mode();
+  const int ddt = dnn_dtype(dt);
+  const int64_t groups = p.C / p.FC;
+  // cuDNN pads both sides alike; the output must not need more after.
+  if (mode == 0 || ddt < 0 || p.pt != pb || p.pl != pr) return DnnOutcome::kDeclined;
+  const int64_t dims[] = {p.N, p.H, p.W, p.C, p.KH, p.KW, p.FC, p.OC, p.OH, p.OW};
+  for (int64_t d : dims) {
+    if (d > INT_MAX) return DnnOutcome::kDeclined;
+  }
+  const DnnApi* api = load_dnn(c.status());
+  if (api == nullptr) {
+    if (mode == 1) {
+      c.check_status();
+      return DnnOutcome::kFailed;
+    }
+    TF_SetStatus(c.status(), TF_OK, "");
+    return DnnOutcome::kDeclined;
+  }
+  // (r < 0: cuDNN said nothing, it only had nothing that fits)
+  auto refuse = [&](const char* what, DnnStatus r) {
+    if (mode != 1) return DnnOutcome::kDeclined;
+    c.fail(TF_UNIMPLEMENTED, "Conv2D: cuDNN %s failed: %s (PLUGGABLE_CUDNN=1 asks for cuDNN)",
+           what, r < 0 ? "nothing fits this convolution" : dnn_status_text(api, r).c_str());
+    return DnnOutcome::kFailed;
+  };
+  DnnDescs d(api);
+  DnnStatus r = api->create_tensor(&d.x);
+  if (r == kDnnSuccess) r = api->create_tensor(&d.y);
+  if (r == kDnnSuccess) r = api->create_filter(&d.w);
+  if (r == kDnnSuccess) r = api->create_conv(&d.conv);
+  if (r != kDnnSuccess) return refuse("descriptor creation", r);
+  const int compute = kDnnFloat;  // 16-bit types accumulate in float
+  const int math = dt == TF_FLOAT ? (st.allow_tf32 ? kDnnDefaultMath : kDnnFmaMath)
+                                  : kDnnTensorOpMath;
+  r = api->set_tensor_4d(d.x, kDnnNHWC, ddt, int(p.N), int(p.C), int(p.H), int(p.W));
+  if (r == kDnnSuccess)
+    r = api->set_tensor_4d(d.y, kDnnNHWC, ddt, int(p.N), int(p.OC), int(p.OH), int(p.OW));
+  if (r == kDnnSuccess)
+    r = api->set_filter_4d(d.w, ddt, kDnnNHWC, int(p.OC), int(p.FC), int(p.KH), int(p.KW));
+  if (r == kDnnSuccess)
+    r = api->set_conv_2d(d.conv, int(p.pt), int(p.pl), int(p.sh), int(p.sw), int(p.dh),
+                         int(p.dw), kDnnCrossCorrelation, compute);
+  if (r == kDnnSuccess) r = api->set_conv_math(d.conv, math);
+  if (r == kDnnSuccess && groups > 1) r = api->set_conv_groups(d.conv, int(groups));
+  if (r != kDnnSuccess) return refuse("descriptor setup", r);
+
+  CudaStream* s = c.cuda_stream();
+  std::lock_guard<std::mutex> lock(s->mu);  // the handle, bound to s->stream
+  void* h = stream_dnn_handle(s, api, &r);
+  if (h == nullptr) return refuse("cudnnCreate", r);
+  DnnChoice* found = nullptr;
+  ConvState& ms = const_cast<ConvState&>(st);
+  DnnChoice pick;
+  {
+    std::lock_guard<std::mutex> lk(ms.mu);
+    for (DnnChoice& ch : ms.choices) {
+      if (ch.n == p.N && ch.h == p.H && ch.w == p.W && ch.c == p.C && ch.kh == p.KH &&
+          ch.kw == p.KW && ch.oc == p.OC && ch.dt == dt) {
+        found = &ch;
+        pick = ch;
+        break;
+      }
+    }
+  }
+  if (found == nullptr) {
+    pick = {p.N, p.H, p.W, p.C, p.KH, p.KW, p.OC, dt, -1, 0};
+    DnnFwdAlgoPerf perf[8];
+    int returned = 0;
+    r = api->fwd_algorithms(h, d.x, d.w, d.conv, d.y, 8, &returned, perf);
+    for (int i = 0; r == kDnnSuccess && i < returned; ++i) {
+      size_t bytes = 0;
+      if (perf[i].status != kDnnSuccess ||
+          api->fwd_workspace(h, d.x, d.w, d.conv, d.y, perf[i].algo, &bytes) != kDnnSuccess ||
+          bytes > kMaxDnnWorkspace) {
+        continue;
+      }
+      pick.algo = perf[i].algo;
+      pick.ws_bytes = bytes;
+      break;
+    }
+    std::lock_guard<std::mutex> lk(ms.mu);
+    if (ms.choices.size() >= kMaxChoices) ms.choices.erase(ms.choices.begin());
+    ms.choices.push_back(pick);
+  }
+  if (pick.algo < 0) return refuse("algorithm choice", r != kDnnSuccess ? r : -1);
+
+  const size_t esize = TF_DataTypeSize(dt);
+  const int64_t fcount = p.KH * p.KW * p.FC * p.OC;
+  const int64_t ws_elems = static_cast<int64_t>((pick.ws_bytes + esize - 1) / esize);
+  TensorPtr krsc = c.temp(dt, fcount);
+  if (!krsc) return DnnOutcome::kFailed;
+  TensorPtr ws;
+  if (ws_elems > 0) {
+    ws = c.temp(dt, ws_elems);
+    if (!ws) return DnnOutcome::kFailed;
+  }
+  void* kf = TF_TensorData(krsc.get());
+  const unsigned grid = grid_for(fcount, c.sm_count());
+  switch (esize) {  // (float32 and the 16-bit types)
+    case 2:
+      filter_to_krsc_kernel<uint16_t><<<grid, kThreads, 0, c.stream()>>>(
+          static_cast<const uint16_t*>(flt), static_cast<uint16_t*>(kf), p.KH * p.KW, p.FC,
+          p.OC);
+      break;
+    case 4:
+      filter_to_krsc_kernel<uint32_t><<<grid, kThreads, 0, c.stream()>>>(
+          static_cast<const uint32_t*>(flt), static_cast<uint32_t*>(kf), p.KH * p.KW, p.FC,
+          p.OC);
+      break;
+    default:
+      return refuse("filter layout", -1);
+  }
+  if (!c.check_launch("Conv2D filter transpose")) return DnnOutcome::kFailed;
+  const float one = 1.0f, zero = 0.0f;  // (float scaling for every type cuDNN takes here)
+  r = api->forward(h, &one, d.x, in, d.w, kf, d.conv, pick.algo,
+                   ws ? TF_TensorData(ws.get()) : nullptr, pick.ws_bytes, &zero, d.y, out);
+  if (r != kDnnSuccess) {
+    // The transpose only wrote a temporary: the own kernels can still run.
+    return refuse("cudnnConvolutionForward", r);
+  }
+  return DnnOutcome::kDone;
+}
+
 void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
   const ConvState* st = static_cast<const ConvState*>(kernel);
   OpCall c(ctx);
@@ -374,6 +611,9 @@ void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
            "Conv2D: the (dilated) filter is larger than the (padded) input");
     return;
   }
+  // Padding after (bottom, right) that the output reads.
+  const int64_t pb = (p.OH - 1) * p.sh + (p.KH - 1) * p.dh + 1 - p.H - p.pt;
+  const int64_t pr = (p.OW - 1) * p.sw + (p.KW - 1) * p.dw + 1 - p.W - p.pl;
   const TF_DataType dt = TF_TensorType(x.get());
   Shape so;
   so.rank = 4;
@@ -388,6 +628,13 @@ void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
   const void* in = TF_TensorData(x.get());
   const void* flt = TF_TensorData(f.get());
   void* o = TF_TensorData(out.get());
+  switch (conv_cudnn(c, *st, p, pb < 0 ? 0 : pb, pr < 0 ? 0 : pr, dt, in, flt, o)) {
+    case DnnOutcome::kDone:
+    case DnnOutcome::kFailed:
+      return;
+    case DnnOutcome::kDeclined:
+      break;
+  }
   const int64_t M = p.N * p.OH * p.OW;
   const int64_t K = p.KH * p.KW * p.FC;
   const int64_t grid_m = (M + kConvBM - 1) / kConvBM;

@@ -57,14 +57,12 @@ void load_once() {
     g_loaded = true;
     return;
   }
-  g_error = "NCCL could not be loaded (tried " + tried + ")";
-  if (!last_error.empty()) g_error += " [" + last_error + "]";
-  g_error += forced ? ": PLUGGABLE_NCCL_LIBRARY names a library that cannot be loaded; "
-                      "point it at libnccl.so.2 (`pip install nvidia-nccl-cu13` installs "
-                      "one) or unset it"
-                    : ": install it with `pip install nvidia-nccl-cu13` (CUDA 13; "
-                      "nvidia-nccl-cu12 for CUDA 12) or set PLUGGABLE_NCCL_LIBRARY to "
-                      "the path of libnccl.so.2";
+  g_error = dl_load_error(
+      "NCCL", tried, last_error,
+      forced ? "PLUGGABLE_NCCL_LIBRARY names a library that cannot be loaded; point it at "
+               "libnccl.so.2 (`pip install nvidia-nccl-cu13` installs one) or unset it"
+             : "install it with `pip install nvidia-nccl-cu13` (CUDA 13; nvidia-nccl-cu12 "
+               "for CUDA 12) or set PLUGGABLE_NCCL_LIBRARY to the path of libnccl.so.2");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cublas_loader.h"
+#include "cudnn_loader.h"
 #include "cuda_common.h"
 #include "profiler.h"
 #include "staging.h"
@@ -203,6 +204,7 @@ void free_stream(CudaStream* s) {
   if (s == nullptr) return;
   if (s->blas_handle != nullptr) destroy_blas_handle(s->blas_handle);
   if (s->blas_workspace != nullptr) (void)cudaFree(s->blas_workspace);
+  if (s->dnn_handle != nullptr) destroy_dnn_handle(s->dnn_handle);
   if (s->pinned_checks != nullptr) (void)cudaFreeHost(s->pinned_checks);
   if (s->gemv_tickets != nullptr) (void)cudaFree(s->gemv_tickets);
   if (s->dep_event != nullptr) (void)cudaEventDestroy(s->dep_event);
