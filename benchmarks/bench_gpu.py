@@ -6,13 +6,15 @@ Measures, in one process on GPU:0:
   3. AddV2 on 64 Mi float32 elements, GB/s (3 * 4 * N bytes per call);
   4. 8192^3 MatMul in float32, TF32, float16 and bfloat16, TFLOP/s;
   5. allocate + free of 1 MiB through each framework, us/op;
-  6. DLPack round trips through a peer framework (zero copy), us/op.
+  6. DLPack round trips through a peer framework (zero copy), us/op;
+  7. eager ops of a model's mix (bias add, reduction, softmax, cast, exp,
+     transpose, small MatMul, conv2d, the MLP at batch 1/64/8192, read-back).
 Dispatch includes `a * b` and `a * 2.0` with a Python scalar.
 Prints a markdown table (with each row's ratio to PyTorch) and optionally
 writes the rows as JSON. Every section runs on its own: a failing one prints
 its exception and the others still run.
 
-usage: python benchmarks/bench_gpu.py [--quick] [--json PATH] [--only SECTIONS]
+usage: python benchmarks/bench_gpu.py [--quick] [--json PATH] [--only SECTIONS] [--plot PNG]
 """
 from __future__ import annotations
 
@@ -540,6 +542,154 @@ def bench_dlpack(quick: bool) -> None:
             note=f"export + import, no copy expected ({zero})")
 
 
+# --- 7. eager ops --------------------------------------------------------------------
+
+def bench_ops(quick: bool) -> None:
+    """The eager figures of a model's op mix on GPU:0, us per call (median
+    of 5 runs of N calls, each run ending with a synchronisation): bias add,
+    a reduction, softmax, cast, exp and transpose on a 4096x1024 float32
+    tensor; a small MatMul (256^3); a 3x3 convolution (NHWC, channels_last in
+    PyTorch, float32 without TF32 on both sides); the MLP 1024-4096-4096-1024
+    (MatMul, bias, Relu) at batch 1, 64 and 8192; and reading one element
+    back to a numpy array."""
+    n = 200 if quick else 2000
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4096, 1024)).astype(np.float32)
+    bias = rng.standard_normal(1024).astype(np.float32)
+    sm_a = rng.standard_normal((256, 256)).astype(np.float32)
+    img = rng.standard_normal((32, 56, 56, 64)).astype(np.float32)
+    filt = (rng.standard_normal((3, 3, 64, 64)) * 0.05).astype(np.float32)
+    sizes = [1024, 4096, 4096, 1024]
+    ws = [(rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
+          for a, b in zip(sizes, sizes[1:])]
+    bs = [(rng.standard_normal(b) * 0.1).astype(np.float32) for b in sizes[1:]]
+
+    def per_op(body, sync, calls):
+        def run():
+            for _ in range(calls):
+                body()
+            sync()
+        return median_time(run, 5, warmup=1) / calls * 1e6
+
+    def pg_cases():
+        with gpu_scope():
+            gx, gb, ga = pg.constant(x), pg.constant(bias), pg.constant(sm_a)
+            gimg, gf = pg.constant(img), pg.constant(filt)
+            gw = [pg.constant(w) for w in ws]
+            gbs = [pg.constant(b) for b in bs]
+            one = pg.constant(np.ones(1, np.float32))
+            batches = {b: pg.constant(rng.standard_normal((b, 1024)).astype(np.float32))
+                       for b in (1, 64, 8192)}
+        with pg.device("CPU:0"):
+            axis = pg.constant(np.array([1], np.int32))
+            perm = pg.constant(np.array([1, 0], np.int32))
+        r = pg.raw_ops
+
+        def mlp(h):
+            for w, b in zip(gw, gbs):
+                h = r.Relu(features=r.BiasAdd(value=r.MatMul(a=h, b=w), bias=b))
+            return h
+        return {
+            "bias": lambda: r.BiasAdd(value=gx, bias=gb),
+            "sum": lambda: r.Sum(input=gx, reduction_indices=axis),
+            "softmax": lambda: r.Softmax(logits=gx),
+            "cast": lambda: r.Cast(x=gx, DstT=pg.float16),
+            "exp": lambda: r.Exp(x=gx),
+            "transpose": lambda: r.Transpose(x=gx, perm=perm),
+            "matmul": lambda: r.MatMul(a=ga, b=ga),
+            "conv": lambda: r.Conv2D(input=gimg, filter=gf, strides=[1, 1, 1, 1],
+                                     padding="SAME"),
+            **{f"mlp{b}": (lambda h=h: mlp(h)) for b, h in batches.items()},
+            "read": lambda: one.numpy(),
+        }
+
+    def torch_cases():
+        dev = "cuda"
+        # float32 in full precision on both sides: pluggable uses TF32 only
+        # where pg.config enables it (off by default); cuDNN in PyTorch would
+        # by default.
+        torch.backends.cudnn.allow_tf32 = False
+        tx, tb = torch.from_numpy(x).to(dev), torch.from_numpy(bias).to(dev)
+        ta = torch.from_numpy(sm_a).to(dev)
+        # NHWC data as PyTorch's channels_last NCHW tensors
+        timg = torch.from_numpy(img).to(dev).permute(0, 3, 1, 2)
+        tf = torch.from_numpy(filt).to(dev).permute(3, 2, 0, 1).contiguous(
+            memory_format=torch.channels_last)
+        tw = [torch.from_numpy(w).to(dev) for w in ws]
+        tbs = [torch.from_numpy(b).to(dev) for b in bs]
+        one = torch.ones(1, device=dev)
+        batches = {b: torch.from_numpy(rng.standard_normal((b, 1024)).astype(np.float32)).to(dev)
+                   for b in (1, 64, 8192)}
+
+        def mlp(h):
+            for w, b in zip(tw, tbs):
+                h = torch.relu(h @ w + b)
+            return h
+        return {
+            "bias": lambda: tx + tb,
+            "sum": lambda: tx.sum(dim=1),
+            "softmax": lambda: torch.softmax(tx, dim=-1),
+            "cast": lambda: tx.to(torch.float16),
+            "exp": lambda: torch.exp(tx),
+            "transpose": lambda: tx.t().contiguous(),
+            "matmul": lambda: ta @ ta,
+            "conv": lambda: torch.nn.functional.conv2d(timg, tf, padding=1),
+            **{f"mlp{b}": (lambda h=h: mlp(h)) for b, h in batches.items()},
+            "read": lambda: one.cpu().numpy(),
+        }
+
+    names = {"bias": "BiasAdd 4096x1024 + 1024", "sum": "Sum 4096x1024 over axis 1",
+             "softmax": "Softmax 4096x1024", "cast": "Cast 4096x1024 float32 -> float16",
+             "exp": "Exp 4096x1024", "transpose": "Transpose 4096x1024",
+             "matmul": "MatMul 256^3 float32", "conv": "Conv2D 3x3, 32x56x56x64 -> 64 (NHWC)",
+             "mlp1": "MLP 1024-4096-4096-1024, batch 1",
+             "mlp64": "MLP 1024-4096-4096-1024, batch 64",
+             "mlp8192": "MLP 1024-4096-4096-1024, batch 8192",
+             "read": "read back 1 element to numpy"}
+    pgc = guarded("pg ops", pg_cases) if pg else None
+    tc = guarded("torch ops", torch_cases) if torch else None
+    for key, label in names.items():
+        calls = max(n // 10, 10) if key in ("conv", "mlp8192") else n
+        pv = guarded(f"pg {key}", lambda: per_op(pgc[key], pg.synchronize, calls)) \
+            if pgc else None
+        tv = guarded(f"torch {key}", lambda: per_op(tc[key], torch_sync, calls)) \
+            if tc else None
+        add_row("ops", f"{label} (N={calls})", "us/op", pv, tv, None,
+                note="eager, output allocated each call")
+
+
+def plot(path: str, env: dict, command: str) -> None:
+    """A PNG of every row as pluggable's speed relative to PyTorch (PyTorch's
+    time over pluggable's, or pluggable's rate over PyTorch's: above 1 is
+    faster), titled with the date, the GPU, the versions and the command."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"--plot: matplotlib is not installed; no plot written to {path}",
+              file=sys.stderr)
+        return
+    rows = [r for r in ROWS if r["pluggable"] and r["torch"]]
+    speed = [(r["pluggable"] / r["torch"]) if HIGHER_IS_BETTER[r["unit"]]
+             else (r["torch"] / r["pluggable"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(10, 0.32 * len(rows) + 1.8))
+    ypos = range(len(rows))[::-1]
+    ax.barh(list(ypos), speed, color=["#3a7" if v >= 1 else "#c55" for v in speed])
+    ax.set_yticks(list(ypos), [f"{r['name']} [{r['unit']}]" for r in rows], fontsize=7)
+    ax.axvline(1.0, color="k", linewidth=0.8)
+    for y, v in zip(ypos, speed):
+        ax.text(v, y, f" {v:.2f}", va="center", fontsize=7)
+    ax.set_xlabel("pluggable speed relative to PyTorch (above 1: faster)")
+    ax.set_title(f"{time.strftime('%Y-%m-%d')}, {env.get('gpu', '?')}\n"
+                 f"pluggable {env.get('pluggable')}, PyTorch {env.get('torch', 'n/a')}, "
+                 f"CuPy {env.get('cupy', 'n/a')}, Python {env.get('python')}, numpy "
+                 f"{env.get('numpy')}\n{command}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot written to {path}")
+
+
 def print_table() -> None:
     print("| benchmark | unit | pluggable | PyTorch | CuPy | pluggable / PyTorch |")
     print("|---|---|---|---|---|---|")
@@ -573,13 +723,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="write the rows as JSON to PATH")
     ap.add_argument("--only", metavar="SECTIONS",
                     help="comma-separated sections to run: dispatch, transfers, add, matmul, "
-                         "alloc, dlpack (default: all)")
+                         "alloc, dlpack, ops (default: all)")
+    ap.add_argument("--plot", metavar="PNG",
+                    help="draw every row as a ratio to PyTorch into PNG (needs matplotlib)")
     args = ap.parse_args(argv)
     if pg is not None and not pg.list_physical_devices("GPU"):
         print("no GPU device in pluggable: the CUDA plugin did not load or no GPU present",
               file=sys.stderr)
     sections = (bench_dispatch, bench_transfers, bench_add, bench_matmul, bench_alloc,
-                bench_dlpack)
+                bench_dlpack, bench_ops)
     if args.only:
         wanted = {w.strip() for w in args.only.split(",")}
         unknown = wanted - {f.__name__[len("bench_"):] for f in sections}
@@ -600,6 +752,9 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "quick": args.quick, "rows": ROWS}, f, indent=2)
+    if args.plot:
+        plot(args.plot, env, "python3 benchmarks/bench_gpu.py " + " ".join(
+            sys.argv[1:] if argv is None else argv))
     return 0
 
 
