@@ -30,7 +30,7 @@ enum class Padding { kSame, kValid, kExplicit };
 
 // The algorithm cuDNN's heuristics chose for one input shape and dtype.
 struct DnnChoice {
-  int64_t n, h, w, c, kh, kw, oc;
+  int64_t n, h, w, c, kh, kw, fc, oc;
   TF_DataType dt;
   int algo;         // -1: cuDNN refused the shape (the own kernels run)
   size_t ws_bytes;  // its workspace
@@ -42,8 +42,8 @@ struct ConvState {
   Padding padding = Padding::kValid;
   int64_t explicit_pads[8] = {0};
   bool allow_tf32 = false;
-  std::mutex mu;                     // guards `choices`
-  std::vector<DnnChoice> choices;    // the last kMaxChoices shapes
+  mutable std::mutex mu;                   // guards `choices`
+  mutable std::vector<DnnChoice> choices;  // the last kMaxChoices shapes
 };
 
 // Reads a list(int) attribute of exactly `n` entries into `out`.
@@ -482,22 +482,21 @@ DnnOutcome conv_cudnn(OpCall& c, const ConvState& st, const ConvParams& p, int64
   std::lock_guard<std::mutex> lock(s->mu);  // the handle, bound to s->stream
   void* h = stream_dnn_handle(s, api, &r);
   if (h == nullptr) return refuse("cudnnCreate", r);
-  DnnChoice* found = nullptr;
-  ConvState& ms = const_cast<ConvState&>(st);
+  bool found = false;
   DnnChoice pick;
   {
-    std::lock_guard<std::mutex> lk(ms.mu);
-    for (DnnChoice& ch : ms.choices) {
+    std::lock_guard<std::mutex> lk(st.mu);
+    for (const DnnChoice& ch : st.choices) {
       if (ch.n == p.N && ch.h == p.H && ch.w == p.W && ch.c == p.C && ch.kh == p.KH &&
-          ch.kw == p.KW && ch.oc == p.OC && ch.dt == dt) {
-        found = &ch;
+          ch.kw == p.KW && ch.fc == p.FC && ch.oc == p.OC && ch.dt == dt) {
+        found = true;
         pick = ch;
         break;
       }
     }
   }
-  if (found == nullptr) {
-    pick = {p.N, p.H, p.W, p.C, p.KH, p.KW, p.OC, dt, -1, 0};
+  if (!found) {
+    pick = {p.N, p.H, p.W, p.C, p.KH, p.KW, p.FC, p.OC, dt, -1, 0};
     DnnFwdAlgoPerf perf[8];
     int returned = 0;
     r = api->fwd_algorithms(h, d.x, d.w, d.conv, d.y, 8, &returned, perf);
@@ -512,9 +511,9 @@ DnnOutcome conv_cudnn(OpCall& c, const ConvState& st, const ConvParams& p, int64
       pick.ws_bytes = bytes;
       break;
     }
-    std::lock_guard<std::mutex> lk(ms.mu);
-    if (ms.choices.size() >= kMaxChoices) ms.choices.erase(ms.choices.begin());
-    ms.choices.push_back(pick);
+    std::lock_guard<std::mutex> lk(st.mu);
+    if (st.choices.size() >= kMaxChoices) st.choices.erase(st.choices.begin());
+    st.choices.push_back(pick);
   }
   if (pick.algo < 0) return refuse("algorithm choice", r != kDnnSuccess ? r : -1);
 
