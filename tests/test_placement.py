@@ -314,7 +314,7 @@ def test_single_output_kernel_call_refuses_other_kernels():
         x = pg.constant(a)
         values, _ = pg.raw_ops.TopKV2(input=x, k=pg.constant(np.int32(3)))
     np.testing.assert_array_equal(values.numpy(), np.sort(a)[::-1][:3])
-    plans = [dispatch._plans.get(k) for k in dispatch._plans]
+    plans = [dispatch._plans.get(k) for k in list(dispatch._plans)]
     p = next(p for p in plans if p is not None and p.op.name == "TopKV2" and p.kinst is not None)
     st = lib.TF_NewStatus()
     try:
