@@ -217,3 +217,30 @@ def test_finished_ops_settle_without_a_synchronisation_after_an_error():
             y = pg.raw_ops.AddV2(x=x, y=x)
         assert lib.pg_device_unsettled_ops(dev._c) < 100  # of 364 launched
         np.testing.assert_array_equal(y.numpy(), np.arange(4.0) * 2)
+
+
+@pytest.mark.parametrize("kind", ["check", "divide"])
+def test_two_failures_before_a_synchronisation_each_fail_their_own_op(rng, kind):
+    """Two failing ops with a good one between them and no synchronisation
+    in between: each failing op's event says ERROR (the stream keeps the
+    first message only), so each fails on its own and the good op keeps
+    its value. (CheckNumerics, and integer division by zero, whose kernel
+    reports through another path of the host device.)"""
+    a = rng.standard_normal(16)
+
+    def failing(tag):
+        if kind == "check":
+            return pg.raw_ops.CheckNumerics(tensor=_c([1.0, np.nan]), message=tag)
+        return pg.raw_ops.FloorDiv(x=_c([7, 8], np.int32), y=_c([1, 0], np.int32))
+    with pg.device(DEVICE):
+        first = failing("first failure")
+        good = pg.raw_ops.AddV2(x=_c(a), y=_c(a))
+        second = failing("second failure")
+        with pytest.raises(pg.errors.InvalidArgumentError):
+            pg.synchronize()
+        np.testing.assert_array_equal(good.numpy(), a + a)
+        op = "CheckNumerics" if kind == "check" else "FloorDiv"
+        with pytest.raises(pg.errors.InvalidArgumentError, match=op):
+            first.numpy()
+        with pytest.raises(pg.errors.InvalidArgumentError, match=op):
+            second.numpy()

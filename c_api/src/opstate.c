@@ -18,8 +18,10 @@
  *    parents settle before their children:
  *      * at a synchronisation (pg_device_sync): the error the stream
  *        reports goes to the ops whose verdict is ERROR; if no verdict says
- *        ERROR (a plugin whose events cannot tell), to every op that ran
- *        before the synchronisation. Without an error, every op that ran
+ *        ERROR, to every op that ran before the synchronisation when the
+ *        device's events cannot tell (none ever said ERROR), and to no op
+ *        when they can (the error is a late copy of one an op already
+ *        failed with: see attribute). Without an error, every op that ran
  *        before it is OK unless its verdict says otherwise.
  *      * in passing, without waiting (reap): when the verdicts of a prefix
  *        are all COMPLETE and the stream reports no error, the prefix is OK.
@@ -82,6 +84,7 @@ typedef struct pg_oplog {
   TF_Code last_code; /* the last error a synchronisation reported */
   char* last_msg;
   TF_Code orphan_code; /* an error of a reap-time sync that no op took */
+  int verdicts_tell;   /* an event of the device has said ERROR */
   char* orphan_msg;
   pg_note notes[MAX_NOTES];
   int num_notes;
@@ -249,6 +252,7 @@ static pg_opstate* read_verdicts(pg_device* dev, pg_oplog* L, pg_opstate* last) 
       SE_EventStatus e = dev->se->get_event_status(dev->device, s->event);
       if (e == SE_EVENT_PENDING) break;
       s->verdict = e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE;
+      if (e == SE_EVENT_ERROR) L->verdicts_tell = 1;
       pg_event_release(dev, s->event);
       s->event = NULL;
     } else if (s->verdict == V_UNKNOWN) {
@@ -492,6 +496,11 @@ static int attribute(pg_device* dev, pg_oplog* L, pg_opstate* upto,
   }
   if (upto == NULL) return 0;
   int precise = any_error_verdict(L, upto);
+  /* No pending op's event says ERROR, but the device's events do tell: the
+   * error is that of an op a synchronisation before this one failed by its
+   * verdict (launched while that one drained the stream, its error stayed
+   * on the stream). It is taken; no other op fails for it. */
+  if (!precise && L->verdicts_tell) return 1;
   for (pg_opstate* s = L->head; s != NULL; s = s->next) {
     if (!precise || s->verdict == V_ERROR) fail_own(L, dev, s, code, msg);
     if (s == upto) break;

@@ -218,7 +218,8 @@ void md_where_of(TF_OpKernelContext* ctx, md_where* where) {
 
 void md_task_error(SP_Stream stream, const md_where* where, TF_Code code,
                    const char* fmt, ...) {
-  if (md_stream_has_error(stream)) return; /* only the first one is kept */
+  /* Every failure counts (the next event says ERROR); the stream keeps the
+   * message of the first one only (md_stream_set_error). */
   char detail[512], message[768];
   va_list args;
   va_start(args, fmt);
