@@ -626,11 +626,16 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
     else:
         temps, handles = None, [t._h for t in inputs]
     n_out = p.n_out
-    outs = ffi.new("TF_Tensor*[]", n_out or 1)
     st = raw_status()  # pg_kernel_run resets it
     # The core checks the outputs against the shape function's shapes.
     expect = expected_shapes(shapes) if shapes is not None else ffi.NULL
-    code = lib.pg_kernel_run(p.kinst, handles, outs, expect, st)
+    if n_out == 1:  # the output comes back as the result (no array to make)
+        h = lib.pg_kernel_run1(p.kinst, handles, expect, st)
+        code = 0 if h else 1
+        outs = (h,)
+    else:
+        outs = ffi.new("TF_Tensor*[]", n_out or 1)
+        code = lib.pg_kernel_run(p.kinst, handles, outs, expect, st)
     if temps:
         for w in temps:
             lib.TF_DeleteTensor(w)
