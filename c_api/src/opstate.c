@@ -242,6 +242,14 @@ static void settle_prefix(pg_device* dev, pg_oplog* L, pg_opstate* last) {
   }
 }
 
+/* Gives `s` its verdict and returns its event to the pool. */
+static void close_event(pg_device* dev, pg_oplog* L, pg_opstate* s, int verdict) {
+  s->verdict = verdict;
+  if (verdict == V_ERROR) L->verdicts_tell = 1;
+  pg_event_release(dev, s->event);
+  s->event = NULL;
+}
+
 /* Reads the verdicts of states up to `last` (all of the log if NULL) whose
  * events have completed; returns the last state whose verdict is known with
  * all before it known too. */
@@ -251,10 +259,7 @@ static pg_opstate* read_verdicts(pg_device* dev, pg_oplog* L, pg_opstate* last) 
     if (s->event != NULL) {
       SE_EventStatus e = dev->se->get_event_status(dev->device, s->event);
       if (e == SE_EVENT_PENDING) break;
-      s->verdict = e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE;
-      if (e == SE_EVENT_ERROR) L->verdicts_tell = 1;
-      pg_event_release(dev, s->event);
-      s->event = NULL;
+      close_event(dev, L, s, e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE);
     } else if (s->verdict == V_UNKNOWN) {
       break; /* no event could be recorded: only a synchronisation tells */
     }
@@ -414,11 +419,7 @@ static void reap(pg_device* dev, pg_oplog* L) {
       if (quick) {
         /* done, and good: their events go back unread */
         for (pg_opstate* s = L->head;; s = s->next) {
-          if (s->event != NULL) {
-            s->verdict = V_COMPLETE;
-            pg_event_release(dev, s->event);
-            s->event = NULL;
-          }
+          if (s->event != NULL) close_event(dev, L, s, V_COMPLETE);
           if (s == known) break;
         }
       }

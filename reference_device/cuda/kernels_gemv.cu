@@ -346,15 +346,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Whether environment variable `name` is unset or anything but "0".
+bool not_turned_off(const char* name) {
+  const char* v = getenv(name);
+  return v == nullptr || strcmp(v, "0") != 0;
+}
+
 // Whether the pass 1 kernel `kernel` may be launched as a programmatic
 // dependent launch: PLUGGABLE_CUDA_PDL is not "0" and the code the device
 // runs was built for compute capability 9.0 or later (so it waits).
 template <typename K>
 bool pdl_launch_ok(K* kernel, int ordinal) {
-  static const bool allowed = [] {
-    const char* v = getenv("PLUGGABLE_CUDA_PDL");
-    return v == nullptr || strcmp(v, "0") != 0;
-  }();
+  static const bool allowed = not_turned_off("PLUGGABLE_CUDA_PDL");
   if (!allowed) return false;
   constexpr int kMaxDevices = 64;
   static std::atomic<int> known[kMaxDevices];  // 0 unknown, 1 no, 2 yes
@@ -371,11 +374,8 @@ bool pdl_launch_ok(K* kernel, int ordinal) {
 }
 
 bool gemv_enabled() {
-  static const bool on = [] {
-    // On unless turned off (docs/benchmarks.md, "The CUDA matrix-vector path").
-    const char* v = getenv("PLUGGABLE_CUDA_GEMV");
-    return v == nullptr || strcmp(v, "0") != 0;
-  }();
+  // On unless turned off (docs/benchmarks.md, "The CUDA matrix-vector path").
+  static const bool on = not_turned_off("PLUGGABLE_CUDA_GEMV");
   return on;
 }
 
