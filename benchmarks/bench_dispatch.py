@@ -1,8 +1,11 @@
-"""Per-op dispatch time of the raw_ops fast path, side by side with a peer
-checkout (e.g. main): ``pg.raw_ops.AddV2(x=a, y=b)`` on 1-element MY_DEVICE
-tensors, timed with timeit.
+"""Per-op dispatch time, side by side with a peer checkout (e.g. main):
+``pg.raw_ops.AddV2(x=a, y=b)`` on 1-element MY_DEVICE tensors and, with
+``--api``, the user-level calls of a model's op mix (``pg.reduce_sum``,
+``pg.cast``, ``x @ w``, ``pg.transpose``, ``pg.reshape``, ``pg.zeros``,
+``pg.nn.bias_add``, ``pg.nn.softmax``) on a 4x8 float32 MY_DEVICE tensor,
+timed with timeit.
 
-    python3 benchmarks/bench_dispatch.py --peer /tmp/pluggable-main
+    python3 benchmarks/bench_dispatch.py --peer /tmp/pluggable-main [--api]
 
 Each round runs every checkout once, in a fresh interpreter whose
 ``pluggable`` is imported from that checkout (both must be built in place),
@@ -26,27 +29,52 @@ import json, sys, timeit
 import numpy as np, pluggable as pg
 assert pg.__file__.startswith(sys.argv[1]), (pg.__file__, sys.argv[1])
 n = int(sys.argv[2])
+names = sys.argv[3].split(",")
+rng = np.random.default_rng(0)
 with pg.device("MY_DEVICE:0"):
     a = pg.constant(np.ones(1, np.float32))
     b = pg.constant(np.ones(1, np.float32))
+    x = pg.constant(rng.standard_normal((4, 8)).astype(np.float32))
+    w = pg.constant(rng.standard_normal((8, 8)).astype(np.float32))
+    bias = pg.constant(rng.standard_normal(8).astype(np.float32))
     add = pg.raw_ops.AddV2
-    add(x=a, y=b)
-    pg.synchronize()
-    t = timeit.Timer(lambda: add(x=a, y=b)).timeit(number=n)
-    pg.synchronize()
-print(json.dumps({"us": t / n * 1e6}))
+    cases = {
+        "AddV2": lambda: add(x=a, y=b),
+        "reduce_sum": lambda: pg.reduce_sum(x, 1),
+        "reduce_mean": lambda: pg.reduce_mean(x),
+        "cast": lambda: pg.cast(x, pg.float16),
+        "matmul": lambda: x @ w,
+        "transpose": lambda: pg.transpose(x),
+        "reshape": lambda: pg.reshape(x, [8, 4]),
+        "zeros": lambda: pg.zeros([4, 8]),
+        "bias_add": lambda: pg.nn.bias_add(x, bias),
+        "softmax": lambda: pg.nn.softmax(x),
+    }
+    out = {}
+    for name in names:
+        f = cases[name]
+        f()
+        pg.synchronize()
+        t = timeit.Timer(f).timeit(number=n)
+        pg.synchronize()
+        out[name] = t / n * 1e6
+print(json.dumps(out))
 """
 
+API = ["reduce_sum", "reduce_mean", "cast", "matmul", "transpose", "reshape", "zeros",
+       "bias_add", "softmax"]
 
-def run_once(checkout: pathlib.Path, calls: int) -> float:
+
+def run_once(checkout: pathlib.Path, calls: int, names: list[str]) -> dict:
     path = [str(checkout)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(calls)],
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(calls),
+                           ",".join(names)],
                           cwd=str(checkout), env=env, capture_output=True, text=True,
                           timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark child for {checkout} failed:\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])["us"]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,20 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--peer", required=True, help="another checkout, built in place")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--calls", type=int, default=100000)
+    ap.add_argument("--api", action="store_true",
+                    help="also time the user-level calls (4x8 float32)")
     args = ap.parse_args(argv)
+    names = ["AddV2"] + (API if args.api else [])
     checkouts = {"this": ROOT, "peer": pathlib.Path(args.peer).resolve()}
-    times: dict[str, list[float]] = {k: [] for k in checkouts}
+    times: dict[str, dict[str, list[float]]] = {k: {n: [] for n in names} for k in checkouts}
     for r in range(args.rounds):
         order = list(checkouts) if r % 2 == 0 else list(reversed(checkouts))
         for name in order:
-            times[name].append(run_once(checkouts[name], args.calls))
-    print(f"pg.raw_ops.AddV2(x=a, y=b), 1-element float32 on MY_DEVICE:0, "
-          f"{args.calls} calls x {args.rounds} rounds (us per call)")
-    print(f"{'checkout':10} {'median':>8} {'best':>8}  path")
-    for name, ts in times.items():
-        print(f"{name:10} {statistics.median(ts):8.3f} {min(ts):8.3f}  {checkouts[name]}")
-    ratio = statistics.median(times["this"]) / statistics.median(times["peer"])
-    print(f"this / peer (medians): {ratio:.3f}")
+            for case, us in run_once(checkouts[name], args.calls, names).items():
+                times[name][case].append(us)
+    print(f"MY_DEVICE:0, {args.calls} calls x {args.rounds} rounds (us per call); "
+          f"this = {checkouts['this']}, peer = {checkouts['peer']}")
+    print(f"{'call':12} {'this median':>12} {'this best':>10} {'peer median':>12} "
+          f"{'peer best':>10} {'this/peer':>10}")
+    for case in names:
+        t, p = times["this"][case], times["peer"][case]
+        ratio = statistics.median(t) / statistics.median(p)
+        print(f"{case:12} {statistics.median(t):12.3f} {min(t):10.3f} "
+              f"{statistics.median(p):12.3f} {min(p):10.3f} {ratio:10.3f}")
     return 0
 
 

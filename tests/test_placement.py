@@ -324,3 +324,89 @@ def test_single_output_kernel_call_refuses_other_kernels():
         lib.TF_DeleteStatus(st)
     assert out == ffi.NULL
     assert code == 3 and "TopKV2" in msg and "2 outputs" in msg, (code, msg)
+
+
+def test_fast_path_with_attributes_given(monkeypatch):
+    """Attributes given as values of their plain kinds (Cast's DstT,
+    MatMul's transpose flags, BiasAdd's data_format) take the fast path,
+    keyed by their values: each value keeps its own plan, and a value of
+    another type (1 for a bool) still meets the general path's typed error."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    bias = rng.standard_normal(4).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        x, y, z = pg.constant(a), pg.constant(b), pg.constant(bias)
+        r = pg.raw_ops
+        calls = {
+            "Cast f16": (lambda: r.Cast(x=x, DstT=pg.float16), a.astype(np.float16)),
+            "Cast i32": (lambda: r.Cast(x=x, DstT=pg.int32), a.astype(np.int32)),
+            "MatMul tb": (lambda: r.MatMul(a=x, b=y, transpose_b=True), a @ b.T),
+            "MatMul ta": (lambda: r.MatMul(a=x, b=y, transpose_a=True,
+                                           transpose_b=False), a.T @ b),
+            "BiasAdd": (lambda: r.BiasAdd(value=x, bias=z, data_format="NHWC"), a + bias),
+        }
+        for f, _ in calls.values():   # the general path makes each plan
+            f()
+        assert len(pg.registry.OPS["Cast"].fast) == 2
+        assert len(pg.registry.OPS["MatMul"].fast) == 2
+
+        def no_general_path(*args, **kwargs):
+            raise AssertionError("took the general path")
+        for op in ("Cast", "MatMul", "BiasAdd"):
+            monkeypatch.setitem(getattr(r, op).__globals__, "execute", no_general_path)
+        for name, (f, want) in calls.items():
+            op = name.split()[0]
+            with pg.testing.expect_kernel(op, "MY_DEVICE"):
+                got = f()
+            assert got.dtype.as_numpy_dtype == want.dtype, name
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5, err_msg=name)
+        # 1 == True, but an int for a bool attribute is not this plan's value
+        with pytest.raises(AssertionError, match="general path"):
+            r.MatMul(a=x, b=y, transpose_b=1)
+        monkeypatch.undo()
+        with pytest.raises(TypeError, match="transpose_b.*must be a bool"):
+            r.MatMul(a=x, b=y, transpose_b=1)
+
+
+def test_user_level_calls_take_the_fast_path(monkeypatch):
+    """pg.reduce_sum/mean, pg.transpose, pg.reshape, pg.fill (index values
+    as cached host tensors), pg.cast and x @ w (attributes given): after the
+    first call of each, no call meets the general path, and every result
+    matches numpy."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    m = rng.standard_normal((5, 6)).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        x, w = pg.constant(a), pg.constant(m)
+        x2 = pg.reshape(x, [12, 5])
+        calls = [
+            (lambda: pg.reduce_sum(x, 1), a.sum(axis=1)),
+            (lambda: pg.reduce_sum(x, [0, 2]), a.sum(axis=(0, 2))),
+            (lambda: pg.reduce_mean(x, -1, keepdims=True), a.mean(axis=-1, keepdims=True)),
+            (lambda: pg.reduce_max(x), a.max()),
+            (lambda: pg.transpose(x), a.transpose()),
+            (lambda: pg.transpose(x, [1, 0, 2]), a.transpose(1, 0, 2)),
+            (lambda: pg.reshape(x, [4, -1]), a.reshape(4, -1)),
+            (lambda: pg.reshape(x, (60,)), a.reshape(60)),
+            (lambda: pg.cast(x, pg.float16), a.astype(np.float16)),
+            (lambda: x2 @ w, a.reshape(12, 5) @ m),
+            (lambda: pg.fill([2, 3], pg.constant(np.float32(1.5))),
+             np.full((2, 3), 1.5, np.float32)),
+        ]
+        for f, _ in calls:
+            f()
+
+        def no_general_path(*args, **kwargs):
+            raise AssertionError("took the general path")
+        for op in ("Sum", "Mean", "Max", "Transpose", "Reshape", "Cast", "MatMul", "Fill"):
+            monkeypatch.setitem(getattr(pg.raw_ops, op).__globals__, "execute",
+                                no_general_path)
+        for i, (f, want) in enumerate(calls):
+            got = f()
+            assert got.shape == want.shape, i
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5,
+                                       err_msg=str(i))
+        # an axis out of range still gets the shape function's typed error
+        with pytest.raises(pg.errors.InvalidArgumentError, match="out of range"):
+            pg.reduce_sum(x, 3)

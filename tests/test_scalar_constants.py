@@ -234,3 +234,46 @@ def test_scalar_conversion_matches_the_array_path(dtype, rng):
             tensor_mod.to_array(int(info.max) + 1, dtype)
         with pytest.raises(TypeError, match="fraction"):
             tensor_mod.to_array(2.5, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int64, np.bool_])
+def test_zeros_ones_and_fill_copy_their_value_once(copies, dtype):
+    """pg.zeros, pg.ones and pg.fill with a scalar on a plugin device use the
+    cached device constant of their value: one copy for each value, none
+    after, whatever the shape."""
+    rng = np.random.default_rng()
+    shapes = [tuple(int(d) for d in rng.integers(1, 6, k)) for k in (1, 2, 3, 2)]
+    value = np.asarray(rng.integers(2, 9), dtype)[()]
+    with pg.device(DEV):
+        pg.zeros([1], dtype)     # the op's plan and kernel (and their copies)
+        copies[0] = 0
+        for s in shapes:
+            z, o, f = pg.zeros(s, dtype), pg.ones(list(s), dtype), pg.fill(s, value)
+            assert z.device.endswith(DEV) and f.device.endswith(DEV)
+            np.testing.assert_array_equal(z.numpy(), np.zeros(s, dtype))
+            np.testing.assert_array_equal(o.numpy(), np.ones(s, dtype))
+            np.testing.assert_array_equal(f.numpy(), np.full(s, value, dtype))
+            assert z.dtype.as_numpy_dtype == np.dtype(dtype) == f.dtype.as_numpy_dtype
+    # zeros, ones and the value, once each (0 and 1 may be the same as `value`
+    # only for bool, where the values 0/1 are False/True)
+    assert copies[0] <= 3
+
+
+def test_index_vectors_are_cached_read_only_and_range_checked():
+    a = constants.host_vector((1, 0, 2), pg.int32)
+    assert constants.host_vector((1, 0, 2), pg.int32) is a
+    assert a.dtype is pg.int32 and a._h is not None
+    np.testing.assert_array_equal(a.numpy(), [1, 0, 2])
+    with pytest.raises(ValueError):
+        a._a[0] = 5                      # read-only: a shared input stays what it was
+    big = 1 << 40
+    assert constants.host_vector((big, 2), pg.int32) is None   # does not fit int32
+    auto = constants.host_vector((big, 2))
+    assert auto.dtype is pg.int64 and auto.numpy().tolist() == [big, 2]
+    assert constants.host_vector((3, 2)).dtype is pg.int32
+    assert constants.host_vector((1 << 63, 0)) is None          # fits no index type
+    # a reshape to a dimension beyond int32 still gets its usual error
+    with pg.device(DEV):
+        x = pg.constant(np.ones(4, np.float32))
+        with pytest.raises(pg.errors.InvalidArgumentError, match="cannot reshape"):
+            pg.reshape(x, [big, -1])

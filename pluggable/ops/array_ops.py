@@ -13,22 +13,9 @@ from ..framework.tensor import Tensor
 from ..runtime import placement
 from ..runtime.tensors import constant, convert_to_tensor
 from . import math_ops, raw_ops
+from .index_values import index_array as _index_array
 
 newaxis = None
-
-
-def _index_array(values: Any) -> np.ndarray:
-    """int32 index values (int64 when they do not fit), as TensorFlow packs them."""
-    if type(values) in (list, tuple) and values and all(type(v) is int for v in values):
-        # the common shape list (pg.zeros([n, m])): no round trip through int64
-        small = all(-2**31 <= v < 2**31 for v in values)
-        return np.array(values, np.int32 if small else np.int64)
-    a = np.asarray(values.numpy() if isinstance(values, Tensor) else values)
-    if a.dtype.kind not in "iu" and a.size:
-        raise TypeError(f"indices and sizes must be integers, got {a.dtype} values")
-    a = a.astype(np.int64)
-    fits = a.size == 0 or (a.min() >= np.iinfo(np.int32).min and a.max() <= np.iinfo(np.int32).max)
-    return a.astype(np.int32) if fits else a
 
 
 def _dtype_or_none(dtype: Any):
@@ -37,21 +24,16 @@ def _dtype_or_none(dtype: Any):
 
 # ------------------------------------------------------------------- making
 
-def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
-    """A tensor of shape `dims` filled with the scalar `value` (op Fill)."""
-    return raw_ops.Fill(dims=_index_array(dims).reshape(-1), value=value)
-
-
 def zeros(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
     """A tensor of `shape` filled with 0 (op Fill)."""
     dt = dtypes.as_dtype(dtype)
-    return fill(shape, np.zeros((), dt.as_numpy_dtype))
+    return math_ops.fill(shape, np.zeros((), dt.as_numpy_dtype))
 
 
 def ones(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
     """A tensor of `shape` filled with 1 (op Fill)."""
     dt = dtypes.as_dtype(dtype)
-    return fill(shape, np.ones((), dt.as_numpy_dtype))
+    return math_ops.fill(shape, np.ones((), dt.as_numpy_dtype))
 
 
 def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:  # noqa: A002

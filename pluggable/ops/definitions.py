@@ -7,6 +7,8 @@ raise InvalidArgumentError naming the op.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..framework.errors import InvalidArgumentError
@@ -64,8 +66,21 @@ def _matmul(shapes, attrs, values):
     return [(m, n)]
 
 
+def host_ints(v) -> list:
+    """The values of a host-memory integer input (axes, a permutation, a
+    target shape) as a flat list of Python ints."""
+    if type(v) is not np.ndarray:
+        v = np.asarray(v)
+    if v.dtype.kind not in "iub":
+        v = v.astype(np.int64)
+    return v.tolist() if v.ndim == 1 else v.reshape(-1).tolist()
+
+
 def normalize_axes(op: str, axes: np.ndarray, rank: int) -> tuple:
-    flat = [int(x) for x in np.asarray(axes).reshape(-1)]
+    flat = host_ints(axes)
+    r = rank if rank > 1 else 1
+    if len(flat) == 1 and -r <= flat[0] < r:  # the common case, one axis
+        return (flat[0] % r,)
     out = []
     for ax in flat:
         if not -max(rank, 1) <= ax < max(rank, 1):
@@ -83,6 +98,9 @@ def _reduce(op):
         axes = normalize_axes(op, values["reduction_indices"], len(s))
         if attrs["keep_dims"]:
             return [tuple(1 if i in axes else d for i, d in enumerate(s))]
+        if len(axes) == 1 and s:
+            a = axes[0]
+            return [s[:a] + s[a + 1:]]
         return [tuple(d for i, d in enumerate(s) if i not in axes)]
     return fn
 
@@ -95,7 +113,7 @@ def _softmax(shapes, attrs, values):
 
 def _transpose(shapes, attrs, values):
     s = shapes[0]
-    perm = [int(x) for x in np.asarray(values["perm"]).reshape(-1)]
+    perm = host_ints(values["perm"])
     if sorted(perm) != list(range(len(s))):
         raise _err("Transpose", f"perm {perm} is not a permutation of 0..{len(s) - 1} "
                    f"for a tensor of shape {list(s)}")
@@ -103,13 +121,13 @@ def _transpose(shapes, attrs, values):
 
 
 def reshape_target(shape: tuple, target: np.ndarray) -> tuple:
-    dims = [int(x) for x in np.asarray(target).reshape(-1)]
-    n = int(np.prod(shape, dtype=np.int64))
+    dims = host_ints(target)
+    n = math.prod(shape)
     if dims.count(-1) > 1:
         raise _err("Reshape", f"only one dimension may be -1, got {dims}")
     if any(d < -1 for d in dims):
         raise _err("Reshape", f"dimensions must be >= -1, got {dims}")
-    known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+    known = math.prod(d for d in dims if d != -1)
     if -1 in dims:
         if known == 0 or n % known:
             raise _err("Reshape", f"cannot reshape a tensor of shape {list(shape)} "

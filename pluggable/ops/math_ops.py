@@ -10,6 +10,7 @@ from ..framework import dtypes
 from ..framework.tensor import Tensor
 from ..runtime.tensors import convert_to_tensor
 from . import raw_ops
+from .index_values import index_array, index_vector, int_tuple
 
 
 def add(x: Any, y: Any) -> Tensor:
@@ -76,9 +77,11 @@ def sigmoid(x: Any) -> Tensor:
     return raw_ops.Sigmoid(x=x)
 
 
-def _axes(x: Tensor, axis: Any) -> np.ndarray:
+def _axes(x: Tensor, axis: Any) -> Any:
     if axis is None:
-        return np.arange(x.ndim, dtype=np.int32)
+        return index_vector(tuple(range(x.ndim)))
+    if int_tuple(axis) is not None:
+        return index_vector(axis)
     return np.asarray(axis, dtype=np.int32).reshape(-1) if np.ndim(axis) else np.asarray(axis, np.int32)
 
 
@@ -124,21 +127,35 @@ def transpose(a: Any, perm: Sequence[int] | None = None) -> Tensor:
     """Permutes the axes (reverses them when `perm` is None)."""
     a = convert_to_tensor(a)
     if perm is None:
-        perm = list(range(a.ndim))[::-1]
+        perm = tuple(range(a.ndim))[::-1]
+    if int_tuple(perm) is not None:
+        return raw_ops.Transpose(x=a, perm=index_vector(perm))
     return raw_ops.Transpose(x=a, perm=np.asarray(perm, np.int32))
 
 
 def reshape(tensor: Any, shape: Sequence[int]) -> Tensor:
     """Same elements, new shape (one dimension may be -1)."""
+    if type(shape) in (list, tuple) and int_tuple(shape) is not None:  # int32 where all fit
+        return raw_ops.Reshape(tensor=tensor, shape=index_vector(shape, None))
     dims = np.asarray(shape, np.int64)
     if np.all(np.abs(dims) <= np.iinfo(np.int32).max):
         dims = dims.astype(np.int32)   # else int64: never wrap a dimension
     return raw_ops.Reshape(tensor=tensor, shape=dims)
 
 
-def fill(dims: Sequence[int], value: Any) -> Tensor:
-    """A tensor of shape `dims` filled with the scalar `value`."""
-    return raw_ops.Fill(dims=np.asarray(dims, np.int32).reshape(-1), value=value)
+def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
+    """A tensor of shape `dims` filled with the scalar `value` (op Fill). A
+    Python or numpy scalar value is used on a plugin device as the cached
+    device constant (``runtime.constants``): no host-to-device copy per
+    call."""
+    d = index_vector(dims, None) if int_tuple(dims) is not None \
+        else index_array(dims).reshape(-1)
+    if isinstance(value, (np.generic, np.ndarray)) and value.ndim == 0 \
+            and value.dtype.kind in "biuf":
+        # a numpy scalar: as the Python scalar of the same value, with its
+        # dtype given (Python scalars are what the constant cache keys)
+        return raw_ops.Fill(dims=d, value=value.item(), T=dtypes.as_dtype(value.dtype))
+    return raw_ops.Fill(dims=d, value=value)
 
 
 def identity(x: Any) -> Tensor:

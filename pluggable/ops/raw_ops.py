@@ -16,12 +16,24 @@ from ..framework import config, registry
 from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
 from ..runtime import constants, hooks, placement
-from ..runtime.dispatch import call, execute, expect_array, expects, kernel_error
+from ..framework import dtypes
+from ..runtime.dispatch import UNSET, call, execute, expect_array, expects, kernel_error
 
 _cache: dict[str, Any] = {}
+_DTYPE_TYPES = frozenset(type(d) for d in dtypes.ALL)
+_UNSET = UNSET
 
-
-_UNSET = object()
+# How the fast path checks an attribute value given to a call: only values of
+# exactly these types take it (so that equal values of different types, True
+# and 1, never share a plan), with the values themselves part of the key.
+# Attributes of other kinds (lists, shapes) take it only when not given.
+_PLAIN_ATTR = {
+    "type": "type({a}) in _dtype_types",
+    "bool": "({a} is True or {a} is False)",
+    "int": "type({a}) is int",
+    "float": "type({a}) is float",
+    "string": "type({a}) is str",
+}
 
 
 def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
@@ -35,21 +47,22 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     shape function reads input values (``Fill``'s dims) takes it with
     tensors only, once each host-memory input holds its core handle (a CPU
     tensor keeps it from its first call). Anything else falls through to the
-    general path."""
+    general path. Attributes given as values of their plain kinds
+    (a type, bool, int, float or string: ``Cast(DstT=...)``,
+    ``MatMul(transpose_a=...)``) take the fast path too, keyed by their
+    values."""
     if not inputs or len(op.outputs) != 1 or op.has_list_inputs \
             or op.has_list_outputs or any(n.startswith("_") for n in inputs):
         return ""  # (the fast path's own locals start with "_")
     no_attrs = " and ".join(f"{a} is _UNSET" for a in attrs) or "True"
     tensors = " and ".join(f"type({n}) is _Tensor" for n in inputs)
+    values = "None"
     if op.host_value_inputs:
-        handles = " and ".join(f"{n}._h is not None" for n in inputs)
+        tensors += "".join(f" and {n}._h is not None" for n in inputs)
         values = "{" + ", ".join(f"{n!r}: {n}._a" for n in op.host_value_inputs) + "}"
-        return (f"    if {no_attrs} and not _hooks_active[0]:\n"
-                f"        if {tensors} and {handles}:\n"
-                f"{_fast_body(inputs, '            ', values)}")
     code = (f"    if {no_attrs} and not _hooks_active[0]:\n"
-            f"        if {tensors}:\n{_fast_body(inputs, '            ')}")
-    sources = _scalar_sources(op)
+            f"        if {tensors}:\n{_fast_body(inputs, '            ', values)}")
+    sources = _scalar_sources(op) if not op.host_value_inputs else ()
     for i, j in enumerate(sources):  # one Python scalar among tensors
         if j is None:
             continue
@@ -60,15 +73,23 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
                  f"            if _c is not None:\n"
                  f"{_fast_body(names, '                ')}"
                  f"                return execute(op, [{', '.join(names)}], {{}})[0]\n")
+    plain = [a for a in attrs if op.attrs[a].kind in _PLAIN_ATTR]
+    if plain:  # attributes given: their values extend the key
+        given = " and ".join(
+            f"({a} is _UNSET or {_PLAIN_ATTR[op.attrs[a].kind].format(a=a)})"
+            if a in plain else f"{a} is _UNSET" for a in attrs)
+        key = "".join(", " + a for a in attrs)
+        code += (f"    elif {given} and not _hooks_active[0]:\n"
+                 f"        if {tensors}:\n{_fast_body(inputs, '            ', values, key)}")
     return code
 
 
-def _fast_body(names: list[str], ind: str, values: str = "None") -> str:
-    key = ", ".join(f"{n}._dtype, {n}._dev" for n in names)
+def _fast_body(names: list[str], ind: str, values: str = "None", attrs: str = "") -> str:
+    key = ", ".join(f"{n}._dtype, {n}._dev" for n in names) + ", _version[0]" + attrs
     handles = ", ".join(f"{n}._h" for n in names)
     shapes = ", ".join(f"{n}._shape" for n in names)
     return (
-        f"{ind}_p = _fast.get((_scope_get(), {key}, _version[0]))\n"
+        f"{ind}_p = _fast.get((_scope_get(), {key}))\n"
         f"{ind}if _p is not None:\n"
         f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values})[0]\n"
         f"{ind}    try:\n"
@@ -103,7 +124,8 @@ def _fast_globals(op) -> dict:
             "_raw_status": raw_status, "_tls": thread_state, "_run1": lib.pg_kernel_run1,
             "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor,
             "_hooks_active": hooks.active, "_constant": constants.lookup,
-            "_expects": expects, "_expect_array": expect_array}
+            "_expects": expects, "_expect_array": expect_array,
+            "_dtype_types": _DTYPE_TYPES}
 
 
 def _make(op_name: str):

@@ -1,4 +1,5 @@
-"""Device constants for Python scalar operands (``a * 2.0``).
+"""Device constants for Python scalar operands (``a * 2.0``), and host
+index vectors (axes, permutations, shapes) for the ops that read them.
 
 A Python scalar that meets a plugin-device tensor becomes a tensor of that
 device. Without a cache that is a host-to-device copy on every call; here the
@@ -22,12 +23,21 @@ Caching never changes a result:
 * a constant first needed while the calling thread captures a device graph
   is made for that call only (its value would exist only once the graph is
   replayed), never cached.
+
+The index vectors that ``pg.reduce_sum``, ``pg.transpose``, ``pg.reshape``
+and ``pg.fill`` pass to their ops are CPU tensors that hold their core
+handle (``host_vector``), made once per (values, dtype) and kept the same
+way, so that those calls take the raw_ops fast path. Their arrays are
+read-only and they are never handed to the caller.
 """
 from __future__ import annotations
 
 import struct
 from typing import Any
 
+import numpy as np
+
+from .._core import ffi, lib
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor, to_array
 from . import placement
@@ -40,6 +50,9 @@ host memory and one small device allocation each)."""
 
 _table = LRUCache(CONSTANT_CACHE_SIZE)
 _get = _table.get
+_vectors = LRUCache(CONSTANT_CACHE_SIZE)
+_vector_get = _vectors.get
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _pack = struct.Struct("<d").pack
 
 
@@ -81,10 +94,51 @@ def _make(key: tuple, v: Any, dtype: dtypes.DType, dev: Any,
     return c
 
 
+def host_vector(values: tuple, dtype: dtypes.DType | None = None) -> Tensor | None:
+    """The CPU tensor of the index vector `values` (a tuple of Python ints)
+    as `dtype` (int32 or int64; when None, int32 where every value fits,
+    else int64), holding its core handle; made once and cached. None when a
+    value does not fit `dtype` (the caller's general path then raises the
+    usual error)."""
+    key = (dtype, values)
+    t = _vector_get(key)
+    if t is not None:
+        return t
+    fits32 = all(_INT32_MIN <= v <= _INT32_MAX for v in values)
+    dt = dtype if dtype is not None else (dtypes.int32 if fits32 else dtypes.int64)
+    if dt is dtypes.int32 and not fits32 or dt is dtypes.int64 and not all(
+            -(1 << 63) <= v < (1 << 63) for v in values):
+        return None
+    t = host_input(values, dt)
+    t._a.flags.writeable = False
+    _vectors.maxsize = CONSTANT_CACHE_SIZE
+    _vectors.put(key, t)
+    return t
+
+
+def host_input(value: Any, dtype: dtypes.DType) -> Tensor:
+    """A CPU tensor of `value` that also holds a core handle over its own
+    memory, for a host-memory input passed to many calls (the key inputs of
+    a process group's collectives, the cached index vectors): a call then
+    hands the handle over as it is instead of wrapping the array every
+    time."""
+    a = np.array(value, dtype.as_numpy_dtype)
+    t = Tensor._from_array(a, placement.CPU, dtype)
+    t._h = wrap_host(a, dtype)
+    return t
+
+
+def wrap_host(a: np.ndarray, dtype: dtypes.DType) -> Any:
+    """A core handle over host array `a` (which must outlive it)."""
+    dims = ffi.new("int64_t[]", list(a.shape) or [0])
+    return lib.pg_tensor_wrap_host(dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
+
+
 def clear() -> None:
     """Forgets every cached constant (their device memory is freed once no
-    queued work uses it)."""
+    queued work uses it) and index vector."""
     _table.clear()
+    _vectors.clear()
 
 
 def cached() -> int:

@@ -24,6 +24,7 @@ from ..framework import config, dtypes, errors, registry
 from ..framework.registry import KernelDef, OpDef
 from ..framework.tensor import Tensor, to_array
 from . import constants, hooks, placement
+from .constants import host_input, wrap_host as _wrap_host
 from .attrs import make_c_attrs
 from .cache import LRUCache, put_bounded
 from .device import CpuDevice, Device
@@ -47,15 +48,35 @@ def invalidate() -> None:
     _plans_version[0] = config.version[0]
 
 
-def _is_simple(p: "Plan", given: dict) -> bool:
+UNSET = object()
+"""An attribute not given to a raw op (its default applies)."""
+
+
+def _fast_key(op: OpDef, scope, inputs: list, version: int, given: dict) -> tuple | None:
+    """The key under which the raw_ops fast path finds this call's plan:
+    scope, the inputs' dtypes and devices, the settings version and, where
+    attributes were given, every attribute's value (UNSET where not given)
+    in definition order; None when a given value cannot be part of a key."""
+    key = (scope, *[x for t in inputs for x in (t._dtype, t._dev)], version)
+    if given:
+        key += tuple([given.get(a, UNSET) for a in op.attrs])
+        try:
+            hash(key)
+        except TypeError:  # a list (strides): the fast path never has such a key
+            return None
+    return key
+
+
+def _is_simple(p: "Plan") -> bool:
     """Whether later calls with this signature can take the raw_ops fast path:
-    a plugin kernel, no attributes given, no copies, one device output whose
-    shape the shape function gives from the inputs' shapes and host values.
-    Host-memory inputs only where the shape function reads them: without
-    copies such an input is a CPU tensor, and the fast path of those ops
-    passes the core handle the tensor keeps (see raw_ops._fast_path)."""
+    a plugin kernel, no copies, one device output whose shape the shape
+    function gives from the inputs' shapes and host values. Host-memory
+    inputs only where the shape function reads them: without copies such an
+    input is a CPU tensor, and the fast path of those ops passes the core
+    handle the tensor keeps (see raw_ops._fast_path). Given attributes are
+    part of the fast path's key (``_fast_key``)."""
     op = p.op
-    return (p.kinst is not None and not given and p.moves is None
+    return (p.kinst is not None and p.moves is None
             and (not p.any_host_in or bool(op.host_value_inputs))
             and p.n_out == 1 and not p.out_host[0] and op.shape_fn is not None
             and op.exact_shapes)
@@ -258,9 +279,14 @@ def call(op: OpDef, inputs: list, given: dict) -> list:
 
 
 def _attrs_key(given: dict) -> tuple:
+    """Attribute values as a key. Values' types are part of it: ``1``,
+    ``1.0`` and ``True`` are equal in Python but not the same attribute
+    value (an int where a bool belongs must still meet its typed error)."""
     if not given:
         return ()
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in given.items()))
+    return tuple(sorted(
+        (k, type(v), (tuple(v), tuple(map(type, v))) if isinstance(v, list) else v)
+        for k, v in given.items()))
 
 
 # ------------------------------------------------------------------- placement
@@ -441,9 +467,10 @@ def _execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
             invalidate()  # drop plans made before the last change
         p = _build_plan(op, inputs, given, scope)
         _plans.put(key, p)
-        if _is_simple(p, given) and not config._log_placement:
-            fast_key = (scope, *[x for t in inputs for x in (t._dtype, t._dev)], key[4])
-            put_bounded(op.fast, fast_key, p, FAST_CACHE_SIZE)
+        if _is_simple(p) and not config._log_placement:
+            fast_key = _fast_key(op, scope, inputs, key[4], given)
+            if fast_key is not None:
+                put_bounded(op.fast, fast_key, p, FAST_CACHE_SIZE)
     if p.moves is not None:
         for i, m in enumerate(p.moves):
             if m is not None:
@@ -501,23 +528,6 @@ def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
             r = r.astype(dt.as_numpy_dtype)
         out.append(Tensor._from_array(r, placement.CPU, dt))
     return out
-
-
-def host_input(value: Any, dtype: dtypes.DType) -> Tensor:
-    """A CPU tensor of `value` that also holds a core handle over its own
-    memory, for a host-memory input passed to many calls (the key inputs of
-    a process group's collectives): a call then hands the handle over as it
-    is instead of wrapping the array every time."""
-    a = np.array(value, dtype.as_numpy_dtype)
-    t = Tensor._from_array(a, placement.CPU, dtype)
-    t._h = _wrap_host(a, dtype)
-    return t
-
-
-def _wrap_host(a: np.ndarray, dtype: dtypes.DType) -> Any:
-    """A core handle over host array `a` (which must outlive it)."""
-    dims = ffi.new("int64_t[]", list(a.shape) or [0])
-    return lib.pg_tensor_wrap_host(dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
 
 
 class Prepared:
