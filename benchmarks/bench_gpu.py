@@ -8,7 +8,10 @@ Measures, in one process on GPU:0:
   5. allocate + free of 1 MiB through each framework, us/op;
   6. DLPack round trips through a peer framework (zero copy), us/op;
   7. eager ops of a model's mix (bias add, reduction, softmax, cast, exp,
-     transpose, small MatMul, conv2d, the MLP at batch 1/64/8192, read-back).
+     transpose, small MatMul, conv2d, the MLP at batch 1/64/8192, read-back);
+  8. the user-level calls of that mix (pg.reduce_sum, pg.cast, x @ w,
+     pg.transpose, pg.reshape, pg.zeros, pg.nn.bias_add, pg.nn.softmax) on a
+     64x64 float32 tensor, where the call's host cost is the figure.
 Dispatch includes `a * b` and `a * 2.0` with a Python scalar.
 Prints a markdown table (with each row's ratio to PyTorch) and optionally
 writes the rows as JSON. Every section runs on its own: a failing one prints
@@ -658,6 +661,69 @@ def bench_ops(quick: bool) -> None:
                 note="eager, output allocated each call")
 
 
+# --- 8. user-level calls -----------------------------------------------------------
+
+def bench_api(quick: bool) -> None:
+    """The user-level functions a model calls (not raw ops) on a 64x64
+    float32 tensor on GPU:0, us per call (median of 5 runs of N calls, each
+    run ending with a synchronisation): small enough that the host's cost of
+    the call is what is measured. PyTorch's rows are its equivalents."""
+    n = 500 if quick else 5000
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+
+    def per_op(body, sync):
+        def run():
+            for _ in range(n):
+                body()
+            sync()
+        return median_time(run, 5, warmup=1) / n * 1e6
+
+    def pg_cases():
+        with gpu_scope():
+            gx, gb = pg.constant(x), pg.constant(b)
+        return {
+            "reduce_sum": lambda: pg.reduce_sum(gx, 1),
+            "reduce_mean": lambda: pg.reduce_mean(gx),
+            "cast": lambda: pg.cast(gx, pg.float16),
+            "matmul": lambda: gx @ gx,
+            "transpose": lambda: pg.transpose(gx),
+            "reshape": lambda: pg.reshape(gx, [32, 128]),
+            "zeros": lambda: pg.zeros([64, 64]),
+            "bias_add": lambda: pg.nn.bias_add(gx, gb),
+            "softmax": lambda: pg.nn.softmax(gx),
+        }
+
+    def torch_cases():
+        tx, tb = torch.from_numpy(x).cuda(), torch.from_numpy(b).cuda()
+        return {
+            "reduce_sum": lambda: tx.sum(1),
+            "reduce_mean": lambda: tx.mean(),
+            "cast": lambda: tx.to(torch.float16),
+            "matmul": lambda: tx @ tx,
+            "transpose": lambda: tx.t().contiguous(),
+            "reshape": lambda: tx.reshape(32, 128),
+            "zeros": lambda: torch.zeros(64, 64, device="cuda"),
+            "bias_add": lambda: tx + tb,
+            "softmax": lambda: torch.softmax(tx, -1),
+        }
+
+    names = {"reduce_sum": "pg.reduce_sum(x, 1)", "reduce_mean": "pg.reduce_mean(x)",
+             "cast": "pg.cast(x, pg.float16)", "matmul": "x @ x",
+             "transpose": "pg.transpose(x) (torch: x.t().contiguous())",
+             "reshape": "pg.reshape(x, [32, 128]) (torch: a view, no op)",
+             "zeros": "pg.zeros([64, 64])",
+             "bias_add": "pg.nn.bias_add(x, b)", "softmax": "pg.nn.softmax(x)"}
+    pgc = guarded("pg api", pg_cases) if pg else None
+    tc = guarded("torch api", torch_cases) if torch else None
+    for key, label in names.items():
+        pv = guarded(f"pg {key}", lambda: per_op(pgc[key], pg.synchronize)) if pgc else None
+        tv = guarded(f"torch {key}", lambda: per_op(tc[key], torch_sync)) if tc else None
+        add_row("api", f"{label}, 64x64 float32 (N={n})", "us/op", pv, tv, None,
+                note="eager user-level call, output allocated each call")
+
+
 def plot(path: str, env: dict, command: str) -> None:
     """A PNG of every row as pluggable's speed relative to PyTorch (PyTorch's
     time over pluggable's, or pluggable's rate over PyTorch's: above 1 is
@@ -723,7 +789,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="write the rows as JSON to PATH")
     ap.add_argument("--only", metavar="SECTIONS",
                     help="comma-separated sections to run: dispatch, transfers, add, matmul, "
-                         "alloc, dlpack, ops (default: all)")
+                         "alloc, dlpack, ops, api (default: all)")
     ap.add_argument("--plot", metavar="PNG",
                     help="draw every row as a ratio to PyTorch into PNG (needs matplotlib)")
     args = ap.parse_args(argv)
@@ -731,7 +797,7 @@ def main(argv=None) -> int:
         print("no GPU device in pluggable: the CUDA plugin did not load or no GPU present",
               file=sys.stderr)
     sections = (bench_dispatch, bench_transfers, bench_add, bench_matmul, bench_alloc,
-                bench_dlpack, bench_ops)
+                bench_dlpack, bench_ops, bench_api)
     if args.only:
         wanted = {w.strip() for w in args.only.split(",")}
         unknown = wanted - {f.__name__[len("bench_"):] for f in sections}

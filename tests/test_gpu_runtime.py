@@ -381,6 +381,8 @@ REDUCE_CASES = [
     ((300_000, 5), [1]),        # thread per row
     ((600, 3000), [1]),         # block per row
     ((3, 400_001), [1]),        # rows split over blocks
+    ((3, 2500), [1]),           # few rows of <= 4096 elements: one block each
+    ((64, 64), [0, 1]),         # a small full reduction: one block
     ((4_000_003,), [0]),        # full reduction, split
     ((100_000, 3), [0]),        # column reduction
     ((5, 7001, 33), [1]),       # [outer, reduce, inner], reduced axis split
@@ -403,7 +405,7 @@ def test_reduction_paths(op, shape, axes):
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * scale)
 
 
-@pytest.mark.parametrize("shape,axes", REDUCE_CASES[:9], ids=lambda v: str(v))
+@pytest.mark.parametrize("shape,axes", REDUCE_CASES[:11], ids=lambda v: str(v))
 def test_reduction_paths_int_and_half(shape, axes):
     xi = _rng().integers(-1000, 1000, shape).astype(np.int32)
     got = _gpu("Sum", input=xi, reduction_indices=np.int64(axes))

@@ -371,14 +371,16 @@ def test_fast_path_with_attributes_given(monkeypatch):
 
 def test_user_level_calls_take_the_fast_path(monkeypatch):
     """pg.reduce_sum/mean, pg.transpose, pg.reshape, pg.fill (index values
-    as cached host tensors), pg.cast and x @ w (attributes given): after the
-    first call of each, no call meets the general path, and every result
-    matches numpy."""
+    as cached host tensors), pg.zeros/ones (a cached device constant under
+    a plugin device's scope), pg.cast and x @ w (attributes given): after
+    the first call of each, no call meets the general path, and every
+    result matches numpy."""
     rng = np.random.default_rng()
     a = rng.standard_normal((3, 4, 5)).astype(np.float32)
     m = rng.standard_normal((5, 6)).astype(np.float32)
+    bv = rng.standard_normal(5).astype(np.float32)
     with pg.device("MY_DEVICE:0"):
-        x, w = pg.constant(a), pg.constant(m)
+        x, w, bz = pg.constant(a), pg.constant(m), pg.constant(bv)
         x2 = pg.reshape(x, [12, 5])
         calls = [
             (lambda: pg.reduce_sum(x, 1), a.sum(axis=1)),
@@ -393,13 +395,19 @@ def test_user_level_calls_take_the_fast_path(monkeypatch):
             (lambda: x2 @ w, a.reshape(12, 5) @ m),
             (lambda: pg.fill([2, 3], pg.constant(np.float32(1.5))),
              np.full((2, 3), 1.5, np.float32)),
+            # a scalar value under a plugin device's scope: its device constant
+            (lambda: pg.zeros([2, 3]), np.zeros((2, 3), np.float32)),
+            (lambda: pg.ones([4], pg.int32), np.ones(4, np.int32)),
+            (lambda: pg.fill([3], 2.5), np.full(3, 2.5, np.float32)),
+            (lambda: pg.nn.bias_add(x2, bz), a.reshape(12, 5) + bv),
         ]
         for f, _ in calls:
             f()
 
         def no_general_path(*args, **kwargs):
             raise AssertionError("took the general path")
-        for op in ("Sum", "Mean", "Max", "Transpose", "Reshape", "Cast", "MatMul", "Fill"):
+        for op in ("Sum", "Mean", "Max", "Transpose", "Reshape", "Cast", "MatMul", "Fill",
+                   "BiasAdd"):
             monkeypatch.setitem(getattr(pg.raw_ops, op).__globals__, "execute",
                                 no_general_path)
         for i, (f, want) in enumerate(calls):

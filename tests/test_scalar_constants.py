@@ -277,3 +277,48 @@ def test_index_vectors_are_cached_read_only_and_range_checked():
         x = pg.constant(np.ones(4, np.float32))
         with pytest.raises(pg.errors.InvalidArgumentError, match="cannot reshape"):
             pg.reshape(x, [big, -1])
+
+
+def test_fill_value_goes_where_the_kernel_takes_it(monkeypatch, copies):
+    """Under a plugin device's scope pg.zeros/ones/fill take the raw_ops fast
+    path with the value where that device's Fill kernel takes it: on the
+    device for MY_DEVICE (a cached device constant), in host memory for the
+    CUDA plugin (a cached host tensor, no copy at all)."""
+    devices = ["MY_DEVICE:0"] + (["GPU:0"] if pg.list_physical_devices("GPU") else [])
+    rng = np.random.default_rng()
+    for dev in devices:
+        with pg.device(dev):
+            pg.zeros([1]), pg.ones([1], pg.int32), pg.fill([1], 0.5)   # plans
+        on_host = "value" in pg.registry.find_kernel(
+            "Fill", dev.split(":")[0], {"T": pg.float32}).host_args
+        assert on_host == dev.startswith("GPU")
+        copies[0] = 0
+
+        def no_general_path(*args, **kwargs):
+            raise AssertionError("took the general path")
+        with monkeypatch.context() as m, pg.device(dev):
+            m.setitem(pg.raw_ops.Fill.__globals__, "execute", no_general_path)
+            for _ in range(3):
+                s = tuple(int(d) for d in rng.integers(1, 5, 2))
+                v = float(rng.integers(-9, 9)) / 2
+                z, o, f = pg.zeros(s), pg.ones(s, pg.int32), pg.fill(s, v)
+                assert z.device.endswith(dev) and f.device.endswith(dev)
+                np.testing.assert_array_equal(z.numpy(), np.zeros(s, np.float32))
+                np.testing.assert_array_equal(o.numpy(), np.ones(s, np.int32))
+                np.testing.assert_array_equal(f.numpy(), np.full(s, v, np.float32))
+        assert copies[0] <= (0 if on_host else 3)   # only new fill values, once each
+
+
+def test_fill_without_a_scope_lands_where_placement_puts_it(monkeypatch):
+    """Without a device scope pg.zeros/fill run where the general path would
+    place a Fill of host inputs, and after the first call take the fast
+    path there."""
+    want_dev = pg.raw_ops.Fill(dims=np.array([2], np.int32), value=np.float32(3)).device
+    pg.zeros([1]), pg.fill([1], 0.25)
+    with monkeypatch.context() as m:
+        m.setitem(pg.raw_ops.Fill.__globals__, "execute",
+                  lambda *a, **k: pytest.fail("took the general path"))
+        z, f = pg.zeros([2, 3]), pg.fill([4], 0.25)
+    assert z.device == want_dev and f.device == want_dev
+    np.testing.assert_array_equal(z.numpy(), np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(f.numpy(), np.full(4, 0.25, np.float32))

@@ -6,8 +6,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..framework import dtypes
-from ..framework.tensor import Tensor
+from ..framework import config, dtypes, errors, registry
+from ..framework.tensor import Tensor, to_array
+from ..runtime import constants, dispatch, placement
+from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
 from . import raw_ops
 from .index_values import index_array, index_vector, int_tuple
@@ -147,15 +149,52 @@ def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
     """A tensor of shape `dims` filled with the scalar `value` (op Fill). A
     Python or numpy scalar value is used on a plugin device as the cached
     device constant (``runtime.constants``): no host-to-device copy per
-    call."""
+    call. Under a plugin device's scope the call takes the raw_ops fast
+    path; elsewhere the general path places it."""
     d = index_vector(dims, None) if int_tuple(dims) is not None \
         else index_array(dims).reshape(-1)
     if isinstance(value, (np.generic, np.ndarray)) and value.ndim == 0 \
             and value.dtype.kind in "biuf":
         # a numpy scalar: as the Python scalar of the same value, with its
         # dtype given (Python scalars are what the constant cache keys)
-        return raw_ops.Fill(dims=d, value=value.item(), T=dtypes.as_dtype(value.dtype))
-    return raw_ops.Fill(dims=d, value=value)
+        dt, value = dtypes.as_dtype(value.dtype), value.item()
+    elif type(value) in (int, float, bool):
+        dt = dtypes.as_dtype(to_array(value).dtype)
+    else:
+        return raw_ops.Fill(dims=d, value=value)
+    dev, on_host = _fill_target(dt)
+    if dev is not None:
+        c = constants.host_constant(value, dt) if on_host else constants.lookup(value, dt, dev)
+        if c is not None:
+            return raw_ops.Fill(dims=d, value=c)
+    return raw_ops.Fill(dims=d, value=value, T=dt)
+
+
+_fill_targets: dict = {}
+
+
+def _fill_target(dt: dtypes.DType) -> tuple:
+    """Where Fill of `dt` runs under the current scope, as placement picks it
+    for host inputs, and whether that kernel takes its value in host memory
+    (the CUDA plugin's reads it by value): (plugin device, bool), or
+    (None, False) for the CPU. Remembered per scope and settings version
+    (which a new registration or device setting moves on)."""
+    scope = placement.current()
+    key = (scope, dt, config.version[0])
+    target = _fill_targets.get(key)
+    if target is None:
+        target = (None, False)
+        try:
+            dev, k, _ = dispatch.choose_device(registry.OPS["Fill"], {"T": dt},
+                                               [placement.CPU, placement.CPU], scope)
+        except errors.PluggableError:
+            dev = None  # the call's general path raises the error
+        if isinstance(dev, Device):
+            target = (dev, "value" in k.host_args)
+        if len(_fill_targets) > 64:
+            _fill_targets.clear()
+        _fill_targets[key] = target
+    return target
 
 
 def identity(x: Any) -> Tensor:

@@ -93,6 +93,8 @@ def log_softmax(logits: Any, axis: int | None = None, name: str | None = None) -
 def bias_add(value: Any, bias: Any, data_format: str | None = None,
              name: str | None = None) -> Tensor:
     """value + bias along the channel dimension (op BiasAdd)."""
+    if data_format is None:
+        return raw_ops.BiasAdd(value=value, bias=bias)
     fmt = "NCHW" if data_format is not None and data_format.startswith("NC") else "NHWC"
     return raw_ops.BiasAdd(value=value, bias=bias, data_format=fmt)
 

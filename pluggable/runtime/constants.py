@@ -80,6 +80,16 @@ def lookup(v: Any, dtype: dtypes.DType, dev: Any, converted: Tensor | None = Non
 
 def _make(key: tuple, v: Any, dtype: dtypes.DType, dev: Any,
           converted: Tensor | None) -> Tensor | None:
+    if dev is _HOST:  # a host scalar holding its core handle
+        try:
+            a = to_array(v, dtype)
+        except (TypeError, errors.PluggableError):
+            return None
+        c = host_input(a, dtype)
+        c._a.flags.writeable = False
+        _table.maxsize = CONSTANT_CACHE_SIZE
+        _table.put(key, c)
+        return c
     if not isinstance(dev, Device):
         return None
     if converted is None:
@@ -92,6 +102,17 @@ def _make(key: tuple, v: Any, dtype: dtypes.DType, dev: Any,
         _table.maxsize = CONSTANT_CACHE_SIZE  # a new size applies from the next insertion
         _table.put(key, c)
     return c
+
+
+_HOST = object()  # the `dev` of host_constant's entries
+
+
+def host_constant(v: Any, dtype: dtypes.DType) -> Tensor | None:
+    """The CPU tensor of Python scalar `v` as `dtype`, holding its core
+    handle, for a kernel that takes the value in host memory (the CUDA
+    plugin's Fill); cached like ``lookup``'s constants, None where
+    ``lookup`` would give None."""
+    return lookup(v, dtype, _HOST)
 
 
 def host_vector(values: tuple, dtype: dtypes.DType | None = None) -> Tensor | None:

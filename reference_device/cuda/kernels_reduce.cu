@@ -345,7 +345,12 @@ void launch_rows(OpCall& c, const T* in, T* out, int64_t rows, int64_t cols,
   const int64_t by_size = (cols + 4095) / 4096;  // at least 4096 elements each
   if (splits > by_size) splits = by_size;
   if (splits > 1024) splits = 1024;
-  if (splits < 1) splits = 1;
+  if (splits <= 1) {  // short enough for one block per row
+    rows_block_kernel<T, R, MEAN><<<static_cast<unsigned>(rows), kThreads, 0, c.stream()>>>(
+        in, out, rows, cols);
+    c.check_launch(name);
+    return;
+  }
   TensorPtr tmp = c.temp(tf_type_of<C>(), rows * splits);
   if (!tmp) return;
   C* partial = static_cast<C*>(TF_TensorData(tmp.get()));
@@ -801,24 +806,44 @@ __device__ __forceinline__ C warp_allreduce(C v) {
   return v;
 }
 
+// VEC elements of T moved as one aligned access.
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) SoftmaxPack {
+  T v[VEC];
+};
+
 // One warp per row of at most 32 * ELEMS elements, held in registers: lane l
-// keeps elements l, l + 32, ... so the row is read once. LOG: x - max -
-// log(sum exp(x - max)), else exp(x - max) / sum.
-template <typename T, int ELEMS, bool LOG>
+// keeps the VEC-element chunks l, l + 32, ... so the row is read once. VEC
+// is 4 for float rows whose length is a multiple of 4 and whose data is
+// 16-byte aligned (a quarter of the memory instructions; each lane then
+// sums other elements than with VEC 1, so results may differ in the last
+// bit), else 1. LOG: x - max - log(sum exp(x - max)), else exp(x - max) / sum.
+template <typename T, int ELEMS, int VEC, bool LOG>
 __global__ void softmax_warp_kernel(const T* __restrict__ in, T* __restrict__ out,
                                     int64_t rows, int cols) {
   using C = compute_t<T>;
+  using Pack = SoftmaxPack<T, VEC>;
+  constexpr int G = ELEMS / VEC;
+  static_assert(G * VEC == ELEMS, "ELEMS must be a multiple of VEC");
   const int lane = threadIdx.x & 31;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
   const int64_t nwarps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
+  const int chunks = cols / VEC;
   for (int64_t row = warp; row < rows; row += nwarps) {
-    const T* p = in + row * cols;
-    T* q = out + row * cols;
+    const Pack* p = reinterpret_cast<const Pack*>(in + row * cols);
+    Pack* q = reinterpret_cast<Pack*>(out + row * cols);
     C v[ELEMS];
 #pragma unroll
-    for (int e = 0; e < ELEMS; ++e) {
-      const int j = lane + 32 * e;
-      v[e] = j < cols ? to_compute(p[j]) : -C(INFINITY);
+    for (int g = 0; g < G; ++g) {
+      const int ch = lane + 32 * g;
+      if (ch < chunks) {
+        const Pack x = p[ch];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[VEC * g + j] = to_compute(x.v[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[VEC * g + j] = -C(INFINITY);
+      }
     }
     C m = -C(INFINITY);
 #pragma unroll
@@ -827,7 +852,7 @@ __global__ void softmax_warp_kernel(const T* __restrict__ in, T* __restrict__ ou
     C sum = C(0);
 #pragma unroll
     for (int e = 0; e < ELEMS; ++e) {
-      if (lane + 32 * e < cols) {
+      if (lane + 32 * (e / VEC) < chunks) {
         v[e] -= m;
         const C ex = m_exp(v[e]);
         if (!LOG) v[e] = ex;
@@ -836,66 +861,17 @@ __global__ void softmax_warp_kernel(const T* __restrict__ in, T* __restrict__ ou
     }
     sum = warp_allreduce<SumR>(sum);
     const C lse = LOG ? m_log(sum) : C(0);
-#pragma unroll
-    for (int e = 0; e < ELEMS; ++e) {
-      const int j = lane + 32 * e;
-      if (j < cols) q[j] = from_compute<T>(LOG ? v[e] - lse : v[e] / sum);
-    }
-  }
-}
-
-// softmax_warp_kernel for float rows whose length is a multiple of 4 and
-// whose data is 16-byte aligned: lane l holds the 4-element chunks l,
-// l + 32, ... and reads and writes them as float4 (a quarter of the memory
-// instructions). Each lane sums other elements than softmax_warp_kernel's
-// lanes do, so results may differ from it in the last bit.
-template <int ELEMS, bool LOG>
-__global__ void softmax_warp_vec4_kernel(const float* __restrict__ in, float* __restrict__ out,
-                                         int64_t rows, int cols) {
-  constexpr int G = ELEMS / 4;
-  const int lane = threadIdx.x & 31;
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) >> 5;
-  const int64_t nwarps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
-  const int chunks = cols >> 2;
-  for (int64_t row = warp; row < rows; row += nwarps) {
-    const float4* p = reinterpret_cast<const float4*>(in + row * cols);
-    float4* q = reinterpret_cast<float4*>(out + row * cols);
-    float v[ELEMS];
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const int ch = lane + 32 * g;
-      float4 x = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-      if (ch < chunks) x = __ldg(p + ch);
-      v[4 * g] = x.x;
-      v[4 * g + 1] = x.y;
-      v[4 * g + 2] = x.z;
-      v[4 * g + 3] = x.w;
-    }
-    float m = -INFINITY;
-#pragma unroll
-    for (int e = 0; e < ELEMS; ++e) m = MaxPlainR::combine(m, v[e]);
-    m = warp_allreduce<MaxPlainR>(m);
-    float sum = 0.0f;
-#pragma unroll
-    for (int e = 0; e < ELEMS; ++e) {
-      if (lane + 32 * (e / 4) < chunks) {
-        v[e] -= m;
-        const float ex = m_exp(v[e]);
-        if (!LOG) v[e] = ex;
-        sum += ex;
-      }
-    }
-    sum = warp_allreduce<SumR>(sum);
-    const float lse = LOG ? m_log(sum) : 0.0f;
+    const C inv = C(1) / sum;  // one division per row, not per element
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       const int ch = lane + 32 * g;
       if (ch < chunks) {
-        float4 y;
-        y.x = LOG ? v[4 * g] - lse : v[4 * g] / sum;
-        y.y = LOG ? v[4 * g + 1] - lse : v[4 * g + 1] / sum;
-        y.z = LOG ? v[4 * g + 2] - lse : v[4 * g + 2] / sum;
-        y.w = LOG ? v[4 * g + 3] - lse : v[4 * g + 3] / sum;
+        Pack y;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const C e = v[VEC * g + j];
+          y.v[j] = from_compute<T>(LOG ? e - lse : e * inv);
+        }
         q[ch] = y;
       }
     }
@@ -907,19 +883,17 @@ void launch_softmax_warp(OpCall& c, const T* in, T* out, int64_t rows, int64_t c
   const int64_t cap = static_cast<int64_t>(c.sm_count()) * 16;
   int64_t blocks = (rows + (kThreads / 32) - 1) / (kThreads / 32);
   if (blocks > cap) blocks = cap;
-  const bool vec4 = std::is_same<T, float>::value && ELEMS % 4 == 0 && cols % 4 == 0 &&
-                    (reinterpret_cast<uintptr_t>(in) & 15) == 0 &&
-                    (reinterpret_cast<uintptr_t>(out) & 15) == 0;
+  const dim3 grid(static_cast<unsigned>(blocks));
   if constexpr (std::is_same<T, float>::value && ELEMS % 4 == 0) {
-    if (vec4) {
-      softmax_warp_vec4_kernel<ELEMS, LOG><<<static_cast<unsigned>(blocks), kThreads, 0,
-                                             c.stream()>>>(in, out, rows,
-                                                           static_cast<int>(cols));
+    if (cols % 4 == 0 && (reinterpret_cast<uintptr_t>(in) & 15) == 0 &&
+        (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
+      softmax_warp_kernel<T, ELEMS, 4, LOG><<<grid, kThreads, 0, c.stream()>>>(
+          in, out, rows, static_cast<int>(cols));
       return;
     }
   }
-  softmax_warp_kernel<T, ELEMS, LOG><<<static_cast<unsigned>(blocks), kThreads, 0,
-                                       c.stream()>>>(in, out, rows, static_cast<int>(cols));
+  softmax_warp_kernel<T, ELEMS, 1, LOG><<<grid, kThreads, 0, c.stream()>>>(
+      in, out, rows, static_cast<int>(cols));
 }
 
 // One block per row; every thread gets the block's result.
