@@ -137,6 +137,34 @@ def test_tensor_round_trip_every_dtype(gpu, dtype, pinned):
 
 
 @needs_gpu
+@pytest.mark.parametrize("pinned", [False, True], ids=["pageable", "pinned"])
+def test_constant_may_reuse_its_source_at_once_behind_busy_work(gpu, pinned):
+    """The CUDA plugin's host-copy extension (pluggable_host_copy.h): the
+    core hands it the caller's array, and the array has been read when
+    pg.constant returns, even with the copy queued behind long work and
+    from page-locked memory (which a DMA would read later)."""
+    rec = next(r for r in pg.plugins() if r.device_type == "GPU")
+    assert rec.host_copy
+    rng = np.random.default_rng()
+    with pg.device("GPU:0"):
+        big = pg.constant(rng.standard_normal((2048, 2048)).astype(np.float32))
+        for nbytes in (4, THRESHOLD - 4, THRESHOLD + 4, MIB + 4, CHUNK + 4, 3 * CHUNK + 12):
+            busy = big
+            for _ in range(8):        # the stream is busy for a while
+                busy = pg.matmul(busy, big)
+            a = _random(pg.float32, nbytes)
+            if pinned:
+                h = gpu.allocate_host(a.nbytes).view(a.dtype)
+                h[:] = a
+                a = h
+            want = a.copy()
+            t = pg.constant(a)
+            a[:] = np.float32(7.0)    # the caller reuses its memory at once
+            assert _same_bits(t.numpy(), want), (nbytes, pinned)
+            del busy
+
+
+@needs_gpu
 def test_interleaved_async_copies_on_two_streams(gpu):
     """Staged copies of two streams share the device's chunks: interleaved,
     each stream still gets its own data."""
@@ -291,7 +319,9 @@ def test_staging_logic_on_a_simulated_runtime(tmp_path):
     stand-in of the CUDA runtime (tests/cuda_sim) with 16 KiB chunks: two
     host threads copy random sizes over four streams that run their work
     late; sources are read on return, destinations written on return, later
-    work sees the data, pinned memory is not staged (staging_sim.cc)."""
+    work sees the data, pinned memory is not staged, and a consumed copy
+    (the host-copy extension) has read its pageable or pinned source on
+    return (staging_sim.cc)."""
     cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
     if cxx is None:
         pytest.skip("no C++ compiler (CXX, c++ or g++) to build the staging simulation")

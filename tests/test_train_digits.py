@@ -70,7 +70,10 @@ def test_short_training_on_my_device_learns(example, rng, tmp_path):
     assert len(losses) == 30 and np.isfinite(losses).all()
     assert losses[-5:].mean() < 0.75 * losses[:3].mean(), (seed, losses)
     assert result.epoch_losses[1] < result.epoch_losses[0], seed
-    assert result.test_accuracy > 0.5, (seed, result.test_accuracy)     # chance is 0.1
+    # Chance is 0.1. After these 30 steps the accuracy over 660 random seeds
+    # was at least 0.33, and below 0.5 for about 2% of them: the bound shows
+    # learning without failing on an unlucky seed.
+    assert result.test_accuracy > 0.25, (seed, result.test_accuracy)
     lines = out.getvalue().splitlines()
     assert [ln.split("[")[0].strip() for ln in lines] == ["epoch 1/2", "epoch 2/2"]
     assert "15/15" in lines[-1] and "test accuracy" in lines[-1]

@@ -39,6 +39,11 @@ typedef struct pg_platform {
   /* Stream capture (SE_InitStreamCapture), or NULL when not registered. */
   SP_StreamCaptureFns* capture_fns;
   SE_StreamCaptureRegistrationParams* capture_params;
+  /* The host-copy extension's memcpy_htod_consumed (pluggable_host_copy.h),
+   * or NULL when the plugin does not provide it. */
+  void (*htod_consumed)(const SP_Device* device, SP_Stream stream,
+                        SP_DeviceMemoryBase* device_dst, const void* host_src,
+                        uint64_t size, TF_Status* status);
 } pg_platform;
 
 /* Per-device statistics of the core's caching allocator. */
@@ -84,6 +89,11 @@ void* pg_dlsym(void* handle, const char* name);
  * failure. */
 pg_platform* pg_platform_init(void* se_init_plugin, int plugin_id,
                               TF_Status* status);
+
+/* Asks the plugin's PG_GetHostCopyFns (`getter`, found with dlsym) for the
+ * host-copy extension (pluggable_host_copy.h) and keeps what it supports.
+ * Returns 1 when a copy function was taken, else 0 (not supported). */
+int pg_platform_init_host_copy(pg_platform* p, void* getter);
 
 /* Creates device `ordinal`: SP_Device, SP_DeviceFns, SP_StreamExecutor
  * (validated), the default stream and the caching allocator. */

@@ -1,5 +1,6 @@
 /* Synchronisation and copies between the host and devices. */
 #include "internal.h"
+#include "pluggable_host_copy.h"
 
 /* Copies up to this size are staged through a core-owned host buffer so the
  * caller's memory can be released at once and the copy stays asynchronous. */
@@ -28,6 +29,17 @@ static void annotate(TF_Status* status, const char* what, const pg_device* dev) 
   TF_SetStatus(status, TF_GetCode(status), msg);
 }
 
+int pg_platform_init_host_copy(pg_platform* p, void* getter) {
+  if (p == NULL || getter == NULL) return 0;
+  PG_HostCopyFns fns;
+  memset(&fns, 0, sizeof fns);
+  fns.struct_size = sizeof fns;
+  ((PG_GetHostCopyFnsFn)getter)(&fns);
+  if (fns.version < 1 || fns.memcpy_htod_consumed == NULL) return 0;
+  p->htod_consumed = fns.memcpy_htod_consumed;
+  return 1;
+}
+
 TF_Tensor* pg_tensor_from_host(pg_device* dev, TF_DataType dtype,
                                const int64_t* dims, int num_dims,
                                const void* src, size_t nbytes,
@@ -44,7 +56,12 @@ TF_Tensor* pg_tensor_from_host(pg_device* dev, TF_DataType dtype,
   if (nbytes == 0) return t;
   SP_DeviceMemoryBase mem;
   pg_buffer_mem(t->buf, &mem);
-  if (nbytes <= STAGING_LIMIT) {
+  if (dev->platform->htod_consumed != NULL) {
+    /* The plugin has read `src` when this returns (pluggable_host_copy.h):
+     * no staging copy, no wait. */
+    dev->platform->htod_consumed(dev->device, dev->stream, &mem, src, nbytes,
+                                 status);
+  } else if (nbytes <= STAGING_LIMIT) {
     void* staging = malloc(nbytes);
     if (staging == NULL) {
       TF_DeleteTensor(t);

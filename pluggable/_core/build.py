@@ -21,7 +21,7 @@ PUBLIC_HEADERS = [
     "c_api_macros.h", "tf_status.h", "tf_datatype.h", "tf_tensor.h", "tf_buffer.h",
     "stream_executor.h", "kernels.h", "kernels_experimental.h", "ops.h", "grappler.h",
     "stream_capture.h", "pluggable_profiler.h", "pluggable_native_stream.h",
-    "pluggable_peer.h", "pluggable_collectives.h",
+    "pluggable_peer.h", "pluggable_collectives.h", "pluggable_host_copy.h",
 ]
 # Entry points that plugins define and the core only looks up with dlsym.
 PLUGIN_ENTRY_POINTS = ("SE_InitPlugin", "TF_InitKernel", "TF_InitGraph", "SE_InitStreamCapture",
@@ -62,7 +62,8 @@ def build_ffi() -> FFI:
     ffi.set_source(
         "pluggable._core._lib",
         '#include "pg_core.h"\n#include "pluggable_native_stream.h"\n'
-        '#include "pluggable_peer.h"\n#include "pluggable_collectives.h"\n',
+        '#include "pluggable_peer.h"\n#include "pluggable_collectives.h"\n'
+        '#include "pluggable_host_copy.h"\n',
         sources=sources,
         include_dirs=[str(INCLUDE.relative_to(ROOT)), str(SRC.relative_to(ROOT))],
         extra_compile_args=["-std=gnu11", "-O2", "-fvisibility=default"],

@@ -66,6 +66,10 @@ def _load_platform(rec: PluginRecord, se_init, init_capture) -> list[Device]:
     if init_capture != ffi.NULL:
         _stage("SE_InitStreamCapture")
         graph_plugins.load_capture(rec, plat, init_capture)
+    host_copy = lib.pg_dlsym(rec.handle, b"PG_GetHostCopyFns")
+    if host_copy != ffi.NULL:
+        _stage("PG_GetHostCopyFns")
+        rec.host_copy = bool(lib.pg_platform_init_host_copy(plat, host_copy))
     devices = []
     for ordinal in range(int(plat.device_count)):
         _stage(f"create_device {ordinal}")

@@ -28,6 +28,9 @@ class PluginRecord:
     # Its graph optimizer (graph_optimizers.GraphOptimizer), if it registered one.
     optimizer: Any = dataclasses.field(default=None, repr=False)
     stream_capture: bool = False     # whether its devices can capture device graphs
+    # whether its copies from the host read the source before returning
+    # (the host-copy extension, pluggable_host_copy.h)
+    host_copy: bool = False
     # Its device profiler (profilers.PluginProfiler), if it exports TF_InitProfiler.
     profiler: object = dataclasses.field(default=None, repr=False)
     # The dlopen handle of a loaded plugin (NULL-able cdata), for dlsym.
@@ -48,7 +51,7 @@ class PluginRecord:
                 "kernels": self.kernels, "ops": self.ops, "rejected": list(self.rejected),
                 "source": self.source,
                 "optimizer": self.optimizer.to_dict() if self.optimizer is not None else None,
-                "stream_capture": self.stream_capture,
+                "stream_capture": self.stream_capture, "host_copy": self.host_copy,
                 "profiler": self.profiler.to_dict() if self.profiler is not None else None}
 
 class PluginQuarantined(Exception):

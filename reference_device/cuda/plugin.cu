@@ -6,6 +6,7 @@
 #include <new>
 
 #include "cuda_common.h"
+#include "pluggable_host_copy.h"
 #include "pluggable_native_stream.h"
 #include "staging.h"
 
@@ -13,6 +14,9 @@ namespace pgcuda {
 
 // Defined in runtime.cu.
 void fill_stream_executor(SP_StreamExecutor* se);
+void memcpy_htod_consumed(const SP_Device* device, SP_Stream stream,
+                          SP_DeviceMemoryBase* device_dst, const void* host_src, uint64_t size,
+                          TF_Status* status);
 void fill_timer_fns(SP_TimerFns* fns);
 
 namespace {
@@ -355,6 +359,12 @@ int compute_capability(const SP_Device* device, int* major, int* minor,
 
 }  // namespace
 }  // namespace pgcuda
+
+extern "C" void PG_GetHostCopyFns(PG_HostCopyFns* fns) {
+  if (fns == nullptr || fns->struct_size < sizeof(PG_HostCopyFns)) return;
+  fns->version = PG_HOST_COPY_VERSION;
+  fns->memcpy_htod_consumed = pgcuda::memcpy_htod_consumed;
+}
 
 extern "C" void PG_GetNativeStreamFns(PG_NativeStreamFns* fns) {
   if (fns == nullptr || fns->struct_size < sizeof(PG_NativeStreamFns)) return;

@@ -739,6 +739,15 @@ TF_Bool host_callback(const SP_Device*, SP_Stream stream,
 
 }  // namespace
 
+// The host-copy extension (pluggable_host_copy.h): `host_src` has been read
+// completely when this returns, pageable or pinned.
+void memcpy_htod_consumed(const SP_Device*, SP_Stream stream, SP_DeviceMemoryBase* device_dst,
+                          const void* host_src, uint64_t size, TF_Status* status) {
+  stream_copy(stream, size, "MemcpyH2D", status, [&](CudaStream* s) {
+    return host_to_device_consumed(s->dev, s->stream, device_dst->opaque, host_src, size);
+  });
+}
+
 void fill_stream_executor(SP_StreamExecutor* se) {
   se->struct_size = SP_STREAMEXECUTOR_STRUCT_SIZE;
   se->allocate = allocate;

@@ -320,6 +320,30 @@ cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_devic
   return e;
 }
 
+cudaError_t host_to_device_consumed(CudaDevice* dev, cudaStream_t stream, void* device_ptr,
+                                    const void* host, uint64_t size) {
+  if (capturing(stream)) return cudaErrorStreamCaptureUnsupported;
+  const bool pageable = is_pageable(host);
+  cudaError_t e = cudaSuccess;
+  if (!pageable || size > kStageThreshold) {
+    std::lock_guard<std::mutex> lock(dev->staging_mu);
+    if (!dev->staging_failed && (dev->staging_slots > 0 || add_slot(dev))) {
+      e = staged_to_device(dev, stream, static_cast<char*>(device_ptr),
+                           static_cast<const char*>(host), size);
+      if (e != cudaSuccess) (void)cudaGetLastError();
+      return e;
+    }
+    dev->staging_failed = true;
+  }
+  // A pageable source the driver copies into its own staging memory before
+  // cudaMemcpyAsync returns (CUDA's API synchronization behaviour); a pinned
+  // one without a staging chunk to be had: wait for the copy itself.
+  e = cudaMemcpyAsync(device_ptr, host, size, cudaMemcpyHostToDevice, stream);
+  if (e == cudaSuccess && !pageable) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e;
+}
+
 void release_staging(CudaDevice* dev) {
   if (dev == nullptr) return;
   std::lock_guard<std::mutex> lock(dev->staging_mu);

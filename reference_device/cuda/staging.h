@@ -51,6 +51,16 @@ constexpr uint64_t kStageChunk = PGCUDA_STAGE_CHUNK;
 cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_device,
                              void* device_ptr, void* host, uint64_t size);
 
+// A host-to-device copy on `stream` that has read `host` completely when it
+// returns (pluggable_host_copy.h): a pinned source (which a DMA would read
+// only when the stream reaches it) or a large pageable one through the
+// device's staging chunks; a small pageable one with cudaMemcpyAsync, whose
+// driver copies it into its own staging memory before returning.
+// cudaErrorStreamCaptureUnsupported on a stream being captured (the
+// captured copy would read the source at each replay).
+cudaError_t host_to_device_consumed(CudaDevice* dev, cudaStream_t stream, void* device_ptr,
+                                    const void* host, uint64_t size);
+
 // memcpy of `n` bytes split over the plugin's host copy threads when large
 // (PLUGGABLE_CUDA_COPY_THREADS sets how many threads take part, the calling
 // one included; default min(4, cores / 2), 1 turns the split off).

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plugin.h"
+#include "pluggable_host_copy.h"
 #include "stream.h"
 #include "trace.h"
 
@@ -71,6 +72,40 @@ void md_memcpy_htod(const SP_Device* device, SP_Stream stream,
   (void)device;
   md_enqueue_copy(stream, "MemcpyH2D", md_memcpy_task, device_dst->opaque, host_src, size, 0,
                   status);
+}
+
+/* The host-copy extension (pluggable_host_copy.h): the source is copied
+ * into the task's own block before this returns, so the caller may reuse
+ * it at once; the copy into device memory still runs in stream order. */
+static void md_memcpy_htod_consumed(const SP_Device* device, SP_Stream stream,
+                                    SP_DeviceMemoryBase* device_dst,
+                                    const void* host_src, uint64_t size,
+                                    TF_Status* status) {
+  (void)device;
+  if (size == 0) return;
+  md_copy_arg* arg = malloc(sizeof(*arg) + size);
+  if (arg == NULL) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "out of host memory staging a copy of %llu bytes",
+                  (unsigned long long)size);
+    return;
+  }
+  memcpy(arg + 1, host_src, size);
+  arg->dst = device_dst->opaque;
+  arg->src = arg + 1;
+  arg->size = size;
+  arg->pattern = 0;
+  /* the stream frees `arg`, and the staged bytes with it, after the task */
+  if (md_stream_enqueue_traced(stream, MD_TASK_COPY, md_memcpy_task, arg, "MemcpyH2D", 9,
+                               (int64_t)size) != 0) {
+    md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue a copy");
+  }
+}
+
+void PG_GetHostCopyFns(PG_HostCopyFns* fns) {
+  if (fns == NULL || fns->struct_size < sizeof(PG_HostCopyFns)) return;
+  fns->version = PG_HOST_COPY_VERSION;
+  fns->memcpy_htod_consumed = md_memcpy_htod_consumed;
 }
 
 void md_memcpy_dtod(const SP_Device* device, SP_Stream stream,

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <vector>
 #include <random>
 #include <set>
 #include <thread>
@@ -28,7 +30,8 @@ enum cudaError_t {
   cudaErrorNoDevice,
   cudaErrorInsufficientDriver,
   cudaErrorDevicesUnavailable,
-  cudaErrorNotSupported
+  cudaErrorNotSupported,
+  cudaErrorStreamCaptureUnsupported
 };
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDefault };
 enum cudaMemoryType {
@@ -191,9 +194,22 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   s->drain();
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind,
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
                                    cudaStream_t s) {
   ++sim_memcpy_calls();
+  bool pinned;
+  {
+    std::lock_guard<std::mutex> lock(sim_pinned_mu());
+    pinned = sim_pinned().count(src) > 0;
+  }
+  if (kind == cudaMemcpyHostToDevice && !pinned) {
+    // The driver copies a pageable source into its own staging memory before
+    // returning (CUDA's API synchronization behaviour); the DMA comes later.
+    auto staged = std::make_shared<std::vector<unsigned char>>(
+        static_cast<const unsigned char*>(src), static_cast<const unsigned char*>(src) + n);
+    s->push([dst, staged, n] { memcpy(dst, staged->data(), n); });
+    return cudaSuccess;
+  }
   s->push([dst, src, n] { memcpy(dst, src, n); });
   return cudaSuccess;
 }

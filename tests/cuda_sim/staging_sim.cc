@@ -7,6 +7,9 @@
 //     returns,
 //   - work enqueued after a copy sees the copied data (stream order),
 //   - a copy from page-locked memory is one plain cudaMemcpyAsync,
+//   - a consumed copy (host_to_device_consumed, pluggable_host_copy.h) has
+//     read its source, pageable or page-locked, when it returns, even
+//     behind work on the stream,
 //   - chunks never exceed the limit.
 // Prints "staging_sim: OK ..." and exits 0, or prints what failed and exits 1.
 //
@@ -67,6 +70,37 @@ void pinned_copy(CudaDevice* dev, SimStream* stream) {
   cudaFreeHost(host);
 }
 
+void consumed_copies(CudaDevice* dev, SimStream* stream) {
+  for (int pinned = 0; pinned < 2; ++pinned) {
+    for (uint64_t n : {uint64_t{5}, kStageThreshold + 3, 3 * kStageChunk + 11}) {
+      void* host = nullptr;
+      std::vector<unsigned char> pageable;
+      if (pinned) {
+        cudaHostAlloc(&host, n, cudaHostAllocPortable);
+      } else {
+        pageable.resize(n);
+        host = pageable.data();
+      }
+      unsigned char* h = static_cast<unsigned char*>(host);
+      for (uint64_t i = 0; i < n; ++i) h[i] = static_cast<unsigned char>(i * 13 + pinned);
+      const std::vector<unsigned char> want(h, h + n);
+      std::vector<unsigned char> device(n);
+      // work queued ahead: the DMA happens well after the call returns
+      stream->push([] { std::this_thread::sleep_for(std::chrono::milliseconds(3)); });
+      if (host_to_device_consumed(dev, stream, device.data(), host, n) != cudaSuccess) {
+        fail("consumed copy failed");
+      }
+      memset(host, 0xEE, n);  // the caller reuses its memory at once
+      stream->drain();
+      if (device != want) {
+        fail(std::string("consumed copy from ") + (pinned ? "pinned" : "pageable") +
+             " memory read the source late, " + std::to_string(n) + " bytes");
+      }
+      if (pinned) cudaFreeHost(host);
+    }
+  }
+}
+
 // On an idle GPU every DMA is done before the next chunk is picked, so the
 // chunks an upload used are all free and it leaves one; a read-back of
 // several chunks must still not reuse a chunk it has not read out yet.
@@ -102,6 +136,7 @@ int main(int argc, char** argv) {
     t1.join();
     t2.join();
     pinned_copy(&dev, &a1);
+    consumed_copies(&dev, &a1);
     readback_on_an_idle_gpu(&a1);
     if (dev.staging_slots < 1 || dev.staging_slots > CudaDevice::kStagingMaxSlots) {
       fail("chunk count out of range: " + std::to_string(dev.staging_slots));
