@@ -418,3 +418,41 @@ def test_user_level_calls_take_the_fast_path(monkeypatch):
         # an axis out of range still gets the shape function's typed error
         with pytest.raises(pg.errors.InvalidArgumentError, match="out of range"):
             pg.reduce_sum(x, 3)
+
+
+def test_fast_path_remembers_shapes_by_host_values(monkeypatch):
+    """A repeated fast-path call whose shape function reads host values
+    takes the shape the plan remembers for the same input shapes and values
+    (the shape function does not run again, even for another tensor of the
+    same values); other values or shapes run it, and every result is
+    right."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((5, 6)).astype(np.float32)
+    op = pg.registry.OPS["Sum"]
+    with pg.device("CPU:0"):
+        ax0, ax1 = (pg.constant(np.array([k], np.int32)) for k in (0, 1))
+        ax1_again = pg.constant(np.array([1], np.int32))   # same value, other tensor
+    with pg.device("MY_DEVICE:0"):
+        x, y = pg.constant(a), pg.constant(b)
+        for ax in (ax0, ax1, ax1_again):   # the plan, and each CPU tensor's handle
+            pg.raw_ops.Sum(input=x, reduction_indices=ax)
+        for p in op.fast.values():
+            p.shape_memo.clear()
+        runs = []
+        real = op.shape_fn
+
+        def counting(*args):
+            runs.append(args)
+            return real(*args)
+        monkeypatch.setattr(op, "shape_fn", counting)
+        cases = [(x, ax1, a.sum(1)), (x, ax1, a.sum(1)), (x, ax1_again, a.sum(1)),
+                 (x, ax0, a.sum(0)), (y, ax1, b.sum(1)), (y, ax1_again, b.sum(1)),
+                 (x, ax0, a.sum(0))]
+        for t, ax, want in cases:
+            got = pg.raw_ops.Sum(input=t, reduction_indices=ax)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    # once for each (input shape, axis value): (4, 6)/1, (4, 6)/0, (5, 6)/1
+    assert [(r[0][0], int(r[2]["reduction_indices"][0])) for r in runs] == [
+        ((4, 6), 1), ((4, 6), 0), ((5, 6), 1)]

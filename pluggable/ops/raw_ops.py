@@ -17,7 +17,8 @@ from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
 from ..runtime import constants, hooks, placement
 from ..framework import dtypes
-from ..runtime.dispatch import UNSET, call, execute, expect_array, expects, kernel_error
+from ..runtime.dispatch import (UNSET, call, execute, expect_array, expects, kernel_error,
+                                memo_shape)
 
 _cache: dict[str, Any] = {}
 _DTYPE_TYPES = frozenset(type(d) for d in dtypes.ALL)
@@ -60,6 +61,9 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     if op.host_value_inputs:
         tensors += "".join(f" and {n}._h is not None" for n in inputs)
         values = "{" + ", ".join(f"{n!r}: {n}._a" for n in op.host_value_inputs) + "}"
+        memo = ", ".join([f"{n}._shape" for n in inputs]
+                         + [f"{n}._a.tobytes()" for n in op.host_value_inputs])
+        values = (values, memo)
     code = (f"    if {no_attrs} and not _hooks_active[0]:\n"
             f"        if {tensors}:\n{_fast_body(inputs, '            ', values)}")
     sources = _scalar_sources(op) if not op.host_value_inputs else ()
@@ -84,14 +88,27 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     return code
 
 
-def _fast_body(names: list[str], ind: str, values: str = "None", attrs: str = "") -> str:
+def _fast_body(names: list[str], ind: str, values="None", attrs: str = "") -> str:
+    """The fast path's body for inputs `names`. `values` is "None", or, for
+    an op whose shape function reads host values, (the values argument, the
+    key under which the plan remembers the shape: input shapes and the host
+    values' bytes), so that a repeated call skips the shape function."""
     key = ", ".join(f"{n}._dtype, {n}._dev" for n in names) + ", _version[0]" + attrs
     handles = ", ".join(f"{n}._h" for n in names)
     shapes = ", ".join(f"{n}._shape" for n in names)
+    if values == "None":
+        shape = f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, None)[0]\n"
+    else:
+        values, memo = values
+        shape = (f"{ind}    _mk = ({memo})\n"
+                 f"{ind}    _shape = _p.shape_memo.get(_mk)\n"
+                 f"{ind}    if _shape is None:\n"
+                 f"{ind}        _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values})[0]\n"
+                 f"{ind}        _memo_shape(_p.shape_memo, _mk, _shape)\n")
     return (
         f"{ind}_p = _fast.get((_scope_get(), {key}))\n"
         f"{ind}if _p is not None:\n"
-        f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values})[0]\n"
+        f"{shape}"
         f"{ind}    try:\n"
         f"{ind}        _st = _tls.status\n"
         f"{ind}    except AttributeError:\n"
@@ -125,7 +142,7 @@ def _fast_globals(op) -> dict:
             "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor,
             "_hooks_active": hooks.active, "_constant": constants.lookup,
             "_expects": expects, "_expect_array": expect_array,
-            "_dtype_types": _DTYPE_TYPES}
+            "_dtype_types": _DTYPE_TYPES, "_memo_shape": memo_shape}
 
 
 def _make(op_name: str):

@@ -91,8 +91,23 @@ def kernel_error(p: "Plan", st) -> errors.OpError:
 
 
 class Plan:
+    # shape_memo: output shapes the raw_ops fast path computed for this plan,
+    # keyed by the input shapes and the bytes of the host values the shape
+    # function reads (a pure function of those, the plan fixing the rest).
     __slots__ = ("op", "device", "kernel", "kinst", "moves", "attrs", "out_dtypes",
-                 "value_idx", "note", "n_out", "host_in", "any_host_in", "out_host")
+                 "value_idx", "note", "n_out", "host_in", "any_host_in", "out_host",
+                 "shape_memo")
+
+
+SHAPE_MEMO_SIZE = 256
+"""Output shapes a plan remembers for the fast path (emptied when full)."""
+
+
+def memo_shape(memo: dict, key: tuple, shape: tuple) -> None:
+    """Remembers `shape` under `key` in a plan's shape_memo."""
+    if len(memo) >= SHAPE_MEMO_SIZE:
+        memo.clear()
+    memo[key] = shape
 
 
 # ------------------------------------------------------------------ attributes
@@ -390,6 +405,7 @@ def _build_plan(op: OpDef, inputs: list[Tensor], given: dict, scope) -> Plan:
     dev, k, note = _choose(op, attrs, [t._dev for t in inputs], scope)
     p = Plan()
     p.op, p.device, p.kernel, p.attrs, p.note = op, dev, k, attrs, note
+    p.shape_memo = {}
     in_args, out_args = op.flat_inputs(attrs), op.flat_outputs(attrs)
     p.out_dtypes = [_out_dtype(op, a, attrs) for a in out_args]
     p.n_out = len(out_args)
