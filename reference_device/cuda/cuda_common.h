@@ -33,6 +33,7 @@ struct CudaDevice {
   int cc_minor = 0;
   int numa_node = -1;
   int64_t total_memory = 0;
+  int64_t l2_bytes = 0;  // L2 cache size
   int64_t bandwidth_bytes_per_s = -1;
   double gflops = -1.0;
 

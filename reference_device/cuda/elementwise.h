@@ -231,7 +231,8 @@ void launch_binary(OpCall& c, const Shape& sa, const Shape& sb, const Shape& so,
   Out* po = static_cast<Out*>(out);
   const bool vec = aligned16(a) && aligned16(b) && aligned16(out);
   const int64_t work = vec ? (n + (16 / sizeof(T)) - 1) / (16 / sizeof(T)) : n;
-  const unsigned grid = grid_for(work, c.sm_count());
+  const unsigned grid = grid_for_stream(
+      work, c.sm_count(), n * static_cast<int64_t>(2 * sizeof(T) + sizeof(Out)), c.l2_bytes());
   cudaStream_t s = c.stream();
   if (na == n && nb == n) {
     if (vec) binary_flat_kernel<T, Out, Op, 0, true><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
@@ -338,7 +339,9 @@ template <typename T, typename Out, typename Op>
 void launch_unary(OpCall& c, const void* in, void* o, int64_t n, const char* name) {
   const bool vec = aligned16(in) && aligned16(o);
   constexpr int V = 16 / sizeof(T);
-  const unsigned grid = grid_for(vec ? (n + V - 1) / V : n, c.sm_count());
+  const unsigned grid = grid_for_stream(vec ? (n + V - 1) / V : n, c.sm_count(),
+                                        n * static_cast<int64_t>(sizeof(T) + sizeof(Out)),
+                                        c.l2_bytes());
   if (vec) {
     unary_kernel<T, Out, Op, true><<<grid, kThreads, 0, c.stream()>>>(
         static_cast<const T*>(in), static_cast<Out*>(o), n);

@@ -125,6 +125,7 @@ class OpCall {
   CudaStream* cuda_stream() const { return cs_; }
   cudaStream_t stream() const { return cs_->stream; }
   int sm_count() const { return cs_->dev != nullptr ? cs_->dev->sm_count : 1; }
+  int64_t l2_bytes() const { return cs_->dev != nullptr ? cs_->dev->l2_bytes : 0; }
   int ordinal() const { return cs_->ordinal; }
 
   // Records a failure with a formatted message; returns false.
@@ -235,6 +236,18 @@ inline unsigned grid_for(int64_t work, int sm_count, int threads = kThreads,
   if (blocks > cap) blocks = cap;
   if (blocks < 1) blocks = 1;
   return static_cast<unsigned>(blocks);
+}
+
+// Blocks for a memory-bound elementwise kernel (a grid-stride loop) that
+// moves `bytes` in all. Where they exceed the L2 cache (`l2_bytes`): one
+// item per thread, up to 1024 blocks per multiprocessor, since many short
+// blocks keep more DRAM accesses in flight than a grid capped at full
+// occupancy whose threads wait for one access after another (AddV2 of
+// 64 Mi float32 on an H100: 2850-3030 GB/s against 2780-2855). Data that fits
+// in L2 is served faster by the capped grid's loop (Exp of 4096x1024
+// float32: 7.9-8.1 us per call against 9.6 with one item per thread).
+inline unsigned grid_for_stream(int64_t work, int sm_count, int64_t bytes, int64_t l2_bytes) {
+  return grid_for(work, sm_count, kThreads, bytes > l2_bytes ? 1024 : 8);
 }
 
 // ---------------------------------------------------------------------------

@@ -486,7 +486,9 @@ void fill_like_compute(void*, TF_OpKernelContext* ctx) {
   const uint64_t bits = one_bits(dt);
   dispatch_size(elem, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    fill_value_kernel<U><<<grid_for(n, c.sm_count()), kThreads, 0, c.stream()>>>(
+    fill_value_kernel<U><<<grid_for_stream(n, c.sm_count(), n * static_cast<int64_t>(sizeof(U)),
+                                           c.l2_bytes()),
+                           kThreads, 0, c.stream()>>>(
         static_cast<U*>(o), static_cast<U>(bits), n);
     c.check_launch("OnesLike");
   });
@@ -615,11 +617,14 @@ void cast_compute(void*, TF_OpKernelContext* ctx) {
       using D = typename decltype(dtag)::type;
       const bool vec = reinterpret_cast<uintptr_t>(in) % sizeof(Pack4<S>) == 0 &&
                        reinterpret_cast<uintptr_t>(o) % sizeof(Pack4<D>) == 0;
+      const int64_t bytes = n * static_cast<int64_t>(sizeof(S) + sizeof(D));
       if (vec) {
-        cast_kernel<D, S, true><<<grid_for((n + 3) / 4, c.sm_count()), kThreads, 0,
+        cast_kernel<D, S, true><<<grid_for_stream((n + 3) / 4, c.sm_count(), bytes,
+                                                  c.l2_bytes()), kThreads, 0,
                                   c.stream()>>>(static_cast<const S*>(in), static_cast<D*>(o), n);
       } else {
-        cast_kernel<D, S, false><<<grid_for(n, c.sm_count()), kThreads, 0, c.stream()>>>(
+        cast_kernel<D, S, false><<<grid_for_stream(n, c.sm_count(), bytes, c.l2_bytes()),
+                                   kThreads, 0, c.stream()>>>(
             static_cast<const S*>(in), static_cast<D*>(o), n);
       }
       c.check_launch("Cast");

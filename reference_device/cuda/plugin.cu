@@ -193,6 +193,7 @@ void create_device(const SP_Platform*, SE_CreateDeviceParams* params,
   }
   snprintf(dev->name, sizeof(dev->name), "%s", prop.name);
   dev->total_memory = static_cast<int64_t>(prop.totalGlobalMem);
+  dev->l2_bytes = static_cast<int64_t>(prop.l2CacheSize);
 
   int domain = 0, bus = 0, slot = 0;
   bool ok = PG_READ_ATTR(dev->sm_count, cudaDevAttrMultiProcessorCount) &&
