@@ -147,10 +147,11 @@ def reshape(tensor: Any, shape: Sequence[int]) -> Tensor:
 
 def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
     """A tensor of shape `dims` filled with the scalar `value` (op Fill). A
-    Python or numpy scalar value is used on a plugin device as the cached
-    device constant (``runtime.constants``): no host-to-device copy per
-    call. Under a plugin device's scope the call takes the raw_ops fast
-    path; elsewhere the general path places it."""
+    Python or numpy scalar value goes where the Fill kernel that placement
+    picks takes it, as a cached tensor (``runtime.constants``): in host
+    memory for a kernel that reads it there (the CUDA plugin's), else on
+    the device. No host-to-device copy per call, and the call takes the
+    raw_ops fast path."""
     d = index_vector(dims, None) if int_tuple(dims) is not None \
         else index_array(dims).reshape(-1)
     if isinstance(value, (np.generic, np.ndarray)) and value.ndim == 0 \
