@@ -64,8 +64,12 @@ void pg_trace_add(const char* name, const char* device, int64_t start_ns,
 int pg_trace_drain(pg_trace_record* out, int max) {
   pthread_mutex_lock(&mu);
   int n = count < max ? count : max;
-  memcpy(out, records, (size_t)n * sizeof *records);
-  memmove(records, records + n, (size_t)(count - n) * sizeof *records);
+  /* (records is NULL until the first record: memcpy wants valid pointers
+   * even for 0 bytes) */
+  if (n > 0) {
+    memcpy(out, records, (size_t)n * sizeof *records);
+    memmove(records, records + n, (size_t)(count - n) * sizeof *records);
+  }
   count -= n;
   pthread_mutex_unlock(&mu);
   return n;
