@@ -369,6 +369,44 @@ def test_fast_path_with_attributes_given(monkeypatch):
             r.MatMul(a=x, b=y, transpose_b=1)
 
 
+def test_fast_path_with_lists_of_ints(monkeypatch):
+    """Lists of ints (Conv2D's strides, MaxPool's ksize) take the fast path
+    too, as lists or tuples, each value with its own plan; a list holding
+    something else than ints meets the general path."""
+    rng = np.random.default_rng()
+    a = rng.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        x, f = pg.constant(a), pg.constant(w)
+        r = pg.raw_ops
+        calls = [
+            lambda: r.Conv2D(input=x, filter=f, strides=[1, 1, 1, 1], padding="SAME"),
+            lambda: r.Conv2D(input=x, filter=f, strides=(1, 2, 2, 1), padding="VALID"),
+            lambda: r.MaxPool(input=x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1],
+                              padding="VALID"),
+            lambda: r.MaxPool(input=x, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1],
+                              padding="SAME"),
+        ]
+        want = [fn().numpy() for fn in calls]      # the general path makes each plan
+
+        def no_general_path(*args, **kwargs):
+            raise AssertionError("took the general path")
+        for op in ("Conv2D", "MaxPool"):
+            monkeypatch.setitem(getattr(r, op).__globals__, "execute", no_general_path)
+        for _ in range(2):
+            for fn, ref in zip(calls, want):
+                got = fn()
+                assert got.shape == ref.shape
+                np.testing.assert_array_equal(got.numpy(), ref)
+        # the list as a tuple: the same plan
+        got = r.Conv2D(input=x, filter=f, strides=(1, 1, 1, 1), padding="SAME")
+        np.testing.assert_array_equal(got.numpy(), want[0])
+        with pytest.raises(AssertionError, match="general path"):
+            r.Conv2D(input=x, filter=f, strides=[1, 1.0, 1, 1], padding="SAME")
+    # the reference: numpy's 2x2 max pool of the first call's plan
+    np.testing.assert_array_equal(want[2], a.reshape(2, 3, 2, 3, 2, 3).max(axis=(2, 4)))
+
+
 def test_user_level_calls_take_the_fast_path(monkeypatch):
     """pg.reduce_sum/mean, pg.transpose, pg.reshape, pg.fill (index values
     as cached host tensors), pg.zeros/ones (a cached device constant under

@@ -26,14 +26,16 @@ _UNSET = UNSET
 
 # How the fast path checks an attribute value given to a call: only values of
 # exactly these types take it (so that equal values of different types, True
-# and 1, never share a plan), with the values themselves part of the key.
-# Attributes of other kinds (lists, shapes) take it only when not given.
+# and 1, never share a plan), with the values themselves part of the key (a
+# list of ints as a tuple). Attributes of other kinds take it only when not
+# given.
 _PLAIN_ATTR = {
     "type": "type({a}) in _dtype_types",
     "bool": "({a} is True or {a} is False)",
     "int": "type({a}) is int",
     "float": "type({a}) is float",
     "string": "type({a}) is str",
+    "list(int)": "(type({a}) is list or type({a}) is tuple) and all(type(_x) is int for _x in {a})",
 }
 
 
@@ -82,7 +84,8 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
         given = " and ".join(
             f"({a} is _UNSET or {_PLAIN_ATTR[op.attrs[a].kind].format(a=a)})"
             if a in plain else f"{a} is _UNSET" for a in attrs)
-        key = "".join(", " + a for a in attrs)
+        key = "".join(f", tuple({a}) if {a} is not _UNSET else _UNSET"
+                      if op.attrs[a].kind.startswith("list(") else ", " + a for a in attrs)
         code += (f"    elif {given} and not _hooks_active[0]:\n"
                  f"        if {tensors}:\n{_fast_body(inputs, '            ', values, key)}")
     return code

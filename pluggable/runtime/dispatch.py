@@ -55,11 +55,13 @@ UNSET = object()
 def _fast_key(op: OpDef, scope, inputs: list, version: int, given: dict) -> tuple | None:
     """The key under which the raw_ops fast path finds this call's plan:
     scope, the inputs' dtypes and devices, the settings version and, where
-    attributes were given, every attribute's value (UNSET where not given)
-    in definition order; None when a given value cannot be part of a key."""
+    attributes were given, every attribute's value (UNSET where not given;
+    a list as a tuple) in definition order; None when a given value cannot
+    be part of a key."""
     key = (scope, *[x for t in inputs for x in (t._dtype, t._dev)], version)
     if given:
-        key += tuple([given.get(a, UNSET) for a in op.attrs])
+        key += tuple([tuple(v) if type(v) in (list, tuple) else v
+                      for v in (given.get(a, UNSET) for a in op.attrs)])
         try:
             hash(key)
         except TypeError:  # a list (strides): the fast path never has such a key
