@@ -2,7 +2,8 @@
 ``pg.raw_ops.AddV2(x=a, y=b)`` on 1-element MY_DEVICE tensors and, with
 ``--api``, the user-level calls of a model's op mix (``pg.reduce_sum``,
 ``pg.cast``, ``x @ w``, ``pg.transpose``, ``pg.reshape``, ``pg.zeros``,
-``pg.nn.bias_add``, ``pg.nn.softmax``) on a 4x8 float32 MY_DEVICE tensor,
+``pg.nn.bias_add``, ``pg.nn.softmax``: benchmarks/user_calls.py) on a 4x8
+float32 MY_DEVICE tensor,
 timed with timeit.
 
     python3 benchmarks/bench_dispatch.py --peer /tmp/pluggable-main [--api]
@@ -22,7 +23,10 @@ import statistics
 import subprocess
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+import user_calls
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
 
 CHILD = r"""
 import json, sys, timeit
@@ -30,6 +34,8 @@ import numpy as np, pluggable as pg
 assert pg.__file__.startswith(sys.argv[1]), (pg.__file__, sys.argv[1])
 n = int(sys.argv[2])
 names = sys.argv[3].split(",")
+sys.path.insert(0, sys.argv[4])   # this benchmark's folder: the call mix
+from user_calls import user_calls
 rng = np.random.default_rng(0)
 with pg.device("MY_DEVICE:0"):
     a = pg.constant(np.ones(1, np.float32))
@@ -38,18 +44,7 @@ with pg.device("MY_DEVICE:0"):
     w = pg.constant(rng.standard_normal((8, 8)).astype(np.float32))
     bias = pg.constant(rng.standard_normal(8).astype(np.float32))
     add = pg.raw_ops.AddV2
-    cases = {
-        "AddV2": lambda: add(x=a, y=b),
-        "reduce_sum": lambda: pg.reduce_sum(x, 1),
-        "reduce_mean": lambda: pg.reduce_mean(x),
-        "cast": lambda: pg.cast(x, pg.float16),
-        "matmul": lambda: x @ w,
-        "transpose": lambda: pg.transpose(x),
-        "reshape": lambda: pg.reshape(x, [8, 4]),
-        "zeros": lambda: pg.zeros([4, 8]),
-        "bias_add": lambda: pg.nn.bias_add(x, bias),
-        "softmax": lambda: pg.nn.softmax(x),
-    }
+    cases = {"AddV2": lambda: add(x=a, y=b), **user_calls(pg, x, w, bias)}
     out = {}
     for name in names:
         f = cases[name]
@@ -61,15 +56,14 @@ with pg.device("MY_DEVICE:0"):
 print(json.dumps(out))
 """
 
-API = ["reduce_sum", "reduce_mean", "cast", "matmul", "transpose", "reshape", "zeros",
-       "bias_add", "softmax"]
+API = list(user_calls.NAMES)
 
 
 def run_once(checkout: pathlib.Path, calls: int, names: list[str]) -> dict:
     path = [str(checkout)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
     proc = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(calls),
-                           ",".join(names)],
+                           ",".join(names), str(HERE)],
                           cwd=str(checkout), env=env, capture_output=True, text=True,
                           timeout=600)
     if proc.returncode != 0:

@@ -32,6 +32,7 @@ import traceback
 import numpy as np
 
 from gpu_peers import cuda_cupy, cuda_torch, import_pluggable
+from user_calls import user_calls
 
 pg, PG_IMPORT_ERROR = import_pluggable()
 torch = cuda_torch()
@@ -57,6 +58,16 @@ def median_time(fn, repeats: int, warmup: int = 1) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def per_call_us(body, sync, calls: int) -> float:
+    """µs per call of `body`: median of 5 runs of `calls` calls, each run
+    ending with `sync()`, after one warm-up run."""
+    def run():
+        for _ in range(calls):
+            body()
+        sync()
+    return median_time(run, 5, warmup=1) / calls * 1e6
 
 
 def guarded(label: str, fn):
@@ -567,13 +578,6 @@ def bench_ops(quick: bool) -> None:
           for a, b in zip(sizes, sizes[1:])]
     bs = [(rng.standard_normal(b) * 0.1).astype(np.float32) for b in sizes[1:]]
 
-    def per_op(body, sync, calls):
-        def run():
-            for _ in range(calls):
-                body()
-            sync()
-        return median_time(run, 5, warmup=1) / calls * 1e6
-
     def pg_cases():
         with gpu_scope():
             gx, gb, ga = pg.constant(x), pg.constant(bias), pg.constant(sm_a)
@@ -653,9 +657,9 @@ def bench_ops(quick: bool) -> None:
     tc = guarded("torch ops", torch_cases) if torch else None
     for key, label in names.items():
         calls = max(n // 10, 10) if key in ("conv", "mlp8192") else n
-        pv = guarded(f"pg {key}", lambda: per_op(pgc[key], pg.synchronize, calls)) \
+        pv = guarded(f"pg {key}", lambda: per_call_us(pgc[key], pg.synchronize, calls)) \
             if pgc else None
-        tv = guarded(f"torch {key}", lambda: per_op(tc[key], torch_sync, calls)) \
+        tv = guarded(f"torch {key}", lambda: per_call_us(tc[key], torch_sync, calls)) \
             if tc else None
         add_row("ops", f"{label} (N={calls})", "us/op", pv, tv, None,
                 note="eager, output allocated each call")
@@ -673,27 +677,10 @@ def bench_api(quick: bool) -> None:
     x = rng.standard_normal((64, 64)).astype(np.float32)
     b = rng.standard_normal(64).astype(np.float32)
 
-    def per_op(body, sync):
-        def run():
-            for _ in range(n):
-                body()
-            sync()
-        return median_time(run, 5, warmup=1) / n * 1e6
-
     def pg_cases():
         with gpu_scope():
             gx, gb = pg.constant(x), pg.constant(b)
-        return {
-            "reduce_sum": lambda: pg.reduce_sum(gx, 1),
-            "reduce_mean": lambda: pg.reduce_mean(gx),
-            "cast": lambda: pg.cast(gx, pg.float16),
-            "matmul": lambda: gx @ gx,
-            "transpose": lambda: pg.transpose(gx),
-            "reshape": lambda: pg.reshape(gx, [32, 128]),
-            "zeros": lambda: pg.zeros([64, 64]),
-            "bias_add": lambda: pg.nn.bias_add(gx, gb),
-            "softmax": lambda: pg.nn.softmax(gx),
-        }
+        return user_calls(pg, gx, gx, gb)
 
     def torch_cases():
         tx, tb = torch.from_numpy(x).cuda(), torch.from_numpy(b).cuda()
@@ -718,8 +705,10 @@ def bench_api(quick: bool) -> None:
     pgc = guarded("pg api", pg_cases) if pg else None
     tc = guarded("torch api", torch_cases) if torch else None
     for key, label in names.items():
-        pv = guarded(f"pg {key}", lambda: per_op(pgc[key], pg.synchronize)) if pgc else None
-        tv = guarded(f"torch {key}", lambda: per_op(tc[key], torch_sync)) if tc else None
+        pv = guarded(f"pg {key}", lambda: per_call_us(pgc[key], pg.synchronize, n)) \
+            if pgc else None
+        tv = guarded(f"torch {key}", lambda: per_call_us(tc[key], torch_sync, n)) \
+            if tc else None
         add_row("api", f"{label}, 64x64 float32 (N={n})", "us/op", pv, tv, None,
                 note="eager user-level call, output allocated each call")
 

@@ -12,13 +12,12 @@ import types
 from typing import Any
 
 from .._core import lib, raw_status, thread_state
-from ..framework import config, registry
+from ..framework import config, dtypes, registry
 from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
 from ..runtime import constants, hooks, placement
-from ..framework import dtypes
-from ..runtime.dispatch import (UNSET, call, execute, expect_array, expects, kernel_error,
-                                memo_shape)
+from ..runtime.dispatch import (FAST_ATTR_KINDS, UNSET, call, execute, expect_array, expects,
+                                kernel_error, memo_shape)
 
 _cache: dict[str, Any] = {}
 _DTYPE_TYPES = frozenset(type(d) for d in dtypes.ALL)
@@ -37,6 +36,7 @@ _PLAIN_ATTR = {
     "string": "type({a}) is str",
     "list(int)": "(type({a}) is list or type({a}) is tuple) and all(type(_x) is int for _x in {a})",
 }
+assert set(_PLAIN_ATTR) == FAST_ATTR_KINDS, "dispatch keys the plans of these kinds"
 
 
 def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:

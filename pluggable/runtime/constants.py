@@ -85,11 +85,7 @@ def _make(key: tuple, v: Any, dtype: dtypes.DType, dev: Any,
             a = to_array(v, dtype)
         except (TypeError, errors.PluggableError):
             return None
-        c = host_input(a, dtype)
-        c._a.flags.writeable = False
-        _table.maxsize = CONSTANT_CACHE_SIZE
-        _table.put(key, c)
-        return c
+        return _keep_on_host(_table, key, a, dtype)
     if not isinstance(dev, Device):
         return None
     if converted is None:
@@ -130,10 +126,16 @@ def host_vector(values: tuple, dtype: dtypes.DType | None = None) -> Tensor | No
     if dt is dtypes.int32 and not fits32 or dt is dtypes.int64 and not all(
             -(1 << 63) <= v < (1 << 63) for v in values):
         return None
-    t = host_input(values, dt)
+    return _keep_on_host(_vectors, key, values, dt)
+
+
+def _keep_on_host(table: LRUCache, key: tuple, value: Any, dtype: dtypes.DType) -> Tensor:
+    """The read-only CPU tensor of `value` holding its core handle, kept in
+    `table` under `key`."""
+    t = host_input(value, dtype)
     t._a.flags.writeable = False
-    _vectors.maxsize = CONSTANT_CACHE_SIZE
-    _vectors.put(key, t)
+    table.maxsize = CONSTANT_CACHE_SIZE  # a new size applies from the next insertion
+    table.put(key, t)
     return t
 
 

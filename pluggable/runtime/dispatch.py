@@ -51,20 +51,28 @@ def invalidate() -> None:
 UNSET = object()
 """An attribute not given to a raw op (its default applies)."""
 
+FAST_ATTR_KINDS = frozenset({"type", "bool", "int", "float", "string", "list(int)"})
+"""The attribute kinds whose given values key the raw_ops fast path (the
+generated code checks each value's exact type: raw_ops._PLAIN_ATTR)."""
+
 
 def _fast_key(op: OpDef, scope, inputs: list, version: int, given: dict) -> tuple | None:
     """The key under which the raw_ops fast path finds this call's plan:
     scope, the inputs' dtypes and devices, the settings version and, where
     attributes were given, every attribute's value (UNSET where not given;
-    a list as a tuple) in definition order; None when a given value cannot
-    be part of a key."""
+    a list as a tuple) in definition order; None when an attribute of
+    another kind was given, or a value that cannot be part of a key (the
+    fast path never looks such a call up)."""
     key = (scope, *[x for t in inputs for x in (t._dtype, t._dev)], version)
     if given:
+        attrs = op.attrs
+        if any(attrs[a].kind not in FAST_ATTR_KINDS for a in given):
+            return None
         key += tuple([tuple(v) if type(v) in (list, tuple) else v
-                      for v in (given.get(a, UNSET) for a in op.attrs)])
+                      for v in (given.get(a, UNSET) for a in attrs)])
         try:
             hash(key)
-        except TypeError:  # a list (strides): the fast path never has such a key
+        except TypeError:  # (an array given for a list of ints, say)
             return None
     return key
 

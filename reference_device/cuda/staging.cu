@@ -296,26 +296,37 @@ void parallel_memcpy(void* dst, const void* src, uint64_t n) {
   CopyThreads::instance().copy(static_cast<char*>(dst), static_cast<const char*>(src), n);
 }
 
+namespace {
+
+// Runs the copy through the device's staging chunks (true, its outcome in
+// *e), or returns false when the device has none and can get none (staging
+// then stays off for it).
+bool try_staged(CudaDevice* dev, cudaStream_t stream, bool to_device, void* device_ptr,
+                void* host, uint64_t size, cudaError_t* e) {
+  std::lock_guard<std::mutex> lock(dev->staging_mu);
+  if (dev->staging_failed || (dev->staging_slots == 0 && !add_slot(dev))) {
+    dev->staging_failed = true;
+    return false;
+  }
+  *e = to_device ? staged_to_device(dev, stream, static_cast<char*>(device_ptr),
+                                    static_cast<const char*>(host), size)
+                 : staged_to_host(dev, stream, static_cast<char*>(host),
+                                  static_cast<const char*>(device_ptr), size);
+  return true;
+}
+
+}  // namespace
+
 cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_device,
                              void* device_ptr, void* host, uint64_t size) {
-  void* dst = to_device ? device_ptr : host;
-  const void* src = to_device ? host : device_ptr;
   cudaError_t e = cudaSuccess;
-  bool done = false;
-  if (size > kStageThreshold && is_pageable(host) && !capturing(stream)) {
-    std::lock_guard<std::mutex> lock(dev->staging_mu);
-    if (!dev->staging_failed && (dev->staging_slots > 0 || add_slot(dev))) {
-      e = to_device ? staged_to_device(dev, stream, static_cast<char*>(dst),
-                                       static_cast<const char*>(src), size)
-                    : staged_to_host(dev, stream, static_cast<char*>(dst),
-                                     static_cast<const char*>(src), size);
-      done = true;
-    } else {
-      dev->staging_failed = true;
-    }
+  const bool staged = size > kStageThreshold && is_pageable(host) && !capturing(stream) &&
+                      try_staged(dev, stream, to_device, device_ptr, host, size, &e);
+  if (!staged) {
+    // cudaMemcpyDefault: direction (and device, for peer copies) from UVA.
+    e = to_device ? cudaMemcpyAsync(device_ptr, host, size, cudaMemcpyDefault, stream)
+                  : cudaMemcpyAsync(host, device_ptr, size, cudaMemcpyDefault, stream);
   }
-  // cudaMemcpyDefault: direction (and device, for peer copies) from UVA.
-  if (!done) e = cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, stream);
   if (e != cudaSuccess) (void)cudaGetLastError();
   return e;
 }
@@ -325,21 +336,16 @@ cudaError_t host_to_device_consumed(CudaDevice* dev, cudaStream_t stream, void* 
   if (capturing(stream)) return cudaErrorStreamCaptureUnsupported;
   const bool pageable = is_pageable(host);
   cudaError_t e = cudaSuccess;
-  if (!pageable || size > kStageThreshold) {
-    std::lock_guard<std::mutex> lock(dev->staging_mu);
-    if (!dev->staging_failed && (dev->staging_slots > 0 || add_slot(dev))) {
-      e = staged_to_device(dev, stream, static_cast<char*>(device_ptr),
-                           static_cast<const char*>(host), size);
-      if (e != cudaSuccess) (void)cudaGetLastError();
-      return e;
-    }
-    dev->staging_failed = true;
+  const bool staged = (!pageable || size > kStageThreshold) &&
+                      try_staged(dev, stream, true, device_ptr, const_cast<void*>(host), size,
+                                 &e);
+  if (!staged) {
+    // A pageable source the driver copies into its own staging memory before
+    // cudaMemcpyAsync returns (CUDA's API synchronization behaviour); a
+    // pinned one without a staging chunk to be had: wait for the copy itself.
+    e = cudaMemcpyAsync(device_ptr, host, size, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess && !pageable) e = cudaStreamSynchronize(stream);
   }
-  // A pageable source the driver copies into its own staging memory before
-  // cudaMemcpyAsync returns (CUDA's API synchronization behaviour); a pinned
-  // one without a staging chunk to be had: wait for the copy itself.
-  e = cudaMemcpyAsync(device_ptr, host, size, cudaMemcpyHostToDevice, stream);
-  if (e == cudaSuccess && !pageable) e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) (void)cudaGetLastError();
   return e;
 }

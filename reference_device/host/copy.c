@@ -38,15 +38,24 @@ static void md_memset32_task(void* arg, SP_Stream stream) {
   for (uint64_t i = 0; i < a->size / 4; ++i) dst[i] = a->pattern;
 }
 
-/* Enqueues one copy / fill task; reports failure in `status`. */
-static void md_enqueue_copy(SP_Stream stream, const char* name, md_task_fn fn,
-                            void* dst, const void* src, uint64_t size,
-                            uint32_t pattern, TF_Status* status) {
+/* Enqueues one copy / fill task; reports failure in `status`. With
+ * `staged`, the `size` bytes at `src` are copied into the task's own block
+ * first (the stream frees it after the task), so the caller may reuse `src`
+ * as soon as this returns. */
+static void md_enqueue_copy_as(SP_Stream stream, const char* name, md_task_fn fn,
+                               void* dst, const void* src, uint64_t size,
+                               uint32_t pattern, int staged, TF_Status* status) {
   if (size == 0) return;
-  md_copy_arg* arg = malloc(sizeof(*arg));
+  md_copy_arg* arg = malloc(sizeof(*arg) + (staged ? size : 0));
   if (arg == NULL) {
-    md_set_status(status, TF_RESOURCE_EXHAUSTED, "out of memory enqueueing a copy");
+    md_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "out of host memory enqueueing a copy of %llu bytes",
+                  (unsigned long long)size);
     return;
+  }
+  if (staged) {
+    memcpy(arg + 1, src, size);
+    src = arg + 1;
   }
   arg->dst = dst;
   arg->src = src;
@@ -56,6 +65,12 @@ static void md_enqueue_copy(SP_Stream stream, const char* name, md_task_fn fn,
                                (int64_t)size) != 0) {
     md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue a copy");
   }
+}
+
+static void md_enqueue_copy(SP_Stream stream, const char* name, md_task_fn fn,
+                            void* dst, const void* src, uint64_t size,
+                            uint32_t pattern, TF_Status* status) {
+  md_enqueue_copy_as(stream, name, fn, dst, src, size, pattern, 0, status);
 }
 
 void md_memcpy_dtoh(const SP_Device* device, SP_Stream stream, void* host_dst,
@@ -82,24 +97,8 @@ static void md_memcpy_htod_consumed(const SP_Device* device, SP_Stream stream,
                                     const void* host_src, uint64_t size,
                                     TF_Status* status) {
   (void)device;
-  if (size == 0) return;
-  md_copy_arg* arg = malloc(sizeof(*arg) + size);
-  if (arg == NULL) {
-    md_set_status(status, TF_RESOURCE_EXHAUSTED,
-                  "out of host memory staging a copy of %llu bytes",
-                  (unsigned long long)size);
-    return;
-  }
-  memcpy(arg + 1, host_src, size);
-  arg->dst = device_dst->opaque;
-  arg->src = arg + 1;
-  arg->size = size;
-  arg->pattern = 0;
-  /* the stream frees `arg`, and the staged bytes with it, after the task */
-  if (md_stream_enqueue_traced(stream, MD_TASK_COPY, md_memcpy_task, arg, "MemcpyH2D", 9,
-                               (int64_t)size) != 0) {
-    md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue a copy");
-  }
+  md_enqueue_copy_as(stream, "MemcpyH2D", md_memcpy_task, device_dst->opaque, host_src, size,
+                     0, 1, status);
 }
 
 void PG_GetHostCopyFns(PG_HostCopyFns* fns) {
