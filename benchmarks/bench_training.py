@@ -28,7 +28,10 @@ and ``--capture`` add one):
 Each mode starts from the same weights and passes the same-work check.
 
 Each timed step ends with a device sync (the loss read back to the host).
-Reported: median and p10/p90 of the steps after the warm-up, in ms.
+Reported: median and p10/p90 of the steps after the warm-up, in ms, and
+"host ms", the median time until a step returned its loss (before reading
+it back): the host's share of the step where the device runs behind it
+(numpy peers: n/a, their step is all host).
 
 usage: python3 benchmarks/bench_training.py --device MY_DEVICE [--quick]
            [--models cnn,mlp] [--modes eager,function,capture] [--steps N]
@@ -146,8 +149,10 @@ class Workload:
         return "pluggable" if self.mode == "eager" else f"pluggable {self.mode}"
 
     def step(self) -> float:
+        t0 = time.perf_counter()
         with _capture_policy("device" if self.mode == "capture" else None):
             loss = self._step(self.x_dev, self.labels_dev)
+        self.host_ms = (time.perf_counter() - t0) * 1e3           # until the step returns
         return float(loss.numpy())                                # the device sync
 
     def notes(self) -> list[str]:
@@ -257,10 +262,12 @@ class TorchPeer:
         return grads
 
     def step(self) -> float:
+        t0 = time.perf_counter()
         self.opt.zero_grad(set_to_none=True)
         loss = self.torch.nn.functional.cross_entropy(self._logits(), self.labels)
         loss.backward()
         self.opt.step()
+        self.host_ms = (time.perf_counter() - t0) * 1e3           # until the step returns
         return loss.item()                                        # the device sync
 
 
@@ -297,18 +304,23 @@ def _relative_error(a: np.ndarray, b: np.ndarray) -> float:
     return diff / scale if scale else diff
 
 
-def time_steps(step, warmup: int, steps: int) -> dict:
-    """Median and p10/p90 (ms) of `steps` calls of `step` after `warmup`."""
+def time_steps(step, warmup: int, steps: int, owner=None) -> dict:
+    """Median and p10/p90 (ms) of `steps` calls of `step` after `warmup`;
+    with the median of `owner.host_ms` (the part of each step until it
+    returned, before the loss is read back) where the owner records it."""
     for _ in range(warmup):
         step()
-    times = []
+    times, host = [], []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
+        if getattr(owner, "host_ms", None) is not None:
+            host.append(owner.host_ms)
     q = np.percentile(times, [10, 50, 90])
     return {"steps": steps, "warmup": warmup, "median_ms": float(q[1]),
-            "p10_ms": float(q[0]), "p90_ms": float(q[2]), "mean_ms": statistics.fmean(times)}
+            "p10_ms": float(q[0]), "p90_ms": float(q[2]), "mean_ms": statistics.fmean(times),
+            "host_median_ms": float(np.median(host)) if host else None}
 
 
 def run(device: str, models: list, warmup: int, steps: int, tiny: bool, seed: int,
@@ -334,7 +346,7 @@ def run(device: str, models: list, warmup: int, steps: int, tiny: bool, seed: in
             for work, framework, fn in sides:
                 row = {"model": name, "shape": sides[0][0].shape, "batch": batch,
                        "device": device, "framework": framework,
-                       **time_steps(fn, warmup, steps)}
+                       **time_steps(fn, warmup, steps, getattr(fn, "__self__", None))}
                 out["results"].append(row)
                 out["notes"] += work.notes() if work is not None else []
     return out
@@ -350,11 +362,12 @@ def _ratio(rows: list, row: dict) -> str:
 
 
 def table(out: dict) -> str:
-    lines = ["| model | shape | batch | framework | median ms | p10 ms | p90 ms | steps "
-             "| pluggable / peer |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | shape | batch | framework | median ms | p10 ms | p90 ms | host ms "
+             "| steps | pluggable / peer |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in out["results"]:
+        host = f"{r['host_median_ms']:.2f}" if r.get("host_median_ms") is not None else "n/a"
         lines.append(f"| {r['model']} | {r['shape']} | {r['batch']} | {r['framework']} "
-                     f"| {r['median_ms']:.2f} | {r['p10_ms']:.2f} | {r['p90_ms']:.2f} "
+                     f"| {r['median_ms']:.2f} | {r['p10_ms']:.2f} | {r['p90_ms']:.2f} | {host} "
                      f"| {r['steps']} | {_ratio(out['results'], r)} |")
     lines += [""] if out["checks"] else []
     for c in out["checks"]:

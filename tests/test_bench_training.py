@@ -47,6 +47,26 @@ def test_quick_run_on_my_device_writes_json(tmp_path, rng):
     for r in data["results"]:
         assert r["steps"] == 3 and r["batch"] == 8
         assert 0 < r["p10_ms"] <= r["median_ms"] <= r["p90_ms"]
+    pluggable_row, numpy_row = data["results"]
+    assert 0 < pluggable_row["host_median_ms"] and numpy_row["host_median_ms"] is None
+    assert "| host ms |" in proc.stdout
+
+
+def test_step_kernel_calls_names_the_step_kernels():
+    """benchmarks/step_kernel_calls.py times the kernel calls of eager steps
+    by op: the CNN's forward, backward and Adam kernels, on their paths."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "step_kernel_calls.py"), "--device",
+         "MY_DEVICE:0", "--steps", "2", "--batch", "4"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line
+            for line in proc.stdout.splitlines() if line.startswith("| ")}
+    for op in ("Conv2D", "Conv2DBackpropFilter", "MatMul", "BiasAddGrad", "Relu"):
+        assert (op, "fast") in rows, proc.stdout
+    assert ("ResourceApplyAdam", "plan") in rows and ("ReadVariableOp", "plan") in rows
+    calls = float(rows[("ResourceApplyAdam", "plan")].split("|")[3])
+    assert calls == 8.0  # one per variable of the model
 
 
 @pytest.mark.parametrize("model", ["cnn", "mlp"])

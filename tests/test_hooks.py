@@ -82,3 +82,75 @@ def test_wrapper_sees_raw_python_inputs_before_conversion():
         hooks.uninstall(wrapper)
     assert seen == [["Tensor", "float"]]
     assert out.numpy() == 6.0
+
+
+def test_an_observer_keeps_the_fast_path_and_sees_each_call(monkeypatch, rng):
+    """A wrapper installed with an observer: calls that the raw_ops fast path
+    can take stay on it (the general path would raise) and are reported to
+    the observer with their tensors and every attribute; the general path
+    still calls the wrapper."""
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    wrapped, observed = [], []
+
+    def wrapper(op, inputs, attrs, run):
+        wrapped.append(op.name)
+        return run(op, inputs, attrs)
+
+    def observer(op, inputs, attrs, outputs, resolved):
+        observed.append((op.name, inputs, dict(attrs), outputs, dict(resolved)))
+
+    with pg.device("MY_DEVICE:0"):
+        x, y = pg.constant(a), pg.constant(b)
+        pg.raw_ops.MatMul(a=x, b=y, transpose_b=True)  # makes the plan
+        hooks.install(wrapper, observer=observer)
+        try:
+            assert hooks.active[0] and hooks.fast[0]
+            pg.raw_ops.Neg(x=x)  # no plan yet: the general path, through the wrapper
+            assert wrapped == ["Neg"] and observed == []
+
+            def no_general_path(*args, **kwargs):
+                raise AssertionError("took the general path")
+            monkeypatch.setitem(pg.raw_ops.MatMul.__globals__, "execute", no_general_path)
+            out = pg.raw_ops.MatMul(a=x, b=y, transpose_b=True)
+        finally:
+            hooks.uninstall(wrapper)
+    assert not hooks.active[0] and hooks.fast[0]
+    np.testing.assert_allclose(out.numpy(), a @ b.T, rtol=1e-5, atol=1e-5)
+    assert wrapped == ["Neg"]
+    ((name, inputs, attrs, outputs, resolved),) = observed
+    assert name == "MatMul" and inputs[0] is x and inputs[1] is y and outputs == [out]
+    assert attrs == {"transpose_b": True}
+    assert resolved["transpose_a"] is False and resolved["transpose_b"] is True
+    assert resolved["T"] is pg.float32
+
+
+def test_a_wrapper_without_observer_closes_the_fast_path(rng):
+    """Beside an observing wrapper, one that does not observe (as a profiler
+    or tracer) sees every call: the fast path is closed until it goes."""
+    a = rng.standard_normal(6).astype(np.float32)
+    seen, observed = [], []
+
+    def watcher(op, inputs, attrs, run):
+        return run(op, inputs, attrs)
+
+    def timer(op, inputs, attrs, run):
+        seen.append(op.name)
+        return run(op, inputs, attrs)
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(a)
+        pg.raw_ops.Exp(x=x)
+        hooks.install(watcher, observer=lambda *args: observed.append(args[0].name))
+        hooks.install(timer)
+        try:
+            assert not hooks.fast[0]
+            for _ in range(3):
+                out = pg.raw_ops.Exp(x=x)
+            hooks.uninstall(timer)
+            assert hooks.fast[0]
+            pg.raw_ops.Exp(x=x)
+        finally:
+            hooks.uninstall(timer)
+            hooks.uninstall(watcher)
+    np.testing.assert_allclose(out.numpy(), np.exp(a), rtol=1e-6)
+    assert seen == ["Exp"] * 3 and observed == ["Exp"]

@@ -102,7 +102,7 @@ def _strided_slice_grad_grad(op, grad):
 def _slice_grad(op, grad):
     x, begin = op.inputs[0], host_ints(op.inputs[1])
     pads = [[b, d - b - s] for b, d, s in zip(begin, x.shape, grad.shape)]
-    return R.Pad(input=grad, paddings=ints(np.reshape(pads, -1)).reshape(-1, 2)), None, None
+    return R.Pad(input=grad, paddings=np.asarray(pads, np.int32)), None, None
 
 
 @RegisterGradient("Pad")

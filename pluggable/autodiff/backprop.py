@@ -14,7 +14,7 @@ import numpy as np
 
 from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor
-from ..ops import raw_ops
+from ..ops import math_ops, raw_ops
 from ..ops.variables import Variable
 from ..runtime import placement
 from ..runtime.tensors import convert_to_tensor
@@ -76,10 +76,11 @@ def _info(x: Any) -> tuple:
 
 
 def filled(shape: tuple, dtype, device, value: float) -> Tensor:
-    """A tensor of `shape` full of `value`, made on `device` (op Fill)."""
+    """A tensor of `shape` full of `value`, made on `device` (op Fill, with
+    its dims and value as ``math_ops.fill`` passes them: cached, so the
+    call takes the raw_ops fast path)."""
     with placement.device(device):
-        return raw_ops.Fill(dims=np.asarray(shape, np.int64).astype(np.int32),
-                            value=np.asarray(value, dtype.as_numpy_dtype))
+        return math_ops.fill([int(d) for d in shape], np.asarray(value, dtype.as_numpy_dtype))
 
 
 def _add_all(grads: list) -> Tensor:

@@ -6,13 +6,19 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..framework import dtypes
 from ..framework.tensor import Tensor
 from ..ops import raw_ops as R
+from ..runtime import constants
 
 
-def ints(values: Sequence[int]) -> np.ndarray:
-    """A host int32 vector (for shape, axis and perm inputs)."""
-    return np.asarray(list(values), np.int64).astype(np.int32)
+def ints(values: Sequence[int]) -> Any:
+    """A host int32 vector (for shape, axis and perm inputs): the cached
+    read-only host tensor of ``runtime.constants.host_vector``, with which
+    the op's call takes the raw_ops fast path (an array where a value does
+    not fit int32, for the op's usual error)."""
+    t = constants.host_vector(tuple([int(v) for v in values]), dtypes.int32)
+    return t if t is not None else np.asarray(list(values), np.int64)
 
 
 def host_value(t: Tensor) -> np.ndarray:
@@ -27,8 +33,13 @@ def host_ints(t: Tensor) -> list[int]:
     return [int(v) for v in host_value(t).reshape(-1)]
 
 
-def scalar(value: float, like: Tensor) -> np.ndarray:
-    """`value` as a host scalar of `like`'s dtype."""
+def scalar(value: float, like: Tensor) -> Any:
+    """`value` as an operand beside tensors of `like`'s dtype: for a float
+    dtype the Python number, which the op converts to that dtype (on a
+    plugin device, its cached constant: no copy per call, and the raw_ops
+    fast path); otherwise a host scalar of that dtype."""
+    if like.dtype.is_floating:
+        return float(value)
     return np.asarray(value, like.dtype.as_numpy_dtype)
 
 

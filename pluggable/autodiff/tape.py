@@ -82,37 +82,66 @@ class OpCall:
         return f"<recorded {self.type} on {backprop.device_name(self.device)}>"
 
 
-def _record_wrapper(op, inputs: list, attrs: dict, run):
-    """The hook: records the call on this thread's recording tapes."""
+def _recording_tapes() -> list | None:
     stack = getattr(_local, "stack", None)
-    tapes = [t for t in stack if t._recording] if stack else None
-    if not tapes:
-        return run(op, inputs, attrs)
-    for x in inputs:
-        if not isinstance(x, Tensor):  # (traced symbolic tensors stay as they are)
-            inputs = dispatch.convert_inputs(op, list(inputs), attrs)
-            break
+    return [t for t in stack if t._recording] if stack else None
+
+
+def _note(op, inputs: list, attrs: dict, outputs: list, tapes: list,
+          resolved: dict | None = None) -> None:
+    """Records a call that ran on the tapes it is connected to (`resolved`:
+    its attributes in full, where the caller has them)."""
+    if outputs and op.gradient is not registry.NOT_DIFFERENTIABLE:
+        call = None
+        for t in tapes:
+            if t._connected(inputs):
+                if call is None:
+                    call = OpCall(op, inputs, attrs, outputs)
+                    call._attrs = resolved
+                t._record(call)
+
+
+def _watch_read(op, inputs: list, tapes: list) -> None:
+    """A trainable variable read while a tape watches accessed variables
+    becomes watched on that tape."""
     if op.name == "ReadVariableOp":
         var = owner_of(inputs[0])
         if var is not None and var.trainable:
             for t in tapes:
                 if t._watch_accessed:
                     t._watch_variable(var)
+
+
+def _record_wrapper(op, inputs: list, attrs: dict, run):
+    """The hook on the general path: records the call on this thread's
+    recording tapes."""
+    tapes = _recording_tapes()
+    if not tapes:
+        return run(op, inputs, attrs)
+    for x in inputs:
+        if not isinstance(x, Tensor):  # (traced symbolic tensors stay as they are)
+            inputs = dispatch.convert_inputs(op, list(inputs), attrs)
+            break
+    _watch_read(op, inputs, tapes)
     outputs = run(op, list(inputs), attrs)  # dispatch replaces moved inputs in its list
-    if outputs and op.gradient is not registry.NOT_DIFFERENTIABLE:
-        call = None
-        for t in tapes:
-            if t._connected(inputs):
-                call = call or OpCall(op, inputs, attrs, outputs)
-                t._record(call)
+    _note(op, inputs, attrs, outputs, tapes)
     return outputs
+
+
+def _record_observer(op, inputs: list, attrs: dict, outputs: list, resolved: dict) -> None:
+    """The same for a call that a fast path ran (its inputs are tensors on
+    the op's device): what the wrapper does, after the call."""
+    tapes = _recording_tapes()
+    if tapes:
+        _watch_read(op, inputs, tapes)
+        _note(op, inputs, attrs, outputs, tapes, resolved)
 
 
 def _activate() -> None:
     with _active_lock:
         _active[0] += 1
         if _active[0] == 1:
-            hooks.install(_record_wrapper)
+            hooks.install(_record_wrapper, observer=_record_observer)
 
 
 def _deactivate() -> None:

@@ -16,8 +16,8 @@ from ..framework import config, dtypes, registry
 from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
 from ..runtime import constants, hooks, placement
-from ..runtime.dispatch import (FAST_ATTR_KINDS, UNSET, call, execute, expect_array, expects,
-                                kernel_error, memo_shape)
+from ..runtime.dispatch import (FAST_ATTR_KINDS, STAND_INS, UNSET, call, execute, expect_array,
+                                expects, kernel_error, memo_shape)
 
 _cache: dict[str, Any] = {}
 _DTYPE_TYPES = frozenset(type(d) for d in dtypes.ALL)
@@ -66,7 +66,7 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
         memo = ", ".join([f"{n}._shape" for n in inputs]
                          + [f"{n}._a.tobytes()" for n in op.host_value_inputs])
         values = (values, memo)
-    code = (f"    if {no_attrs} and not _hooks_active[0]:\n"
+    code = (f"    if {no_attrs} and _hooks_fast[0]:\n"
             f"        if {tensors}:\n{_fast_body(inputs, '            ', values)}")
     sources = _scalar_sources(op) if not op.host_value_inputs else ()
     for i, j in enumerate(sources):  # one Python scalar among tensors
@@ -86,16 +86,23 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
             if a in plain else f"{a} is _UNSET" for a in attrs)
         key = "".join(f", tuple({a}) if {a} is not _UNSET else _UNSET"
                       if op.attrs[a].kind.startswith("list(") else ", " + a for a in attrs)
-        code += (f"    elif {given} and not _hooks_active[0]:\n"
-                 f"        if {tensors}:\n{_fast_body(inputs, '            ', values, key)}")
+        given_dict = "{" + ", ".join(f"{a!r}: {a}" for a in attrs) + "}"
+        observed = f"{{_k: _v for _k, _v in {given_dict}.items() if _v is not _UNSET}}"
+        code += (f"    elif {given} and _hooks_fast[0]:\n"
+                 f"        if {tensors}:\n"
+                 f"{_fast_body(inputs, '            ', values, key, observed)}")
     return code
 
 
-def _fast_body(names: list[str], ind: str, values="None", attrs: str = "") -> str:
+def _fast_body(names: list[str], ind: str, values="None", attrs: str = "",
+               given: str = "{}") -> str:
     """The fast path's body for inputs `names`. `values` is "None", or, for
     an op whose shape function reads host values, (the values argument, the
     key under which the plan remembers the shape: input shapes and the host
-    values' bytes), so that a repeated call skips the shape function."""
+    values' bytes), so that a repeated call skips the shape function.
+    `attrs` extends the plan's key with the given attributes, and `given`
+    is the expression of the attributes given, which a watching hook (a
+    gradient tape: ``hooks.observe``) sees with the call."""
     key = ", ".join(f"{n}._dtype, {n}._dev" for n in names) + ", _version[0]" + attrs
     handles = ", ".join(f"{n}._h" for n in names)
     shapes = ", ".join(f"{n}._shape" for n in names)
@@ -125,6 +132,8 @@ def _fast_body(names: list[str], ind: str, values="None", attrs: str = "") -> st
         f"{ind}    _t = _new(_Tensor)\n"
         f"{ind}    _t._h = _h; _t._a = None; _t._dev = _p.device\n"
         f"{ind}    _t._dtype = _p.out_dtypes[0]; _t._shape = _shape\n"
+        f"{ind}    if _hooks_active[0]:\n"
+        f"{ind}        _observe(op, [{', '.join(names)}], {given}, [_t], _p.attrs)\n"
         f"{ind}    return _t\n")
 
 
@@ -143,7 +152,8 @@ def _fast_globals(op) -> dict:
     return {"_fast": op.fast, "_scope_get": placement._scope.get, "_version": config.version,
             "_raw_status": raw_status, "_tls": thread_state, "_run1": lib.pg_kernel_run1,
             "_kernel_error": kernel_error, "_new": Tensor.__new__, "_Tensor": Tensor,
-            "_hooks_active": hooks.active, "_constant": constants.lookup,
+            "_hooks_active": hooks.active, "_hooks_fast": hooks.fast,
+            "_observe": hooks.observe, "_constant": constants.lookup,
             "_expects": expects, "_expect_array": expect_array,
             "_dtype_types": _DTYPE_TYPES, "_memo_shape": memo_shape}
 
@@ -159,13 +169,23 @@ def _make(op_name: str):
     lengths = {a.number_attr or a.type_list_attr for a in op.inputs if a.is_list}
     params = ", ".join(inputs + [f"{a}=_UNSET" for a in attrs] + ["name=None"])
     collect = "".join(f"    if {a} is not _UNSET:\n        given[{a!r}] = {a}\n" for a in attrs)
+    fast = _fast_path(op, inputs, attrs)
+    if fast:  # a Variable among the inputs: read it, then the call as with tensors
+        # (a hook that replaces or times execution sees the Variable as given)
+        read = ", ".join(f"{n}=({n}.__pg_tensor__() if type({n}) in _stand_ins else {n})"
+                         for n in inputs)
+        again = ", ".join([read] + [f"{a}={a}" for a in attrs] + ["name=name"])
+        fast += (f"    if _hooks_fast[0] and "
+                 f"({' or '.join(f'type({n}) in _stand_ins' for n in inputs)}):\n"
+                 f"        return {op_name}({again})\n")
     code = (f"def {op_name}(*, {params}):\n"
-            f"{_fast_path(op, inputs, attrs)}"
+            f"{fast}"
             f"    given = {{}}\n{collect}"
             f"    outs = {'call' if op.has_list_inputs or op.has_list_outputs else 'execute'}"
             f"(op, [{', '.join(inputs)}], given)\n"
             f"    return outs[0] if len(outs) == 1 else tuple(outs)\n")
-    scope = {"execute": execute, "call": call, "op": op, "_UNSET": _UNSET, **_fast_globals(op)}
+    scope = {"execute": execute, "call": call, "op": op, "_UNSET": _UNSET,
+             "_stand_ins": STAND_INS, **_fast_globals(op)}
     exec(compile(code, f"<raw_ops.{op_name}>", "exec"), scope)
     fn = scope[op_name]
     fn.__qualname__ = op_name

@@ -20,7 +20,7 @@ import numpy as np
 from .._core import code_and_message, ffi, lib, status
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
-from ..runtime import placement
+from ..runtime import dispatch, hooks, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
 from . import raw_ops
@@ -80,6 +80,7 @@ class Variable:
         self._trainable = bool(trainable)
         self._name = name or "Variable"
         self._unique_id = next(_uid)
+        self._reader: dispatch.Prepared | None = None
         _owners[id(self._handle)] = self
         raw_ops.AssignVariableOp(resource=self._handle, value=value)
 
@@ -122,8 +123,16 @@ class Variable:
     # --------------------------------------------------------------- reading
     def value(self) -> Tensor:
         """The current value as a Tensor on the variable's device (op
-        ReadVariableOp; it shares the buffer until the variable changes)."""
-        return raw_ops.ReadVariableOp(resource=self._handle, dtype=self._dtype)
+        ReadVariableOp; it shares the buffer until the variable changes).
+        Eagerly, the read is prepared once (``dispatch.Prepared``), so a
+        repeated read costs one kernel call (a tape still records it)."""
+        if not hooks.fast[0]:  # traced or profiled: the call as any op's
+            return raw_ops.ReadVariableOp(resource=self._handle, dtype=self._dtype)
+        r = self._reader
+        if r is None:
+            r = self._reader = dispatch.Prepared("ReadVariableOp", self._handle._dev,
+                                                 {"dtype": self._dtype})
+        return r([self._handle])[0]
 
     read_value = value
 
@@ -229,3 +238,5 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__iter__", "__bool__", "__float__", "__int__", "__index__"):
     setattr(Variable, _name, _forward(_name))
 del _name
+
+dispatch.STAND_INS.add(Variable)  # raw_ops read a Variable input, then take the fast path

@@ -51,6 +51,12 @@ def invalidate() -> None:
 UNSET = object()
 """An attribute not given to a raw op (its default applies)."""
 
+STAND_INS: set = set()
+"""Types whose objects stand for a tensor where an op expects one, through
+their ``__pg_tensor__()`` (``pg.Variable``: its current value). A raw_ops
+call given one reads it first and goes on as a call with tensors, so that
+it can take the fast path."""
+
 FAST_ATTR_KINDS = frozenset({"type", "bool", "int", "float", "string", "list(int)"})
 """The attribute kinds whose given values key the raw_ops fast path (the
 generated code checks each value's exact type: raw_ops._PLAIN_ATTR)."""
@@ -528,6 +534,7 @@ def _out_shapes(op: OpDef, p: Plan, inputs: list[Tensor]) -> list | None:
 
 _scope_get = placement._scope.get
 _hooks_active = hooks.active
+_hooks_fast = hooks.fast
 
 # The graph layer places nodes, makes kernel instances and folds constants
 # with exactly the rules of eager calls, through these names.
@@ -566,9 +573,11 @@ class Prepared:
     under the device's scope and keeps the plan it made; a later call whose
     inputs are tensors of the same dtypes and devices runs the shape
     function and the kernel at once, skipping the plan lookup and the
-    attribute key. Hooks (profiler, tape, tracing), placement logging, a
-    configuration change, or inputs of another signature take the general
-    path again, so the outcome is the same as ``execute``'s."""
+    attribute key. Hooks that change or time execution (profiler, tracing),
+    placement logging, a configuration change, or inputs of another
+    signature take the general path again, so the outcome is the same as
+    ``execute``'s; a watching hook (a gradient tape) sees the call through
+    ``hooks.observe``."""
 
     __slots__ = ("op", "device", "given", "plan", "sig", "version")
 
@@ -582,13 +591,16 @@ class Prepared:
 
     def __call__(self, inputs: list) -> list[Tensor]:
         p = self.plan
-        if (p is not None and not _hooks_active[0] and self.version == config.version[0]
+        if (p is not None and _hooks_fast[0] and self.version == config.version[0]
                 and not config._log_placement and len(inputs) == len(self.sig)):
             for t, (dt, dev) in zip(inputs, self.sig):
                 if type(t) is not Tensor or t._dtype is not dt or t._dev is not dev:
                     break
             else:
-                return _run_plugin(p, inputs, _out_shapes(self.op, p, inputs))
+                outs = _run_plugin(p, inputs, _out_shapes(self.op, p, inputs))
+                if _hooks_active[0]:
+                    hooks.observe(self.op, list(inputs), self.given, outs, p.attrs)
+                return outs
         token = placement._scope.set(self.device)
         try:
             outs = execute(self.op, inputs, self.given)

@@ -28,8 +28,23 @@ matters on some threads (tapes and tracing are per thread) checks its own
 thread state and otherwise just calls `run`.
 
 While no wrapper is installed, dispatch pays one list lookup per call: the
-generated ``raw_ops`` functions take their fast path only when
-``active[0]`` is False."""
+generated ``raw_ops`` functions take their fast path while ``fast[0]`` is
+True.
+
+A wrapper that only *watches* calls (it runs every call unchanged and looks
+at the inputs and outputs afterwards, as a gradient tape does) can also be
+installed with an ``observer``::
+
+    def observer(op, inputs, attrs, outputs, resolved):
+        ...                      # after the call, with its tensors
+
+Calls on the fast paths (``raw_ops``' generated code, ``dispatch.Prepared``)
+then stay on them and report to ``observe`` after running, with `resolved`,
+every attribute of the call (defaults and type attributes included: the
+plan's, which the observer must not change), while the general
+path still calls the wrapper. The fast paths stay open only while every
+installed wrapper has an observer: a tracer or the profiler (which replace
+or time the execution itself) close them."""
 from __future__ import annotations
 
 import threading
@@ -41,36 +56,57 @@ _lock = threading.Lock()
 _wrappers: tuple[Wrapper, ...] = ()
 _outer: tuple[Wrapper, ...] = ()
 _inner: tuple[Wrapper, ...] = ()
-active = [False]  # read by dispatch and the raw_ops fast path
+_observer_of: dict = {}  # wrapper -> its observer
+_observers: tuple = ()
+active = [False]  # some wrapper is installed (read by dispatch and raw_ops)
+fast = [True]  # no wrapper, or only wrappers with observers: fast paths may run
 
 
-def install(wrapper: Wrapper, innermost: bool = False) -> None:
+def _update() -> None:
+    global _wrappers, _observers
+    _wrappers = _outer + _inner
+    _observers = tuple(_observer_of[w] for w in _wrappers if w in _observer_of)
+    active[0] = bool(_wrappers)
+    fast[0] = len(_observers) == len(_wrappers)
+
+
+def install(wrapper: Wrapper, innermost: bool = False,
+            observer: Callable[[Any, list, dict, list, dict], None] | None = None) -> None:
     """Adds `wrapper` around every op call from now on (idempotent).
     `innermost` places it after every other wrapper, including ones
-    installed later (for a wrapper that replaces execution)."""
-    global _wrappers, _outer, _inner
+    installed later (for a wrapper that replaces execution). `observer`,
+    for a wrapper that only watches, is what the fast paths call after a
+    call instead (see the module's description)."""
+    global _outer, _inner
     with _lock:
         if wrapper not in _wrappers:
             if innermost:
                 _inner = _inner + (wrapper,)
             else:
                 _outer = _outer + (wrapper,)
-            _wrappers = _outer + _inner
-        active[0] = True
+            if observer is not None:
+                _observer_of[wrapper] = observer
+        _update()
 
 
 def uninstall(wrapper: Wrapper) -> None:
     """Removes `wrapper` (no error if it is not installed)."""
-    global _wrappers, _outer, _inner
+    global _outer, _inner
     with _lock:
         _outer = tuple(w for w in _outer if w is not wrapper)
         _inner = tuple(w for w in _inner if w is not wrapper)
-        _wrappers = _outer + _inner
-        active[0] = bool(_wrappers)
+        _observer_of.pop(wrapper, None)
+        _update()
 
 
 def installed() -> tuple[Wrapper, ...]:
     return _wrappers
+
+
+def observe(op: Any, inputs: list, attrs: dict, outputs: list, resolved: dict) -> None:
+    """Reports a call that a fast path ran to every installed observer."""
+    for o in _observers:
+        o(op, inputs, attrs, outputs, resolved)
 
 
 def call(op: Any, inputs: list, attrs: dict, execute: Callable) -> list:

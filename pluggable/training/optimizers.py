@@ -19,20 +19,28 @@ so one graph serves every step.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
 from ..autodiff.backprop import device_of
 from ..autodiff.tape import GradientTape
-from ..framework import dtypes, errors
+from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor
 from ..graph import tracing
 from ..ops import raw_ops
 from ..ops.variables import Variable
-from ..runtime import placement
+from ..runtime import dispatch, hooks, placement
 from ..runtime.tensors import convert_to_tensor
 from . import schedules
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two Python numbers are the same value (-0.0 is not 0.0)."""
+    return type(a) is type(b) and a == b and (
+        type(a) is not float or math.copysign(1.0, a) == math.copysign(1.0, b))
+
 
 def _short(dev) -> str:
     return dev.short_name
@@ -57,6 +65,8 @@ class Optimizer:
         self._slot_owners: dict[int, Variable] = {}
         self._no_decay_ids: set[int] = set()
         self._no_decay_names: tuple[str, ...] = ()
+        self._prepared: dict = {}  # (op, device, attrs) -> (Prepared, input names)
+        self._scalars: dict = {}  # (device, dtype, name) -> (value, device scalar)
 
     # ------------------------------------------------------------ state
     @property
@@ -196,18 +206,21 @@ class Optimizer:
         cache: dict = {}
         for g, v in pairs:
             def scalar(name: str, v: Variable = v) -> Tensor:
-                return self._scalar(cache, v, name, hyper[name])
+                return self._scalar(cache, v, name, hyper[name], self._scalars)
             if self._decays(v):
-                raw_ops.ResourceApplyGradientDescent(
-                    var=v.handle, alpha=scalar("decay"), delta=v.value(), use_locking=True)
+                self._update("ResourceApplyGradientDescent", v, {"use_locking": True},
+                             var=v.handle, alpha=scalar("decay"), delta=v.value())
             self._apply(v, g, self._slots[id(v)], scalar)
         self._iterations.assign_add(np.int64(1))
         return self._iterations
 
     @staticmethod
-    def _scalar(cache: dict, v: Variable, name: str, value: Any) -> Tensor:
+    def _scalar(cache: dict, v: Variable, name: str, value: Any, kept: dict) -> Tensor:
         """`value` as a scalar of `v`'s dtype on `v`'s device, made once per
-        step (a traced value: a cast and a copy in the graph)."""
+        step (a traced value: a cast and a copy in the graph). A Python
+        number keeps its device scalar in `kept` for later steps while it
+        does not change (a constant learning rate, the betas), so those
+        cost no copy per step; kernels never write their inputs."""
         key = (v.device_object, v.dtype, name)
         t = cache.get(key)
         if t is None:
@@ -217,10 +230,36 @@ class Optimizer:
                 with placement.device(v.device_object):
                     t = raw_ops.Identity(input=t)
             else:
-                t = convert_to_tensor(np.asarray(value, v.dtype.as_numpy_dtype))
-                t = t._copy_to(v.device_object)
+                old = kept.get(key)
+                if old is not None and _same(old[0], value):
+                    t = old[1]
+                else:
+                    t = convert_to_tensor(np.asarray(value, v.dtype.as_numpy_dtype))
+                    t = t._copy_to(v.device_object)
+                    kept[key] = (value, t)
             cache[key] = t
         return t
+
+    def _update(self, op_name: str, owner: Variable, attrs: dict, /, **inputs: Any) -> None:
+        """Runs update op `op_name` (`inputs` by name) on `owner`'s device. Eagerly the call is
+        prepared once per (op, device, attributes) (``dispatch.Prepared``):
+        a step's updates skip the general path's plan lookup. Traced or
+        profiled, it is a raw_ops call like any other."""
+        if not hooks.fast[0]:
+            getattr(raw_ops, op_name)(**inputs, **attrs)
+            return
+        dev = owner.device_object
+        key = (op_name, dev, tuple(sorted(attrs.items())))
+        entry = self._prepared.get(key)
+        if entry is None:
+            names = [a.name for a in registry.OPS[op_name].inputs]
+            entry = self._prepared[key] = (dispatch.Prepared(op_name, dev, attrs), names)
+        prepared, names = entry
+        try:
+            args = [inputs[n] for n in names]
+        except KeyError as exc:
+            raise TypeError(f"{op_name}: missing input {exc.args[0]!r}") from None
+        prepared(args)
 
     def _apply(self, var: Variable, grad: Tensor, slots: dict,
                scalar: Callable[[str], Tensor]) -> None:
@@ -264,12 +303,13 @@ class SGD(Optimizer):
 
     def _apply(self, var, grad, slots, scalar):
         if not self.momentum:
-            raw_ops.ResourceApplyGradientDescent(var=var.handle, alpha=scalar("lr"),
-                                                 delta=grad, use_locking=True)
+            self._update("ResourceApplyGradientDescent", var, {"use_locking": True},
+                         var=var.handle, alpha=scalar("lr"), delta=grad)
             return
-        raw_ops.ResourceApplyKerasMomentum(
-            var=var.handle, accum=slots["momentum"].handle, lr=scalar("lr"), grad=grad,
-            momentum=scalar("momentum"), use_locking=True, use_nesterov=self.nesterov)
+        self._update("ResourceApplyKerasMomentum", var,
+                     {"use_locking": True, "use_nesterov": self.nesterov},
+                     var=var.handle, accum=slots["momentum"].handle, lr=scalar("lr"),
+                     grad=grad, momentum=scalar("momentum"))
 
 
 class Adam(Optimizer):
@@ -291,11 +331,11 @@ class Adam(Optimizer):
                 "beta2": self.beta_2, "epsilon": self.epsilon}
 
     def _apply(self, var, grad, slots, scalar):
-        raw_ops.ResourceApplyAdam(
-            var=var.handle, m=slots["m"].handle, v=slots["v"].handle,
-            beta1_power=scalar("beta1_power"), beta2_power=scalar("beta2_power"),
-            lr=scalar("lr"), beta1=scalar("beta1"), beta2=scalar("beta2"),
-            epsilon=scalar("epsilon"), grad=grad, use_locking=True)
+        self._update("ResourceApplyAdam", var, {"use_locking": True},
+                     var=var.handle, m=slots["m"].handle, v=slots["v"].handle,
+                     beta1_power=scalar("beta1_power"), beta2_power=scalar("beta2_power"),
+                     lr=scalar("lr"), beta1=scalar("beta1"), beta2=scalar("beta2"),
+                     epsilon=scalar("epsilon"), grad=grad)
 
 
 class AdamW(Adam):
