@@ -348,6 +348,14 @@ bool conv_out_size(const ConvState& s, int64_t in, int64_t k, int64_t stride, in
 constexpr size_t kMaxChoices = 16;
 constexpr size_t kMaxDnnWorkspace = size_t(512) << 20;
 
+// Below this many multiply-adds a convolution runs the own kernels unless
+// PLUGGABLE_CUDNN=1 asks for cuDNN: one cudnnConvolutionForward call costs
+// 23-34 us of host time on an H100 host even with its descriptors made
+// (100 us with ours made per call), longer than the own kernels take on
+// the device for such sizes, and an eager call of a small convolution is
+// bound by host time (the digits CNN's two convolutions: 0.3M and 2.4M).
+constexpr double kDnnMinMacs = 16e6;
+
 // PLUGGABLE_CUDNN, read once: 0 off, 1 required, 2 when it can (unset).
 int dnn_mode() {
   static const int mode = [] {
@@ -437,6 +445,9 @@ DnnOutcome conv_cudnn(OpCall& c, const ConvState& st, const ConvParams& p, int64
   const int64_t groups = p.C / p.FC;
   // cuDNN pads both sides alike; the output must not need more after.
   if (mode == 0 || ddt < 0 || p.pt != pb || p.pl != pr) return DnnOutcome::kDeclined;
+  const double macs = double(p.N) * double(p.OH) * double(p.OW) * double(p.OC) *
+                      double(p.KH) * double(p.KW) * double(p.FC);
+  if (mode == 2 && macs < kDnnMinMacs) return DnnOutcome::kDeclined;
   const int64_t dims[] = {p.N, p.H, p.W, p.C, p.KH, p.KW, p.FC, p.OC, p.OH, p.OW};
   for (int64_t d : dims) {
     if (d > INT_MAX) return DnnOutcome::kDeclined;
