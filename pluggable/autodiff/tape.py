@@ -54,7 +54,8 @@ class OpCall:
         self.op_def = op_def
         self.inputs = tuple(inputs)
         self.outputs = tuple(outputs)
-        self.device = backprop.device_of(outputs[0])
+        dev = outputs[0]._dev
+        self.device = dev if dev is not None else backprop.device_of(outputs[0])
         self._given = dict(given)
         self._attrs = None
 
@@ -91,14 +92,22 @@ def _note(op, inputs: list, attrs: dict, outputs: list, tapes: list,
           resolved: dict | None = None) -> None:
     """Records a call that ran on the tapes it is connected to (`resolved`:
     its attributes in full, where the caller has them)."""
-    if outputs and op.gradient is not registry.NOT_DIFFERENTIABLE:
+    if outputs and op.gradient is not _NOT_DIFFERENTIABLE:
         call = None
         for t in tapes:
-            if t._connected(inputs):
-                if call is None:
-                    call = OpCall(op, inputs, attrs, outputs)
-                    call._attrs = resolved
-                t._record(call)
+            w = t._watched
+            for x in inputs:
+                if id(x) in w:
+                    break
+            else:
+                continue  # not connected to this tape
+            if call is None:
+                call = OpCall(op, inputs, attrs, outputs)
+                call._attrs = resolved
+            t._record(call)
+
+
+_NOT_DIFFERENTIABLE = registry.NOT_DIFFERENTIABLE
 
 
 def _watch_read(op, inputs: list, tapes: list) -> None:
@@ -131,10 +140,14 @@ def _record_wrapper(op, inputs: list, attrs: dict, run):
 def _record_observer(op, inputs: list, attrs: dict, outputs: list, resolved: dict) -> None:
     """The same for a call that a fast path ran (its inputs are tensors on
     the op's device): what the wrapper does, after the call."""
-    tapes = _recording_tapes()
-    if tapes:
-        _watch_read(op, inputs, tapes)
-        _note(op, inputs, attrs, outputs, tapes, resolved)
+    stack = getattr(_local, "stack", None)
+    if stack:
+        tapes = stack if len(stack) == 1 and stack[0]._recording else \
+            [t for t in stack if t._recording]
+        if tapes:
+            if op.name == "ReadVariableOp":
+                _watch_read(op, inputs, tapes)
+            _note(op, inputs, attrs, outputs, tapes, resolved)
 
 
 def _activate() -> None:
@@ -231,10 +244,6 @@ class GradientTape:
     def watched_variables(self) -> tuple[Variable, ...]:
         """The variables watched so far, in the order they were first seen."""
         return tuple(self._variables.values())
-
-    def _connected(self, inputs: list) -> bool:
-        w = self._watched
-        return any(id(x) in w for x in inputs)
 
     def _record(self, call: OpCall) -> None:
         self._records.append(call)

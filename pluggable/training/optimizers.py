@@ -36,6 +36,19 @@ from ..runtime import dispatch, hooks, placement
 from ..runtime.tensors import convert_to_tensor
 from . import schedules
 
+class _StepScalars(dict):
+    """One step's hyperparameters by name as scalars on one device and
+    dtype, each made at its first use (``Optimizer._device_scalar``)."""
+
+    def __init__(self, opt: "Optimizer", like: Variable, hyper: dict):
+        super().__init__()
+        self._opt, self._like, self._hyper = opt, like, hyper
+
+    def __missing__(self, name: str) -> Tensor:
+        t = self[name] = self._opt._device_scalar(self._like, name, self._hyper[name])
+        return t
+
+
 def _same(a: Any, b: Any) -> bool:
     """Whether two Python numbers are the same value (-0.0 is not 0.0)."""
     return type(a) is type(b) and a == b and (
@@ -161,6 +174,9 @@ class Optimizer:
         return pairs
 
     def _checked_grad(self, g: Any, v: Variable) -> Tensor:
+        if type(g) is Tensor and g._dev is v._handle._dev and g._dtype is v._dtype \
+                and g._shape == v._shape and v._dtype.is_floating:
+            return g  # (the common case: every check below passes)
         op = self._update_op
         if not isinstance(g, Tensor):
             g = convert_to_tensor(g, v.dtype)._copy_to(v.device_object)
@@ -203,10 +219,12 @@ class Optimizer:
             hyper = self._hyperparameters(lr, step)
             if self.weight_decay:
                 hyper["decay"] = lr * self.weight_decay
-        cache: dict = {}
+        per_device: dict = {}  # (device, dtype) -> this step's scalars there
         for g, v in pairs:
-            def scalar(name: str, v: Variable = v) -> Tensor:
-                return self._scalar(cache, v, name, hyper[name], self._scalars)
+            scalars = per_device.get((v._handle._dev, v._dtype))
+            if scalars is None:
+                scalars = per_device[(v._handle._dev, v._dtype)] = _StepScalars(self, v, hyper)
+            scalar = scalars.__getitem__
             if self._decays(v):
                 self._update("ResourceApplyGradientDescent", v, {"use_locking": True},
                              var=v.handle, alpha=scalar("decay"), delta=v.value())
@@ -214,30 +232,24 @@ class Optimizer:
         self._iterations.assign_add(np.int64(1))
         return self._iterations
 
-    @staticmethod
-    def _scalar(cache: dict, v: Variable, name: str, value: Any, kept: dict) -> Tensor:
-        """`value` as a scalar of `v`'s dtype on `v`'s device, made once per
-        step (a traced value: a cast and a copy in the graph). A Python
-        number keeps its device scalar in `kept` for later steps while it
-        does not change (a constant learning rate, the betas), so those
-        cost no copy per step; kernels never write their inputs."""
+    def _device_scalar(self, v: Variable, name: str, value: Any) -> Tensor:
+        """`value` as a scalar of `v`'s dtype on `v`'s device (a traced
+        value: a cast and a copy in the graph). A Python number keeps its
+        device scalar for later steps while it does not change (a constant
+        learning rate, the betas), so those cost no copy per step; kernels
+        never write their inputs."""
+        if isinstance(value, Tensor):
+            with placement.device("CPU:0"):
+                t = raw_ops.Cast(x=value, DstT=v.dtype)
+            with placement.device(v.device_object):
+                return raw_ops.Identity(input=t)
         key = (v.device_object, v.dtype, name)
-        t = cache.get(key)
-        if t is None:
-            if isinstance(value, Tensor):
-                with placement.device("CPU:0"):
-                    t = raw_ops.Cast(x=value, DstT=v.dtype)
-                with placement.device(v.device_object):
-                    t = raw_ops.Identity(input=t)
-            else:
-                old = kept.get(key)
-                if old is not None and _same(old[0], value):
-                    t = old[1]
-                else:
-                    t = convert_to_tensor(np.asarray(value, v.dtype.as_numpy_dtype))
-                    t = t._copy_to(v.device_object)
-                    kept[key] = (value, t)
-            cache[key] = t
+        old = self._scalars.get(key)
+        if old is not None and _same(old[0], value):
+            return old[1]
+        t = convert_to_tensor(np.asarray(value, v.dtype.as_numpy_dtype))
+        t = t._copy_to(v.device_object)
+        self._scalars[key] = (value, t)
         return t
 
     def _update(self, op_name: str, owner: Variable, attrs: dict, /, **inputs: Any) -> None:
