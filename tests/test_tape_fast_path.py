@@ -160,3 +160,53 @@ def test_profiling_a_step_still_sees_every_call(rng):
     names = [s.name for s in spans if s.category == "op"]
     # (the variable is read inside BiasAdd's span, as the profiler sees it)
     assert sorted(names) == ["BiasAdd", "ReadVariableOp", "Sum"]
+
+
+def test_an_op_of_two_outputs_takes_the_fast_path(monkeypatch, rng, device):
+    """SparseSoftmaxCrossEntropyWithLogits (loss and backprop): once its
+    plan is made, calls skip the general path, with or without a tape, and
+    give numpy's values; the tape records it, so the gradient flows."""
+    logits = rng.standard_normal((6, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, 6).astype(np.int64)
+    e = np.exp(logits - logits.max(1, keepdims=True))
+    p = e / e.sum(1, keepdims=True)
+    want_loss = -np.log(p[np.arange(6), labels])
+    want_back = p.copy()
+    want_back[np.arange(6), labels] -= 1
+    op = pg.raw_ops.SparseSoftmaxCrossEntropyWithLogits
+    with pg.device(device):
+        x, y = pg.constant(logits), pg.constant(labels)
+        op(features=x, labels=y)
+        assert pg.registry.OPS["SparseSoftmaxCrossEntropyWithLogits"].fast
+
+        def no_general_path(*args, **kwargs):
+            raise AssertionError("took the general path")
+        monkeypatch.setitem(op.__globals__, "execute", no_general_path)
+        loss, back = op(features=x, labels=y)
+        with pg.GradientTape() as tape:
+            tape.watch(x)
+            loss2, _ = op(features=x, labels=y)
+        monkeypatch.undo()
+        (g,) = tape.gradient(loss2, [x])
+    for t in (loss, back, g):
+        assert t.device.endswith(device)
+    np.testing.assert_allclose(loss.numpy(), want_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(back.numpy(), want_back, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(loss2.numpy(), want_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g.numpy(), want_back, rtol=1e-5, atol=1e-6)
+    assert loss.shape == (6,) and back.shape == (6, 5)
+
+
+def test_a_failure_of_a_two_output_op_on_the_fast_path_is_typed(monkeypatch):
+    """A label out of range, on the fast path: reading either output raises
+    the kernel's typed error, naming the label."""
+    op = pg.raw_ops.SparseSoftmaxCrossEntropyWithLogits
+    with pg.device("MY_DEVICE:0"):
+        x = pg.constant(np.zeros((2, 3), np.float32))
+        op(features=x, labels=pg.constant(np.array([0, 1], np.int64)))
+        monkeypatch.setitem(op.__globals__, "execute",
+                            lambda *a, **k: pytest.fail("took the general path"))
+        loss, back = op(features=x, labels=pg.constant(np.array([0, 7], np.int64)))
+        for t in (loss, back):
+            with pytest.raises(pg.errors.InvalidArgumentError, match="label value of 7"):
+                t.numpy()

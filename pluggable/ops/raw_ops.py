@@ -11,13 +11,13 @@ import sys
 import types
 from typing import Any
 
-from .._core import lib, raw_status, thread_state
+from .._core import ffi, lib, raw_status, thread_state
 from ..framework import config, dtypes, registry
 from ..framework.tensor import Tensor
 from ..plugins import loader as plugins
 from ..runtime import constants, hooks, placement
 from ..runtime.dispatch import (FAST_ATTR_KINDS, STAND_INS, UNSET, call, execute, expect_array,
-                                expects, kernel_error, memo_shape)
+                                expect_arrays, expects, kernel_error, memo_shape)
 
 _cache: dict[str, Any] = {}
 _DTYPE_TYPES = frozenset(type(d) for d in dtypes.ALL)
@@ -42,8 +42,8 @@ assert set(_PLAIN_ATTR) == FAST_ATTR_KINDS, "dispatch keys the plans of these ki
 def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     """Code for calls whose plan dispatch marked simple (dispatch._is_simple):
     one dict lookup, the shape function, one call into the core (which checks
-    the output's shape and the inputs' asynchronous failures) and the new
-    Tensor, in this frame. A Python scalar operand (``a * 2.0``) is first
+    the outputs' shapes and the inputs' asynchronous failures) and the new
+    Tensor (a tuple of them for an op of several outputs), in this frame. A Python scalar operand (``a * 2.0``) is first
     replaced by its cached device constant (``runtime.constants``) on the
     device of the tensor it meets, and the call continues exactly as one with
     two tensors there (the same plan, placement and fast path). An op whose
@@ -51,12 +51,14 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     tensors only, once each host-memory input holds its core handle (a CPU
     tensor keeps it from its first call). Anything else falls through to the
     general path. Attributes given as values of their plain kinds
-    (a type, bool, int, float or string: ``Cast(DstT=...)``,
+    (a type, bool, int, float, string or list of ints: ``Cast(DstT=...)``,
     ``MatMul(transpose_a=...)``) take the fast path too, keyed by their
-    values."""
-    if not inputs or len(op.outputs) != 1 or op.has_list_inputs \
+    values. While a watching hook is installed (a gradient tape), each call
+    is reported to it (``hooks.observe``)."""
+    if not inputs or not op.outputs or op.has_list_inputs \
             or op.has_list_outputs or any(n.startswith("_") for n in inputs):
         return ""  # (the fast path's own locals start with "_")
+    n_out = len(op.outputs)
     no_attrs = " and ".join(f"{a} is _UNSET" for a in attrs) or "True"
     tensors = " and ".join(f"type({n}) is _Tensor" for n in inputs)
     values = "None"
@@ -67,8 +69,9 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
                          + [f"{n}._a.tobytes()" for n in op.host_value_inputs])
         values = (values, memo)
     code = (f"    if {no_attrs} and _hooks_fast[0]:\n"
-            f"        if {tensors}:\n{_fast_body(inputs, '            ', values)}")
+            f"        if {tensors}:\n{_fast_body(inputs, '            ', values, n_out=n_out)}")
     sources = _scalar_sources(op) if not op.host_value_inputs else ()
+    first, pick = ("", "[0]") if n_out == 1 else ("tuple", "")
     for i, j in enumerate(sources):  # one Python scalar among tensors
         if j is None:
             continue
@@ -77,8 +80,8 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
         code += (f"        elif {others}:\n"
                  f"            _c = _constant({inputs[i]}, {inputs[j]}._dtype, {inputs[j]}._dev)\n"
                  f"            if _c is not None:\n"
-                 f"{_fast_body(names, '                ')}"
-                 f"                return execute(op, [{', '.join(names)}], {{}})[0]\n")
+                 f"{_fast_body(names, '                ', n_out=n_out)}"
+                 f"                return {first}(execute(op, [{', '.join(names)}], {{}})){pick}\n")
     plain = [a for a in attrs if op.attrs[a].kind in _PLAIN_ATTR]
     if plain:  # attributes given: their values extend the key
         given = " and ".join(
@@ -90,39 +93,60 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
         observed = f"{{_k: _v for _k, _v in {given_dict}.items() if _v is not _UNSET}}"
         code += (f"    elif {given} and _hooks_fast[0]:\n"
                  f"        if {tensors}:\n"
-                 f"{_fast_body(inputs, '            ', values, key, observed)}")
+                 f"{_fast_body(inputs, '            ', values, key, observed, n_out)}")
     return code
 
 
 def _fast_body(names: list[str], ind: str, values="None", attrs: str = "",
-               given: str = "{}") -> str:
+               given: str = "{}", n_out: int = 1) -> str:
     """The fast path's body for inputs `names`. `values` is "None", or, for
     an op whose shape function reads host values, (the values argument, the
     key under which the plan remembers the shape: input shapes and the host
     values' bytes), so that a repeated call skips the shape function.
     `attrs` extends the plan's key with the given attributes, and `given`
     is the expression of the attributes given, which a watching hook (a
-    gradient tape: ``hooks.observe``) sees with the call."""
+    gradient tape: ``hooks.observe``) sees with the call. An op of several
+    outputs (`n_out`) returns them as a tuple."""
     key = ", ".join(f"{n}._dtype, {n}._dev" for n in names) + ", _version[0]" + attrs
     handles = ", ".join(f"{n}._h" for n in names)
     shapes = ", ".join(f"{n}._shape" for n in names)
+    pick = "[0]" if n_out == 1 else ""
     if values == "None":
-        shape = f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, None)[0]\n"
+        shape = f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, None){pick}\n"
     else:
         values, memo = values
         shape = (f"{ind}    _mk = ({memo})\n"
                  f"{ind}    _shape = _p.shape_memo.get(_mk)\n"
                  f"{ind}    if _shape is None:\n"
-                 f"{ind}        _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values})[0]\n"
+                 f"{ind}        _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values}){pick}\n"
                  f"{ind}        _memo_shape(_p.shape_memo, _mk, _shape)\n")
-    return (
+    head = (
         f"{ind}_p = _fast.get((_scope_get(), {key}))\n"
         f"{ind}if _p is not None:\n"
         f"{shape}"
         f"{ind}    try:\n"
         f"{ind}        _st = _tls.status\n"
         f"{ind}    except AttributeError:\n"
-        f"{ind}        _st = _raw_status()\n"
+        f"{ind}        _st = _raw_status()\n")
+    if n_out > 1:  # outputs through an array; `expect` by the tuple of shapes
+        return head + (
+            f"{ind}    _shape = tuple(_shape)\n"
+            f"{ind}    _e = _expects.get(_shape)\n"
+            f"{ind}    if _e is None:\n"
+            f"{ind}        _e = _expect_arrays(_shape)\n"
+            f"{ind}    _o = _new_outs('TF_Tensor*[]', {n_out})\n"
+            f"{ind}    if _run(_p.kinst, [{handles}], _o, _e, _st):\n"
+            f"{ind}        raise _kernel_error(_p, _st)\n"
+            f"{ind}    _ts = []\n"
+            f"{ind}    for _i in range({n_out}):\n"
+            f"{ind}        _t = _new(_Tensor)\n"
+            f"{ind}        _t._h = _o[_i]; _t._a = None; _t._dev = _p.device\n"
+            f"{ind}        _t._dtype = _p.out_dtypes[_i]; _t._shape = _shape[_i]\n"
+            f"{ind}        _ts.append(_t)\n"
+            f"{ind}    if _hooks_active[0]:\n"
+            f"{ind}        _observe(op, [{', '.join(names)}], {given}, _ts, _p.attrs)\n"
+            f"{ind}    return tuple(_ts)\n")
+    return head + (
         f"{ind}    _e = _expects.get(_shape)\n"  # (op inputs never start with _)
         f"{ind}    if _e is None:\n"
         f"{ind}        _e = _expect_array(_shape)\n"
@@ -155,6 +179,7 @@ def _fast_globals(op) -> dict:
             "_hooks_active": hooks.active, "_hooks_fast": hooks.fast,
             "_observe": hooks.observe, "_constant": constants.lookup,
             "_expects": expects, "_expect_array": expect_array,
+            "_expect_arrays": expect_arrays, "_run": lib.pg_kernel_run, "_new_outs": ffi.new,
             "_dtype_types": _DTYPE_TYPES, "_memo_shape": memo_shape}
 
 

@@ -85,8 +85,8 @@ def _fast_key(op: OpDef, scope, inputs: list, version: int, given: dict) -> tupl
 
 def _is_simple(p: "Plan") -> bool:
     """Whether later calls with this signature can take the raw_ops fast path:
-    a plugin kernel, no copies, one device output whose shape the shape
-    function gives from the inputs' shapes and host values. Host-memory
+    a plugin kernel, no copies, device outputs (not a list of them) whose
+    shapes the shape function gives from the inputs' shapes and host values. Host-memory
     inputs only where the shape function reads them: without copies such an
     input is a CPU tensor, and the fast path of those ops passes the core
     handle the tensor keeps (see raw_ops._fast_path). Given attributes are
@@ -94,8 +94,8 @@ def _is_simple(p: "Plan") -> bool:
     op = p.op
     return (p.kinst is not None and p.moves is None
             and (not p.any_host_in or bool(op.host_value_inputs))
-            and p.n_out == 1 and not p.out_host[0] and op.shape_fn is not None
-            and op.exact_shapes)
+            and p.n_out >= 1 and not op.has_list_outputs and not any(p.out_host)
+            and op.shape_fn is not None and op.exact_shapes)
 
 
 def kernel_error(p: "Plan", st) -> errors.OpError:
@@ -664,6 +664,17 @@ def expect_array(shape: tuple):
         if len(expects) >= EXPECT_CACHE_SIZE:
             expects.pop(next(iter(expects)), None)
         e = expects[shape] = ffi.new("int64_t[]", [len(shape), *shape])
+    return e
+
+
+def expect_arrays(shapes: tuple):
+    """The same for the outputs of a call with several, by the tuple of
+    their shapes (a tuple of tuples: never a key of one output's)."""
+    e = expects.get(shapes)
+    if e is None:
+        if len(expects) >= EXPECT_CACHE_SIZE:
+            expects.pop(next(iter(expects)), None)
+        e = expects[shapes] = ffi.new("int64_t[]", list(expected_shapes(shapes)))
     return e
 
 
