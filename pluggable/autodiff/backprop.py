@@ -104,6 +104,9 @@ def _no_gradient(call) -> errors.NotFoundError:
 
 def _check(call, i: int, x: Tensor, g: Any) -> None:
     """A gradient function's result for input `i` must match the input."""
+    if type(g) is Tensor and type(x) is Tensor and g._dtype is x._dtype \
+            and g._shape == x._shape:
+        return  # (eager tensors that match: the common case)
     if not isinstance(g, Tensor):
         raise TypeError(f"the gradient function of {call.type} returned "
                         f"{type(g).__name__} for input {i}; expected a Tensor or None")
@@ -128,6 +131,10 @@ def _static_shapes(call) -> None:
                     "or one without None sizes)", op=call.type)
 
 
+_scope_set = placement._scope.set
+_scope_reset = placement._scope.reset
+
+
 def _input_grads(call, out_grads: list) -> list:
     """Runs the gradient function of a record on its device."""
     fn = call.op_def.gradient
@@ -139,8 +146,11 @@ def _input_grads(call, out_grads: list) -> list:
         out_grads = [g if g is not None or not o.dtype.is_floating
                      else filled(o.shape, o.dtype, device_of(o), 0)
                      for g, o in zip(out_grads, call.outputs)]
-    with placement.device(call.device):
+    token = _scope_set(call.device)  # (placement.device's scope, without the object)
+    try:
         res = fn(call, *out_grads)
+    finally:
+        _scope_reset(token)
     if isinstance(res, Tensor) or res is None:
         res = [res]
     res = list(res)
@@ -188,9 +198,11 @@ def backward(records: list, seeds: dict, source_keys: list, on_final=None) -> di
     reach = set(source_keys)
     useful = []
     for call in records:
-        if any(id(x) in reach for x in call.inputs):
-            useful.append(call)
-            reach.update(id(o) for o in call.outputs)
+        for x in call.inputs:
+            if id(x) in reach:
+                useful.append(call)
+                reach.update([id(o) for o in call.outputs])
+                break
     pending = {k: list(v) for k, v in seeds.items()}
     keep = set(source_keys)
     final_at: dict = {}
