@@ -99,7 +99,8 @@ def conv_rows(dnn, handle, shapes) -> list[str]:
             algo = perf[i].algo
             size = ctypes.c_size_t()
             if perf[i].status != 0 or dnn.cudnnGetConvolutionForwardWorkspaceSize(
-                    handle, x, f, conv, y, algo, ctypes.byref(size)) != 0 or size.value > (64 << 20):
+                    handle, x, f, conv, y, algo, ctypes.byref(size)) != 0 \
+                    or size.value > (64 << 20):
                 continue
 
             def forward(algo=algo, size=size.value):
@@ -119,8 +120,8 @@ def conv_rows(dnn, handle, shapes) -> list[str]:
         ft = torch.randn(k, c, 3, 3, device="cuda").to(memory_format=torch.channels_last)
         for _ in range(5):
             torch.nn.functional.conv2d(xt, ft, padding=1)
-        rows.append(f"| PyTorch conv2d (whole call) | {n}x{h}x{w}x{c} -> {k} | "
-                    f"{_median_us(lambda: torch.nn.functional.conv2d(xt, ft, padding=1), 60):.1f} |")
+        torch_us = _median_us(lambda: torch.nn.functional.conv2d(xt, ft, padding=1), 60)
+        rows.append(f"| PyTorch conv2d (whole call) | {n}x{h}x{w}x{c} -> {k} | {torch_us:.1f} |")
     return rows
 
 

@@ -43,7 +43,8 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     """Code for calls whose plan dispatch marked simple (dispatch._is_simple):
     one dict lookup, the shape function, one call into the core (which checks
     the outputs' shapes and the inputs' asynchronous failures) and the new
-    Tensor (a tuple of them for an op of several outputs), in this frame. A Python scalar operand (``a * 2.0``) is first
+    Tensor (a tuple of them for an op of several outputs), in this frame. A
+    Python scalar operand (``a * 2.0``) is first
     replaced by its cached device constant (``runtime.constants``) on the
     device of the tensor it meets, and the call continues exactly as one with
     two tensors there (the same plan, placement and fast path). An op whose

@@ -20,7 +20,6 @@ so one graph serves every step.
 from __future__ import annotations
 
 import math
-
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -35,6 +34,7 @@ from ..ops.variables import Variable
 from ..runtime import dispatch, hooks, placement
 from ..runtime.tensors import convert_to_tensor
 from . import schedules
+
 
 class _StepScalars(dict):
     """One step's hyperparameters by name as scalars on one device and
@@ -253,10 +253,11 @@ class Optimizer:
         return t
 
     def _update(self, op_name: str, owner: Variable, attrs: dict, /, **inputs: Any) -> None:
-        """Runs update op `op_name` (`inputs` by name) on `owner`'s device. Eagerly the call is
-        prepared once per (op, device, attributes) (``dispatch.Prepared``):
-        a step's updates skip the general path's plan lookup. Traced or
-        profiled, it is a raw_ops call like any other."""
+        """Runs update op `op_name` (`inputs` by name) on `owner`'s device.
+        Eagerly the call is prepared once per (op, device, attributes)
+        (``dispatch.Prepared``): a step's updates skip the general path's
+        plan lookup. Traced or profiled, it is a raw_ops call like any
+        other."""
         if not hooks.fast[0]:
             getattr(raw_ops, op_name)(**inputs, **attrs)
             return
