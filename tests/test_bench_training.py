@@ -127,3 +127,23 @@ def test_traced_and_captured_modes_do_the_same_work(bench, rng):
     assert any(n.startswith("cnn capture:") for n in out["notes"]), out["notes"]
     table = bench.table(out)
     assert "| pluggable capture |" in table and "(capture) vs numpy: passed" in table
+
+
+def test_library_host_costs_needs_a_gpu_and_pytorch():
+    """benchmarks/library_host_costs_gpu.py times cuDNN and cuBLAS through
+    the libraries of the PyTorch wheel: without PyTorch, or without a GPU,
+    it says which is missing and exits 2 instead of failing."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "library_host_costs_gpu.py")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        assert proc.returncode == 2 and "needs PyTorch" in proc.stderr, proc.stderr
+        return
+    if not has_gpu:
+        assert proc.returncode == 2 and "no GPU" in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert "| cublasGemmEx |" in proc.stdout and "| cudnnConvolutionForward" in proc.stdout
