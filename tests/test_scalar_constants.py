@@ -259,6 +259,28 @@ def test_zeros_ones_and_fill_copy_their_value_once(copies, dtype):
     assert copies[0] <= 3
 
 
+@pytest.mark.parametrize("spelling", ["float32", np.float32, np.dtype("float32"), pg.float32])
+def test_zeros_and_ones_take_the_fast_path_for_every_dtype_spelling(monkeypatch, spelling):
+    """However the dtype is written, after the first call pg.zeros and
+    pg.ones reach the Fill kernel without the general path; dtypes without
+    a Python scalar (bfloat16) and bad dtypes keep their usual outcome."""
+    with pg.device(DEV):
+        pg.zeros([2], spelling), pg.ones([2], spelling)
+        monkeypatch.setitem(pg.raw_ops.Fill.__globals__, "execute",
+                            lambda *a, **k: pytest.fail("took the general path"))
+        with pg.testing.expect_kernel("Fill", "MY_DEVICE"):
+            z, o = pg.zeros([3, 2], spelling), pg.ones((1, 4), spelling)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(z.numpy(), np.zeros((3, 2), np.float32))
+        np.testing.assert_array_equal(o.numpy(), np.ones((1, 4), np.float32))
+        assert z.dtype is pg.float32 and o.dtype is pg.float32
+        b = pg.ones([2], pg.bfloat16)
+        assert b.dtype is pg.bfloat16 and b.numpy().astype(np.float32).tolist() == [1.0, 1.0]
+        for bad in ("nope", [1]):
+            with pytest.raises(TypeError, match="not a supported dtype"):
+                pg.zeros([2], bad)
+
+
 def test_index_vectors_are_cached_read_only_and_range_checked():
     a = constants.host_vector((1, 0, 2), pg.int32)
     assert constants.host_vector((1, 0, 2), pg.int32) is a

@@ -26,14 +26,36 @@ def _dtype_or_none(dtype: Any):
 
 def zeros(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
     """A tensor of `shape` filled with 0 (op Fill)."""
-    dt = dtypes.as_dtype(dtype)
-    return math_ops.fill(shape, np.zeros((), dt.as_numpy_dtype))
+    return _filled(shape, dtype, 0)
 
 
 def ones(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = None) -> Tensor:
     """A tensor of `shape` filled with 1 (op Fill)."""
-    dt = dtypes.as_dtype(dtype)
-    return math_ops.fill(shape, np.ones((), dt.as_numpy_dtype))
+    return _filled(shape, dtype, 1)
+
+
+_scalar_of: dict = {}  # (dtype given, 0 or 1) -> (DType, Python scalar or None)
+
+
+def _filled(shape: Sequence[int], dtype: Any, one: int) -> Tensor:
+    """zeros / ones: the dtype's 0 or 1 as a Python scalar, found once per
+    (dtype, value), then ``math_ops.fill_scalar``; dtypes that have no such
+    scalar (complex, bfloat16) take ``fill`` with the numpy value."""
+    try:
+        hit = _scalar_of.get((dtype, one))
+    except TypeError:  # an unhashable dtype argument: as_dtype says why
+        hit = None
+    if hit is None:
+        dt = dtypes.as_dtype(dtype)
+        v = np.ones((), dt.as_numpy_dtype) if one else np.zeros((), dt.as_numpy_dtype)
+        hit = (dt, v.item() if v.dtype.kind in "biuf" else None)
+        if len(_scalar_of) < 64:
+            _scalar_of[(dtype, one)] = hit
+    dt, scalar = hit
+    if scalar is None:
+        return math_ops.fill(shape, np.ones((), dt.as_numpy_dtype) if one
+                             else np.zeros((), dt.as_numpy_dtype))
+    return math_ops.fill_scalar(shape, scalar, dt)
 
 
 def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:  # noqa: A002

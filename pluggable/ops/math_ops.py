@@ -152,23 +152,36 @@ def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
     memory for a kernel that reads it there (the CUDA plugin's), else on
     the device. No host-to-device copy per call, and the call takes the
     raw_ops fast path."""
-    d = index_vector(dims, None) if int_tuple(dims) is not None \
-        else index_array(dims).reshape(-1)
     if isinstance(value, (np.generic, np.ndarray)) and value.ndim == 0 \
             and value.dtype.kind in "biuf":
         # a numpy scalar: as the Python scalar of the same value, with its
         # dtype given (Python scalars are what the constant cache keys)
-        dt, value = dtypes.as_dtype(value.dtype), value.item()
-    elif type(value) in (int, float, bool):
-        dt = dtypes.as_dtype(to_array(value).dtype)
-    else:
-        return raw_ops.Fill(dims=d, value=value)
+        return fill_scalar(dims, value.item(), dtypes.as_dtype(value.dtype))
+    if type(value) in (int, float, bool):
+        return fill_scalar(dims, value, dtypes.as_dtype(to_array(value).dtype))
+    return raw_ops.Fill(dims=_fill_dims(dims), value=value)
+
+
+def fill_scalar(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
+    """``fill`` of the Python scalar `value` as `dt` (a bool, integer or
+    float dtype whose numpy kind is one of "biuf")."""
     dev, on_host = _fill_target(dt)
+    d = _fill_dims(dims)
     if dev is not None:
         c = constants.host_constant(value, dt) if on_host else constants.lookup(value, dt, dev)
         if c is not None:
             return raw_ops.Fill(dims=d, value=c)
     return raw_ops.Fill(dims=d, value=value, T=dt)
+
+
+def _fill_dims(dims: Any) -> Any:
+    """Fill's dims: the cached host vector of a list of ints (int32 where
+    every value fits), else the values as index_array packs them."""
+    ints = int_tuple(dims)
+    if ints is None:
+        return index_array(dims).reshape(-1)
+    d = constants.host_vector(ints, None)
+    return d if d is not None else dims
 
 
 _fill_targets: dict = {}
