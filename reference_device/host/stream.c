@@ -42,6 +42,9 @@ typedef struct md_task {
   md_marker* markers;
   md_trace_task* trace; /* profiler details (trace.h), or NULL */
   struct md_task* next;
+  /* A spare record's last argument, freed by the launching thread that
+   * takes the record (the thread that allocated it), not by the worker. */
+  void* stale_arg;
 } md_task;
 
 /* A recorded task sequence (see stream.h). */
@@ -62,6 +65,8 @@ struct SP_Stream_st {
   md_task* head;
   md_task* tail;
   md_task* running;   /* the task the worker runs now, if any */
+  md_task* spare;     /* finished task records kept for reuse (MD_SPARE_TASKS) */
+  int num_spare;
   uint64_t enqueued;  /* tasks appended so far */
   uint64_t completed; /* tasks finished so far */
   int shutting_down;
@@ -113,6 +118,14 @@ static void md_run_markers(SP_Stream stream, md_task* task) {
   }
 }
 
+/* Finished task records a stream keeps for the next ones. A record and its
+ * argument are allocated on the launching thread; freed on the worker, they
+ * would move between two threads' malloc caches at every op, and the
+ * launching thread's small allocations (tensors, op states) would miss its
+ * cache. So the worker keeps the record, and the launching thread frees the
+ * argument when it takes the record again. */
+#define MD_SPARE_TASKS 64
+
 /* The worker thread: pops and runs tasks until shutdown with an empty queue. */
 static void* md_stream_worker(void* opaque) {
   SP_Stream stream = opaque;
@@ -132,14 +145,23 @@ static void* md_stream_worker(void* opaque) {
     uint64_t t0 = task->trace != NULL ? md_now_ns() : 0;
     if (run) task->fn(task->arg, stream);
     if (task->trace != NULL) md_trace_done(task->trace, stream->device->ordinal, stream, t0, run);
-    free(task->arg);
 
     pthread_mutex_lock(&stream->mu);
     stream->running = NULL;
     md_run_markers(stream, task);
-    free(task);
     stream->completed++;
     pthread_cond_broadcast(&stream->done_cv);
+    if (stream->num_spare < MD_SPARE_TASKS) {
+      task->stale_arg = task->arg;
+      task->next = stream->spare;
+      stream->spare = task;
+      stream->num_spare++;
+    } else { /* freed here, without the mutex */
+      pthread_mutex_unlock(&stream->mu);
+      free(task->arg);
+      free(task);
+      pthread_mutex_lock(&stream->mu);
+    }
   }
   pthread_mutex_unlock(&stream->mu);
   return NULL;
@@ -181,7 +203,19 @@ static int md_record_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
  * recording, when the stream captures) takes the mutex once. */
 static int md_enqueue_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
                            void* arg, md_trace_task* trace) {
-  md_task* task = malloc(sizeof(*task));
+  md_task* task = NULL;
+  pthread_mutex_lock(&stream->mu);
+  if (stream->spare != NULL) {
+    task = stream->spare;
+    stream->spare = task->next;
+    stream->num_spare--;
+  }
+  pthread_mutex_unlock(&stream->mu);
+  if (task != NULL) {
+    free(task->stale_arg);
+  } else {
+    task = malloc(sizeof(*task));
+  }
   if (task == NULL) {
     free(arg);
     md_trace_discard(trace);
@@ -194,6 +228,7 @@ static int md_enqueue_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
   task->markers = NULL;
   task->trace = trace;
   task->next = NULL;
+  task->stale_arg = NULL;
 
   pthread_mutex_lock(&stream->mu);
   if (stream->capture != NULL) {
@@ -382,6 +417,12 @@ void md_destroy_stream(const SP_Device* device, SP_Stream stream) {
   pthread_mutex_unlock(&stream->mu);
   pthread_join(stream->worker, NULL);
 
+  while (stream->spare != NULL) {
+    md_task* next = stream->spare->next;
+    free(stream->spare->stale_arg);
+    free(stream->spare);
+    stream->spare = next;
+  }
   pthread_cond_destroy(&stream->done_cv);
   pthread_cond_destroy(&stream->work_cv);
   pthread_mutex_destroy(&stream->mu);
