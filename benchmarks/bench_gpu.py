@@ -653,16 +653,26 @@ def bench_ops(quick: bool) -> None:
              "mlp64": "MLP 1024-4096-4096-1024, batch 64",
              "mlp8192": "MLP 1024-4096-4096-1024, batch 8192",
              "read": "read back 1 element to numpy"}
-    pgc = guarded("pg ops", pg_cases) if pg else None
-    tc = guarded("torch ops", torch_cases) if torch else None
-    for key, label in names.items():
-        calls = max(n // 10, 10) if key in ("conv", "mlp8192") else n
+    side_by_side("ops", names, pg_cases, torch_cases,
+                 lambda key: max(n // 10, 10) if key in ("conv", "mlp8192") else n,
+                 "{label} (N={calls})", "eager, output allocated each call")
+
+
+def side_by_side(section: str, names: dict, pg_cases, torch_cases, calls_of, label: str,
+                 note: str) -> None:
+    """One row per case of `names` (key -> label): pluggable's and
+    PyTorch's us per call, `calls_of(key)` calls a run (``per_call_us``);
+    a side whose cases cannot be made, or a case that fails, is left out."""
+    pgc = guarded(f"pg {section}", pg_cases) if pg else None
+    tc = guarded(f"torch {section}", torch_cases) if torch else None
+    for key, text in names.items():
+        calls = calls_of(key)
         pv = guarded(f"pg {key}", lambda: per_call_us(pgc[key], pg.synchronize, calls)) \
             if pgc else None
         tv = guarded(f"torch {key}", lambda: per_call_us(tc[key], torch_sync, calls)) \
             if tc else None
-        add_row("ops", f"{label} (N={calls})", "us/op", pv, tv, None,
-                note="eager, output allocated each call")
+        add_row(section, label.format(label=text, calls=calls), "us/op", pv, tv, None,
+                note=note)
 
 
 # --- 8. user-level calls -----------------------------------------------------------
@@ -702,15 +712,9 @@ def bench_api(quick: bool) -> None:
              "reshape": "pg.reshape(x, [32, 128]) (torch: a view, no op)",
              "zeros": "pg.zeros([64, 64])",
              "bias_add": "pg.nn.bias_add(x, b)", "softmax": "pg.nn.softmax(x)"}
-    pgc = guarded("pg api", pg_cases) if pg else None
-    tc = guarded("torch api", torch_cases) if torch else None
-    for key, label in names.items():
-        pv = guarded(f"pg {key}", lambda: per_call_us(pgc[key], pg.synchronize, n)) \
-            if pgc else None
-        tv = guarded(f"torch {key}", lambda: per_call_us(tc[key], torch_sync, n)) \
-            if tc else None
-        add_row("api", f"{label}, 64x64 float32 (N={n})", "us/op", pv, tv, None,
-                note="eager user-level call, output allocated each call")
+    side_by_side("api", names, pg_cases, torch_cases, lambda key: n,
+                 "{label}, 64x64 float32 (N={calls})",
+                 "eager user-level call, output allocated each call")
 
 
 def plot(path: str, env: dict, command: str) -> None:

@@ -34,13 +34,13 @@ def ones(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = N
     return _filled(shape, dtype, 1)
 
 
-_scalar_of: dict = {}  # (dtype given, 0 or 1) -> (DType, Python scalar or None)
+_scalar_of: dict = {}  # (dtype given, 0 or 1) -> (DType, numpy value, Python scalar or None)
 
 
 def _filled(shape: Sequence[int], dtype: Any, one: int) -> Tensor:
-    """zeros / ones: the dtype's 0 or 1 as a Python scalar, found once per
-    (dtype, value), then ``math_ops.fill_scalar``; dtypes that have no such
-    scalar (complex, bfloat16) take ``fill`` with the numpy value."""
+    """zeros / ones: the dtype's 0 or 1, found once per (dtype, value), as
+    a Python scalar for ``math_ops.fill_scalar``; dtypes that have no such
+    scalar (bfloat16) take ``fill`` with the numpy value."""
     try:
         hit = _scalar_of.get((dtype, one))
     except TypeError:  # an unhashable dtype argument: as_dtype says why
@@ -48,13 +48,13 @@ def _filled(shape: Sequence[int], dtype: Any, one: int) -> Tensor:
     if hit is None:
         dt = dtypes.as_dtype(dtype)
         v = np.ones((), dt.as_numpy_dtype) if one else np.zeros((), dt.as_numpy_dtype)
-        hit = (dt, v.item() if v.dtype.kind in "biuf" else None)
+        v.flags.writeable = False  # shared by every call
+        hit = (dt, v, v.item() if v.dtype.kind in "biuf" else None)
         if len(_scalar_of) < 64:
             _scalar_of[(dtype, one)] = hit
-    dt, scalar = hit
+    dt, v, scalar = hit
     if scalar is None:
-        return math_ops.fill(shape, np.ones((), dt.as_numpy_dtype) if one
-                             else np.zeros((), dt.as_numpy_dtype))
+        return math_ops.fill(shape, v)
     return math_ops.fill_scalar(shape, scalar, dt)
 
 

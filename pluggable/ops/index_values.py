@@ -27,11 +27,12 @@ def index_vector(v: Any, dtype: dtypes.DType | None = dtypes.int32) -> Any:
     """Index values (an int or a list or tuple of ints) as the cached host
     tensor of ``runtime.constants.host_vector`` (`dtype`; when None, int32
     where every value fits, else int64), with which the op's call takes the
-    raw_ops fast path; other values (arrays, tensors, values out of range)
-    are returned as they are, for the op's usual conversion and errors."""
+    raw_ops fast path; `v` itself where a value does not fit (for the op's
+    usual error); None when `v` is not such a value (the caller converts it
+    its own way)."""
     ints = int_tuple(v)
     if ints is None:
-        return v
+        return None
     t = constants.host_vector(ints, dtype)
     return t if t is not None else v
 

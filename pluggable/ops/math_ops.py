@@ -12,7 +12,7 @@ from ..runtime import constants, dispatch, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
 from . import raw_ops
-from .index_values import index_array, index_vector, int_tuple
+from .index_values import index_array, index_vector
 
 
 def add(x: Any, y: Any) -> Tensor:
@@ -80,10 +80,9 @@ def sigmoid(x: Any) -> Tensor:
 
 
 def _axes(x: Tensor, axis: Any) -> Any:
-    if axis is None:
-        return index_vector(tuple(range(x.ndim)))
-    if int_tuple(axis) is not None:
-        return index_vector(axis)
+    iv = index_vector(tuple(range(x.ndim)) if axis is None else axis)
+    if iv is not None:
+        return iv
     return np.asarray(axis, dtype=np.int32).reshape(-1) if np.ndim(axis) else np.asarray(axis, np.int32)
 
 
@@ -130,15 +129,15 @@ def transpose(a: Any, perm: Sequence[int] | None = None) -> Tensor:
     a = convert_to_tensor(a)
     if perm is None:
         perm = tuple(range(a.ndim))[::-1]
-    if int_tuple(perm) is not None:
-        return raw_ops.Transpose(x=a, perm=index_vector(perm))
-    return raw_ops.Transpose(x=a, perm=np.asarray(perm, np.int32))
+    iv = index_vector(perm)
+    return raw_ops.Transpose(x=a, perm=iv if iv is not None else np.asarray(perm, np.int32))
 
 
 def reshape(tensor: Any, shape: Sequence[int]) -> Tensor:
     """Same elements, new shape (one dimension may be -1)."""
-    if type(shape) in (list, tuple) and int_tuple(shape) is not None:  # int32 where all fit
-        return raw_ops.Reshape(tensor=tensor, shape=index_vector(shape, None))
+    iv = index_vector(shape, None) if type(shape) in (list, tuple) else None
+    if iv is not None:  # int32 where all fit
+        return raw_ops.Reshape(tensor=tensor, shape=iv)
     dims = np.asarray(shape, np.int64)
     if np.all(np.abs(dims) <= np.iinfo(np.int32).max):
         dims = dims.astype(np.int32)   # else int64: never wrap a dimension
@@ -177,11 +176,8 @@ def fill_scalar(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
 def _fill_dims(dims: Any) -> Any:
     """Fill's dims: the cached host vector of a list of ints (int32 where
     every value fits), else the values as index_array packs them."""
-    ints = int_tuple(dims)
-    if ints is None:
-        return index_array(dims).reshape(-1)
-    d = constants.host_vector(ints, None)
-    return d if d is not None else dims
+    iv = index_vector(dims, None)
+    return iv if iv is not None else index_array(dims).reshape(-1)
 
 
 _fill_targets: dict = {}

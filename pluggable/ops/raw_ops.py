@@ -44,10 +44,10 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     one dict lookup, the shape function, one call into the core (which checks
     the outputs' shapes and the inputs' asynchronous failures) and the new
     Tensor (a tuple of them for an op of several outputs), in this frame. A
-    Python scalar operand (``a * 2.0``) is first
-    replaced by its cached device constant (``runtime.constants``) on the
-    device of the tensor it meets, and the call continues exactly as one with
-    two tensors there (the same plan, placement and fast path). An op whose
+    Python scalar operand (``a * 2.0``) is first replaced by its cached
+    device constant (``runtime.constants``) on the device of the tensor it
+    meets, and the call continues exactly as one with two tensors there (the
+    same plan, placement and fast path). An op whose
     shape function reads input values (``Fill``'s dims) takes it with
     tensors only, once each host-memory input holds its core handle (a CPU
     tensor keeps it from its first call). Anything else falls through to the
@@ -111,15 +111,17 @@ def _fast_body(names: list[str], ind: str, values="None", attrs: str = "",
     key = ", ".join(f"{n}._dtype, {n}._dev" for n in names) + ", _version[0]" + attrs
     handles = ", ".join(f"{n}._h" for n in names)
     shapes = ", ".join(f"{n}._shape" for n in names)
-    pick = "[0]" if n_out == 1 else ""
+    # one output: its shape; several: the tuple of their shapes
+    first, pick = ("", "[0]") if n_out == 1 else ("tuple", "")
+    fn = f"{first}(_p.op.shape_fn([{shapes}], _p.attrs, "
     if values == "None":
-        shape = f"{ind}    _shape = _p.op.shape_fn([{shapes}], _p.attrs, None){pick}\n"
+        shape = f"{ind}    _shape = {fn}None)){pick}\n"
     else:
         values, memo = values
         shape = (f"{ind}    _mk = ({memo})\n"
                  f"{ind}    _shape = _p.shape_memo.get(_mk)\n"
                  f"{ind}    if _shape is None:\n"
-                 f"{ind}        _shape = _p.op.shape_fn([{shapes}], _p.attrs, {values}){pick}\n"
+                 f"{ind}        _shape = {fn}{values})){pick}\n"
                  f"{ind}        _memo_shape(_p.shape_memo, _mk, _shape)\n")
     head = (
         f"{ind}_p = _fast.get((_scope_get(), {key}))\n"
@@ -131,7 +133,6 @@ def _fast_body(names: list[str], ind: str, values="None", attrs: str = "",
         f"{ind}        _st = _raw_status()\n")
     if n_out > 1:  # outputs through an array; `expect` by the tuple of shapes
         return head + (
-            f"{ind}    _shape = tuple(_shape)\n"
             f"{ind}    _e = _expects.get(_shape)\n"
             f"{ind}    if _e is None:\n"
             f"{ind}        _e = _expect_arrays(_shape)\n"

@@ -86,11 +86,11 @@ def _fast_key(op: OpDef, scope, inputs: list, version: int, given: dict) -> tupl
 def _is_simple(p: "Plan") -> bool:
     """Whether later calls with this signature can take the raw_ops fast path:
     a plugin kernel, no copies, device outputs (not a list of them) whose
-    shapes the shape function gives from the inputs' shapes and host values. Host-memory
-    inputs only where the shape function reads them: without copies such an
-    input is a CPU tensor, and the fast path of those ops passes the core
-    handle the tensor keeps (see raw_ops._fast_path). Given attributes are
-    part of the fast path's key (``_fast_key``)."""
+    shapes the shape function gives from the inputs' shapes and host
+    values. Host-memory inputs only where the shape function reads them:
+    without copies such an input is a CPU tensor, and the fast path of those
+    ops passes the core handle the tensor keeps (see raw_ops._fast_path).
+    Given attributes are part of the fast path's key (``_fast_key``)."""
     op = p.op
     return (p.kinst is not None and p.moves is None
             and (not p.any_host_in or bool(op.host_value_inputs))
@@ -660,21 +660,21 @@ expects: dict = {}
 def expect_array(shape: tuple):
     """The cached `expect` array (rank, then dims) for one output of `shape`."""
     e = expects.get(shape)
-    if e is None:
-        if len(expects) >= EXPECT_CACHE_SIZE:
-            expects.pop(next(iter(expects)), None)
-        e = expects[shape] = ffi.new("int64_t[]", [len(shape), *shape])
-    return e
+    return e if e is not None else _keep_expect(shape, [len(shape), *shape])
 
 
 def expect_arrays(shapes: tuple):
     """The same for the outputs of a call with several, by the tuple of
     their shapes (a tuple of tuples: never a key of one output's)."""
     e = expects.get(shapes)
-    if e is None:
-        if len(expects) >= EXPECT_CACHE_SIZE:
-            expects.pop(next(iter(expects)), None)
-        e = expects[shapes] = ffi.new("int64_t[]", list(expected_shapes(shapes)))
+    return e if e is not None else _keep_expect(shapes, list(expected_shapes(shapes)))
+
+
+def _keep_expect(key: tuple, values: list):
+    """Makes and keeps the `expect` array of `values` under `key`."""
+    if len(expects) >= EXPECT_CACHE_SIZE:
+        expects.pop(next(iter(expects)), None)
+    e = expects[key] = ffi.new("int64_t[]", values)
     return e
 
 

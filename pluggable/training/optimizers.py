@@ -262,7 +262,7 @@ class Optimizer:
             getattr(raw_ops, op_name)(**inputs, **attrs)
             return
         dev = owner.device_object
-        key = (op_name, dev, tuple(sorted(attrs.items())))
+        key = (op_name, dev, tuple(attrs.items()))  # (each call site's literal order)
         entry = self._prepared.get(key)
         if entry is None:
             names = [a.name for a in registry.OPS[op_name].inputs]

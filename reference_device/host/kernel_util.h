@@ -378,6 +378,11 @@ static inline int64_t md_index_at(const void* data, TF_DataType dtype,
   }
 }
 
+/* 1 for the floating-point dtypes the plugin computes with. */
+static inline int md_is_float(TF_DataType t) {
+  return t == TF_HALF || t == TF_BFLOAT16 || t == TF_FLOAT || t == TF_DOUBLE;
+}
+
 /* 1 for the dtypes md_index_at reads. */
 static inline int md_is_index_type(TF_DataType dtype) {
   return dtype == TF_INT8 || dtype == TF_UINT8 || dtype == TF_INT16 ||

@@ -204,11 +204,6 @@ static void md_binary_run(void* arg, SP_Stream stream) {
   }
 }
 
-static int md_binary_float(TF_DataType dtype) {
-  return dtype == TF_FLOAT || dtype == TF_DOUBLE || dtype == TF_HALF ||
-         dtype == TF_BFLOAT16 || dtype == TF_COMPLEX64 || dtype == TF_COMPLEX128;
-}
-
 static void md_binary_compute(TF_OpKernelContext* ctx, md_binary_op op) {
   md_shape shapes[2], zs;
   TF_Tensor* x = md_get_input(ctx, 0, &shapes[0]);
@@ -246,7 +241,7 @@ static void md_binary_compute(TF_OpKernelContext* ctx, md_binary_op op) {
   /* The prefix of an error found by the work: only the integer loops can
    * find one (division or modulo by zero, negative powers), so only they
    * pay for formatting it (the float loops never set `bad`). */
-  if (!md_binary_float(dtype)) md_where_of(ctx, &task->where);
+  if (!md_is_float(dtype)) md_where_of(ctx, &task->where);
   md_enqueue(ctx, md_binary_run, task);
 
 done:

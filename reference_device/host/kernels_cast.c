@@ -33,10 +33,6 @@
   X(TF_INT32, int32_t, uint32_t, INT32_MIN, INT32_MAX)                        \
   X(TF_INT64, int64_t, uint64_t, INT64_MIN, INT64_MAX)
 
-static int md_is_float(TF_DataType t) {
-  return t == TF_HALF || t == TF_BFLOAT16 || t == TF_FLOAT || t == TF_DOUBLE;
-}
-
 /* Conversions from the intermediates to half / bfloat16 (the other float
  * types are plain C casts). */
 static inline _Float16 md_half_from_double(double v) { return (_Float16)v; }

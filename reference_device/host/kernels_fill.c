@@ -250,8 +250,7 @@ void md_compute_range(void* kernel, TF_OpKernelContext* ctx) {
   }
   double start = fv[0], limit = fv[1], delta = fv[2];
   /* Integers compare exactly (uint64 as unsigned). */
-  int is_float = dtype == TF_HALF || dtype == TF_BFLOAT16 ||
-                 dtype == TF_FLOAT || dtype == TF_DOUBLE;
+  int is_float = md_is_float(dtype);
   int ascending = dtype == TF_UINT64 ? (uint64_t)iv[1] >= (uint64_t)iv[0]
                                      : iv[1] >= iv[0];
   int descending = dtype == TF_UINT64 ? (uint64_t)iv[1] <= (uint64_t)iv[0]
