@@ -494,3 +494,41 @@ def test_fast_path_remembers_shapes_by_host_values(monkeypatch):
     # once for each (input shape, axis value): (4, 6)/1, (4, 6)/0, (5, 6)/1
     assert [(r[0][0], int(r[2]["reduction_indices"][0])) for r in runs] == [
         ((4, 6), 1), ((4, 6), 0), ((5, 6), 1)]
+
+
+def test_fast_path_remembers_geometry_shapes(monkeypatch):
+    """Ops whose shape function works out a geometry from strides, padding
+    and layout (Conv2D, MaxPool) run it once per input shapes on the fast
+    path; another shape runs it again, a bad shape still gets its typed
+    error every time, and every result matches numpy."""
+    rng = np.random.default_rng()
+    op = pg.registry.OPS["MaxPool"]
+
+    def pool(a):
+        n, h, w, c = a.shape
+        return a[:, :h // 2 * 2, :w // 2 * 2].reshape(n, h // 2, 2, w // 2, 2, c).max((2, 4))
+
+    a = rng.standard_normal((2, 6, 6, 3)).astype(np.float32)
+    b = rng.standard_normal((1, 5, 4, 3)).astype(np.float32)
+    kw = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    with pg.device("MY_DEVICE:0"):
+        x, y = pg.constant(a), pg.constant(b)
+        pg.raw_ops.MaxPool(input=x, **kw)            # the plan
+        for p in op.fast.values():
+            p.shape_memo.clear()
+        runs = []
+        real = op.shape_fn
+
+        def counting(*args):
+            runs.append(args[0])
+            return real(*args)
+        monkeypatch.setattr(op, "shape_fn", counting)
+        for t, want in ((x, pool(a)), (x, pool(a)), (y, pool(b)), (x, pool(a)), (y, pool(b))):
+            got = pg.raw_ops.MaxPool(input=t, **kw)
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(got.numpy(), want)
+        assert runs == [[(2, 6, 6, 3)], [(1, 5, 4, 3)]]
+        bad = pg.constant(rng.standard_normal((6, 6, 3)).astype(np.float32))
+        for _ in range(2):
+            with pytest.raises(pg.errors.InvalidArgumentError):
+                pg.raw_ops.MaxPool(input=bad, **kw)

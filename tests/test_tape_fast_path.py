@@ -120,6 +120,66 @@ def test_optimizer_updates_are_prepared_and_exact(general_calls, rng, device):
     assert int(opt.iterations.numpy()) == 4
 
 
+def _numpy_adam_at(w, steps, lr, b1=0.9, b2=0.999, eps=1e-7):
+    """Adam over (t, gradient) pairs: t is the step number the update uses."""
+    m, v = np.zeros_like(w), np.zeros_like(w)
+    for t, g in steps:
+        m = m + (g - m) * (1 - b1)
+        v = v + (g * g - v) * (1 - b2)
+        w = w - lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (np.sqrt(v) + eps)
+    return w
+
+
+def test_the_step_counter_costs_no_op_and_follows_every_write(general_calls, rng):
+    """Eagerly, ``iterations`` is read only after something else wrote it
+    and counted up in place: a step makes no call on the general path. An
+    assignment from outside, a traced step (which counts in its graph) and
+    a step under a hook that must see every op (which runs
+    AssignAddVariableOp) all leave the counter and the Adam powers right."""
+    from pluggable.runtime import hooks
+    w0 = rng.standard_normal(6).astype(np.float32)
+    grads = [rng.standard_normal(6).astype(np.float32) for _ in range(7)]
+    steps = []
+    with pg.device("MY_DEVICE:0"):
+        w = pg.Variable(w0)
+        opt = pg.optimizers.Adam(0.01)
+        opt.apply_gradients([(pg.constant(grads[0]), w)])
+        steps.append((1, grads[0]))
+        general_calls.clear()
+        for g in grads[1:3]:
+            opt.apply_gradients([(pg.constant(g), w)])
+            steps.append((len(steps) + 1, g))
+        assert general_calls == []
+        assert int(opt.iterations.numpy()) == 3
+        opt.iterations.assign(np.int64(10))          # from outside: the next step is 11
+        opt.apply_gradients([(pg.constant(grads[3]), w)])
+        steps.append((11, grads[3]))
+        assert int(opt.iterations.numpy()) == 11
+
+        @pg.function
+        def traced_step(g):
+            opt.apply_gradients([(g, w)])
+        traced_step(pg.constant(grads[4]))           # the graph counts: 12
+        steps.append((12, grads[4]))
+        opt.apply_gradients([(pg.constant(grads[5]), w)])
+        steps.append((13, grads[5]))
+        seen = []
+
+        def wrapper(op, inputs, attrs, run):
+            seen.append(op.name)
+            return run(op, inputs, attrs)
+        hooks.install(wrapper)
+        try:
+            opt.apply_gradients([(pg.constant(grads[6]), w)])
+        finally:
+            hooks.uninstall(wrapper)
+        steps.append((14, grads[6]))
+        assert "AssignAddVariableOp" in seen and "ResourceApplyAdam" in seen
+        assert int(opt.iterations.numpy()) == 14
+    want = _numpy_adam_at(w0.astype(np.float64), steps, 0.01)
+    np.testing.assert_allclose(w.numpy(), want, rtol=2e-5, atol=2e-6)
+
+
 def test_a_changed_learning_rate_applies_at_the_next_step(rng):
     """Scalars kept across steps are reused only while their value is the
     same: a new learning rate (or -0.0 after 0.0) gives a new one."""

@@ -189,3 +189,31 @@ def test_variable_against_tensorflow(rng, tf_oracle):
         v.assign_sub(c)
     np.testing.assert_array_equal(v.numpy(), ref[0])
     assert (v.name, v.shape, v.trainable) == ref[1:]
+
+
+def test_the_core_counts_every_write(device, rng):
+    """pg_variable_writes: an assignment and each in-place update (by the
+    framework, or by the plugin's training kernel through
+    TF_GetInputTensorFromVariable) count one; reads count none; a tensor
+    that is not a resource handle gives 0."""
+    from pluggable._core import ffi, lib
+    v0 = rng.standard_normal(4).astype(np.float32)
+    with pg.device(device):
+        v = pg.Variable(v0)
+        h = v.handle._h
+        n = lib.pg_variable_writes(h)
+        assert n >= 1                                  # the initial value
+        v.numpy()
+        R.ReadVariableOp(resource=v.handle, dtype=pg.float32)
+        assert lib.pg_variable_writes(h) == n
+        v.assign(v0 * 2)
+        assert lib.pg_variable_writes(h) == n + 1
+        v.assign_add(v0)
+        assert lib.pg_variable_writes(h) == n + 2
+        R.ResourceApplyGradientDescent(var=v.handle, alpha=pg.constant(np.float32(0.5)),
+                                       delta=pg.constant(v0))
+        assert lib.pg_variable_writes(h) == n + 3
+        x = pg.constant(v0)
+    np.testing.assert_allclose(v.numpy(), 2.5 * v0, rtol=1e-6)
+    assert lib.pg_variable_writes(x._h if x._h is not None else ffi.NULL) == 0
+    assert lib.pg_variable_writes(ffi.NULL) == 0

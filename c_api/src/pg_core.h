@@ -348,6 +348,10 @@ TF_VariableInputLockHolder* pg_variables_lock(TF_Tensor* const* handles, int n,
  * (call with the variable locked). */
 TF_Tensor* pg_variable_prepare_update(const TF_Tensor* handle,
                                       TF_Status* status);
+/* How many times the variable was written so far: each assignment and each
+ * buffer handed out for an in-place update counts (0 if `handle` is not a
+ * resource handle). Equal counts mean the value is the one seen before. */
+unsigned long long pg_variable_writes(const TF_Tensor* handle);
 /* Whether the value's buffer is shared with another tensor handle. */
 int pg_variable_shares_buffer(const TF_Tensor* handle);
 /* The core's kernel for `op_name` that runs on every plugin device

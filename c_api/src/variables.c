@@ -30,6 +30,7 @@ struct pg_variable {
   TF_DataType dtype;
   TF_Tensor* value;      /* NULL until the first assignment */
   atomic_int copy_on_read;
+  atomic_ullong writes;  /* assignments and in-place updates handed out */
 };
 
 #define PG_MAX_LOCKED 64
@@ -75,6 +76,7 @@ static void set_value(pg_variable* v, TF_Tensor* t) {
   pthread_mutex_lock(&v->value_mu);
   TF_Tensor* old = v->value;
   v->value = t;
+  atomic_fetch_add(&v->writes, 1);
   pthread_mutex_unlock(&v->value_mu);
   TF_DeleteTensor(old);
 }
@@ -113,6 +115,7 @@ TF_Tensor* pg_variable_new(pg_device* dev, TF_DataType dtype,
   }
   atomic_init(&v->refs, 1); /* owned by the handle's buffer */
   atomic_init(&v->copy_on_read, 0);
+  atomic_init(&v->writes, 0);
   pthread_rwlock_init(&v->mu, NULL);
   pthread_mutex_init(&v->value_mu, NULL);
   v->device = dev;
@@ -198,6 +201,7 @@ static int prepare_update(TF_OpKernelContext* ctx, pg_variable* v,
                           pg_copy_fn copy, const char* what,
                           TF_Status* status) {
   if (!check_has_value(v, what, status)) return 0;
+  atomic_fetch_add(&v->writes, 1); /* the caller writes the buffer next */
   if (!atomic_load(&v->copy_on_read) && !value_shared(v)) return 1;
   return copy_value(ctx, v, copy, status);
 }
@@ -385,6 +389,7 @@ void TF_GetInputTensorFromVariable(TF_OpKernelContext* ctx, int input,
   if (v == NULL) return;
   int ok = sparse ? ensure_sparse(ctx, v, copyFunc, status)
                   : prepare_update(ctx, v, copyFunc, fn, status);
+  if (ok && sparse) atomic_fetch_add(&v->writes, 1);
   if (ok) {
     *out = value_ref(v);
     TF_SetStatus(status, TF_OK, "");
@@ -674,6 +679,11 @@ TF_Tensor* pg_variable_prepare_update(const TF_Tensor* handle,
   if (!prepare_update(NULL, v, core_copy, "updating a variable", status))
     return NULL;
   return value_ref(v);
+}
+
+unsigned long long pg_variable_writes(const TF_Tensor* handle) {
+  pg_variable* v = var_of(handle);
+  return v != NULL ? atomic_load(&v->writes) : 0;
 }
 
 int pg_variable_shares_buffer(const TF_Tensor* handle) {

@@ -38,6 +38,11 @@ _PLAIN_ATTR = {
 }
 assert set(_PLAIN_ATTR) == FAST_ATTR_KINDS, "dispatch keys the plans of these kinds"
 
+# Ops whose attributes are all of these kinds have shape functions cheaper
+# than a memo lookup (elementwise ops, MatMul); the others' fast path
+# remembers output shapes by input shapes.
+_CHEAP_SHAPE_ATTRS = frozenset({"type", "bool"})
+
 
 def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     """Code for calls whose plan dispatch marked simple (dispatch._is_simple):
@@ -50,7 +55,9 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
     same plan, placement and fast path). An op whose
     shape function reads input values (``Fill``'s dims) takes it with
     tensors only, once each host-memory input holds its core handle (a CPU
-    tensor keeps it from its first call). Anything else falls through to the
+    tensor keeps it from its first call). Output shapes are remembered by
+    the input shapes (and those host values) where the shape function is
+    more than a few comparisons. Anything else falls through to the
     general path. Attributes given as values of their plain kinds
     (a type, bool, int, float, string or list of ints: ``Cast(DstT=...)``,
     ``MatMul(transpose_a=...)``) take the fast path too, keyed by their
@@ -69,6 +76,9 @@ def _fast_path(op, inputs: list[str], attrs: list[str]) -> str:
         memo = ", ".join([f"{n}._shape" for n in inputs]
                          + [f"{n}._a.tobytes()" for n in op.host_value_inputs])
         values = (values, memo)
+    elif any(a.kind not in _CHEAP_SHAPE_ATTRS for a in op.attrs.values()):
+        # geometry from strides, padding, layouts (Conv2D, MaxPool): ~2 us
+        values = ("None", ", ".join(f"{n}._shape" for n in inputs) + ",")
     code = (f"    if {no_attrs} and _hooks_fast[0]:\n"
             f"        if {tensors}:\n{_fast_body(inputs, '            ', values, n_out=n_out)}")
     sources = _scalar_sources(op) if not op.host_value_inputs else ()

@@ -7,6 +7,11 @@ resource inputs updated in place on the variable's device, so a step never
 copies a variable to the host. Slots are variables created on the
 variable's device the first time it is updated.
 
+Eagerly, a step reads ``iterations`` (a CPU variable) only when something
+else wrote it since the optimizer last looked (the core counts each
+variable's writes) and counts it up in place, so the step count costs no
+op per step.
+
 A step checks every (gradient, variable) pair first (a Variable, the same
 dtype and shape, the gradient on the variable's device, no variable twice)
 and raises a typed error naming the op, the variable and the shapes before
@@ -29,7 +34,8 @@ from ..autodiff.tape import GradientTape
 from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor
 from ..graph import tracing
-from ..ops import raw_ops
+from .._core import lib
+from ..ops import raw_ops, resource_ops
 from ..ops.variables import Variable
 from ..runtime import dispatch, hooks, placement
 from ..runtime.tensors import convert_to_tensor
@@ -55,6 +61,10 @@ def _same(a: Any, b: Any) -> bool:
         type(a) is not float or math.copysign(1.0, a) == math.copysign(1.0, b))
 
 
+_writes = lib.pg_variable_writes
+_LOCKING = (("use_locking", True),)  # the update ops' attributes
+
+
 def _short(dev) -> str:
     return dev.short_name
 
@@ -78,8 +88,9 @@ class Optimizer:
         self._slot_owners: dict[int, Variable] = {}
         self._no_decay_ids: set[int] = set()
         self._no_decay_names: tuple[str, ...] = ()
-        self._prepared: dict = {}  # (op, device, attrs) -> (Prepared, input names)
+        self._prepared: dict = {}  # (op, device, attrs) -> Prepared
         self._scalars: dict = {}  # (device, dtype, name) -> (value, device scalar)
+        self._seen_step: tuple[int, int] | None = None  # (writes, iterations) last seen
 
     # ------------------------------------------------------------ state
     @property
@@ -142,13 +153,38 @@ class Optimizer:
         lr = self.learning_rate
         traced = tracing.current_graph() is not None
         if not traced and not isinstance(lr, schedules.LearningRateSchedule):
-            it = int(self._iterations.numpy())
+            it = self._step_count()
             return float(lr(it) if callable(lr) else lr), it + 1
         with placement.device("CPU:0"):
             it = raw_ops.Cast(x=self._iterations.value(), DstT=dtypes.float64)
             if traced:
                 return schedules.traced_rate(lr, it), it + 1.0
             return float(lr(it).numpy()), int(it.numpy()) + 1
+
+    def _step_count(self) -> int:
+        """``iterations`` as a Python int, read from the variable only when
+        it was written since the last read (the core counts writes), so a
+        step usually reads nothing."""
+        writes = _writes(self._iterations._handle._h)
+        seen = self._seen_step
+        if seen is not None and seen[0] == writes:
+            return seen[1]
+        it = int(self._iterations.numpy())
+        self._seen_step = (writes, it)
+        return it
+
+    def _count_step(self) -> None:
+        """``iterations += 1``. Eagerly, with no hook that must see every
+        op, the core's host buffer is updated in place under the variable's
+        lock, and the new count is kept for the next ``_step_count``; else
+        the op ``AssignAddVariableOp``."""
+        if not hooks.fast[0] or tracing.current_graph() is not None:
+            self._iterations.assign_add(np.int64(1))
+            return
+        h = self._iterations._handle._h
+        with resource_ops.updating("AssignAddVariableOp", [h]) as (count,):
+            count += 1
+            self._seen_step = (_writes(h), int(count))
 
     def _hyperparameters(self, lr: Any, step: Any) -> dict:
         """The scalars of one step by name (Python numbers, or float64 CPU
@@ -226,10 +262,10 @@ class Optimizer:
                 scalars = per_device[(v._handle._dev, v._dtype)] = _StepScalars(self, v, hyper)
             scalar = scalars.__getitem__
             if self._decays(v):
-                self._update("ResourceApplyGradientDescent", v, {"use_locking": True},
-                             var=v.handle, alpha=scalar("decay"), delta=v.value())
+                self._update("ResourceApplyGradientDescent", v, _LOCKING,
+                             [v._handle, scalar("decay"), v.value()])
             self._apply(v, g, self._slots[id(v)], scalar)
-        self._iterations.assign_add(np.int64(1))
+        self._count_step()
         return self._iterations
 
     def _device_scalar(self, v: Variable, name: str, value: Any) -> Tensor:
@@ -247,31 +283,26 @@ class Optimizer:
         old = self._scalars.get(key)
         if old is not None and _same(old[0], value):
             return old[1]
-        t = convert_to_tensor(np.asarray(value, v.dtype.as_numpy_dtype))
-        t = t._copy_to(v.device_object)
+        t = Tensor._from_array(np.asarray(value, v.dtype.as_numpy_dtype),
+                               placement.CPU)._copy_to(v.device_object)
         self._scalars[key] = (value, t)
         return t
 
-    def _update(self, op_name: str, owner: Variable, attrs: dict, /, **inputs: Any) -> None:
-        """Runs update op `op_name` (`inputs` by name) on `owner`'s device.
+    def _update(self, op_name: str, owner: Variable, attrs: tuple, args: list) -> None:
+        """Runs update op `op_name` on `owner`'s device with `args`, its
+        inputs in the op's order, and `attrs`, (name, value) pairs.
         Eagerly the call is prepared once per (op, device, attributes)
         (``dispatch.Prepared``): a step's updates skip the general path's
         plan lookup. Traced or profiled, it is a raw_ops call like any
         other."""
         if not hooks.fast[0]:
-            getattr(raw_ops, op_name)(**inputs, **attrs)
-            return
-        dev = owner.device_object
-        key = (op_name, dev, tuple(attrs.items()))  # (each call site's literal order)
-        entry = self._prepared.get(key)
-        if entry is None:
             names = [a.name for a in registry.OPS[op_name].inputs]
-            entry = self._prepared[key] = (dispatch.Prepared(op_name, dev, attrs), names)
-        prepared, names = entry
-        try:
-            args = [inputs[n] for n in names]
-        except KeyError as exc:
-            raise TypeError(f"{op_name}: missing input {exc.args[0]!r}") from None
+            getattr(raw_ops, op_name)(**dict(zip(names, args)), **dict(attrs))
+            return
+        key = (op_name, owner._handle._dev, attrs)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            prepared = self._prepared[key] = dispatch.Prepared(op_name, key[1], dict(attrs))
         prepared(args)
 
     def _apply(self, var: Variable, grad: Tensor, slots: dict,
@@ -316,13 +347,13 @@ class SGD(Optimizer):
 
     def _apply(self, var, grad, slots, scalar):
         if not self.momentum:
-            self._update("ResourceApplyGradientDescent", var, {"use_locking": True},
-                         var=var.handle, alpha=scalar("lr"), delta=grad)
+            self._update("ResourceApplyGradientDescent", var, _LOCKING,
+                         [var._handle, scalar("lr"), grad])
             return
         self._update("ResourceApplyKerasMomentum", var,
-                     {"use_locking": True, "use_nesterov": self.nesterov},
-                     var=var.handle, accum=slots["momentum"].handle, lr=scalar("lr"),
-                     grad=grad, momentum=scalar("momentum"))
+                     (("use_locking", True), ("use_nesterov", self.nesterov)),
+                     [var._handle, slots["momentum"]._handle, scalar("lr"), grad,
+                      scalar("momentum")])
 
 
 class Adam(Optimizer):
@@ -344,11 +375,10 @@ class Adam(Optimizer):
                 "beta2": self.beta_2, "epsilon": self.epsilon}
 
     def _apply(self, var, grad, slots, scalar):
-        self._update("ResourceApplyAdam", var, {"use_locking": True},
-                     var=var.handle, m=slots["m"].handle, v=slots["v"].handle,
-                     beta1_power=scalar("beta1_power"), beta2_power=scalar("beta2_power"),
-                     lr=scalar("lr"), beta1=scalar("beta1"), beta2=scalar("beta2"),
-                     epsilon=scalar("epsilon"), grad=grad)
+        self._update("ResourceApplyAdam", var, _LOCKING,
+                     [var._handle, slots["m"]._handle, slots["v"]._handle,
+                      scalar("beta1_power"), scalar("beta2_power"), scalar("lr"),
+                      scalar("beta1"), scalar("beta2"), scalar("epsilon"), grad])
 
 
 class AdamW(Adam):

@@ -1,6 +1,7 @@
 // MatMul and BatchMatMulV2: floating types through cuBLAS (cublasGemmEx and
-// cublasGemmStridedBatchedEx, loaded at run time), int32/int64 through a
-// shared-memory tiled kernel. A single product with at most 8 rows in
+// cublasGemmStridedBatchedEx, loaded at run time), int32/int64 and floating
+// products of at most kSmallGemmMacs multiply-adds through a shared-memory
+// tiled kernel. A single product with at most 8 rows in
 // float32/float16/bfloat16 and no transpose_a takes the matrix-vector path
 // (gemv.h) instead.
 //
@@ -9,6 +10,8 @@
 // computed as the column-major C^T = op(B)^T op(A)^T: cuBLAS gets B first,
 // m = N, n = M, and each operand keeps its own transpose flag.
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "cublas_loader.h"
@@ -37,18 +40,19 @@ void matmul_delete(void* p) { delete static_cast<MatMulState*>(p); }
 
 constexpr int kMmTile = 16;
 
-// C[M, N] = op(A) op(B) for integers (wrapping arithmetic), for each batch z
-// (A, B, C advanced by their strides; a stride 0 broadcasts). A is [M, K]
-// ([K, M] if ta), B is [K, N] ([N, K] if tb). Block (16, 16): x over columns
-// of C, y over rows; grid-stride over the row tiles in y and batches in z.
-template <typename T>
-__global__ void matmul_int_kernel(const T* __restrict__ A, const T* __restrict__ B,
-                                  T* __restrict__ C, int64_t M, int64_t N, int64_t K,
-                                  bool ta, bool tb, int64_t batch, int64_t sa, int64_t sb,
-                                  int64_t sc) {
-  using U = typename std::make_unsigned<T>::type;
-  __shared__ T as[kMmTile][kMmTile + 1];
-  __shared__ T bs[kMmTile][kMmTile + 1];
+// C[M, N] = op(A) op(B), for each batch z (A, B, C advanced by their
+// strides; a stride 0 broadcasts), accumulated in Acc: wrapping arithmetic
+// for integers (Acc unsigned), float for float32/float16/bfloat16, double
+// for float64. A is [M, K] ([K, M] if ta), B is [K, N] ([N, K] if tb).
+// Block (16, 16): x over columns of C, y over rows; grid-stride over the
+// row tiles in y and batches in z. The tiles are held as Acc.
+template <typename T, typename Acc>
+__global__ void matmul_tiled_kernel(const T* __restrict__ A, const T* __restrict__ B,
+                                    T* __restrict__ C, int64_t M, int64_t N, int64_t K,
+                                    bool ta, bool tb, int64_t batch, int64_t sa, int64_t sb,
+                                    int64_t sc) {
+  __shared__ Acc as[kMmTile][kMmTile + 1];
+  __shared__ Acc bs[kMmTile][kMmTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kMmTile + tx;
   for (int64_t z = blockIdx.z; z < batch; z += gridDim.z) {
@@ -58,20 +62,18 @@ __global__ void matmul_int_kernel(const T* __restrict__ A, const T* __restrict__
     for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kMmTile; row0 < M;
          row0 += static_cast<int64_t>(gridDim.y) * kMmTile) {
       const int64_t row = row0 + ty;
-      U acc = 0;
+      Acc acc = 0;
       for (int64_t k0 = 0; k0 < K; k0 += kMmTile) {
         // as[ty][tx] = A(row, k0 + tx); bs[ty][tx] = B(k0 + ty, col).
         const int64_t ka = k0 + tx, kb = k0 + ty;
-        T av = 0, bv = 0;
-        if (row < M && ka < K) av = ta ? a[ka * M + row] : a[row * K + ka];
-        if (kb < K && col < N) bv = tb ? b[col * K + kb] : b[kb * N + col];
+        Acc av = 0, bv = 0;
+        if (row < M && ka < K) av = static_cast<Acc>(ta ? a[ka * M + row] : a[row * K + ka]);
+        if (kb < K && col < N) bv = static_cast<Acc>(tb ? b[col * K + kb] : b[kb * N + col]);
         as[ty][tx] = av;
         bs[ty][tx] = bv;
         __syncthreads();
 #pragma unroll
-        for (int k = 0; k < kMmTile; ++k) {
-          acc += static_cast<U>(as[ty][k]) * static_cast<U>(bs[k][tx]);
-        }
+        for (int k = 0; k < kMmTile; ++k) acc += as[ty][k] * bs[k][tx];
         __syncthreads();
       }
       if (row < M && col < N) cz[row * N + col] = static_cast<T>(acc);
@@ -129,7 +131,35 @@ struct Gemm {
   int64_t batch, sa, sb, sc;
 };
 
-bool run_int_gemm(OpCall& c, const Gemm& g, const char* op) {
+// Floating products of at most this many multiply-adds (all batches) run
+// the tiled kernel: a few microseconds on the device, and a launch on the
+// host where cuBLAS's own call costs 10-30 us (the layers of a small model,
+// and their gradients).
+constexpr int64_t kSmallGemmMacs = int64_t(1) << 19;
+
+// Whether a floating product takes the tiled kernel instead of cuBLAS:
+// small enough, unless PLUGGABLE_CUDA_SMALL_GEMM is "0" (read once). The
+// kernel computes float32 in full precision, also where TF32 is allowed.
+bool small_gemm_applies(const Gemm& g) {
+  static const bool on = [] {
+    const char* v = getenv("PLUGGABLE_CUDA_SMALL_GEMM");
+    return v == nullptr || strcmp(v, "0") != 0;
+  }();
+  if (!on || g.M > kSmallGemmMacs || g.N > kSmallGemmMacs || g.K > kSmallGemmMacs) return false;
+  const int64_t mn = g.M * g.N;
+  if (mn > kSmallGemmMacs || mn * g.K > kSmallGemmMacs) return false;
+  return g.batch <= kSmallGemmMacs / (mn * g.K);
+}
+
+template <typename T, typename Acc>
+void launch_tiled(OpCall& c, const Gemm& g, dim3 grid, dim3 block) {
+  matmul_tiled_kernel<T, Acc><<<grid, block, 0, c.stream()>>>(
+      static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<T*>(g.c), g.M, g.N,
+      g.K, g.ta, g.tb, g.batch, g.sa, g.sb, g.sc);
+}
+
+// The tiled kernel for integer products (any size) and small floating ones.
+bool run_tiled_gemm(OpCall& c, const Gemm& g, const char* op) {
   const int64_t tiles_n = (g.N + kMmTile - 1) / kMmTile;
   int64_t tiles_m = (g.M + kMmTile - 1) / kMmTile;
   if (tiles_n > INT_MAX) {
@@ -140,14 +170,14 @@ bool run_int_gemm(OpCall& c, const Gemm& g, const char* op) {
   const dim3 grid(static_cast<unsigned>(tiles_n), static_cast<unsigned>(tiles_m),
                   static_cast<unsigned>(zs));
   const dim3 block(kMmTile, kMmTile);
-  if (g.dt == TF_INT32) {
-    matmul_int_kernel<int32_t><<<grid, block, 0, c.stream()>>>(
-        static_cast<const int32_t*>(g.a), static_cast<const int32_t*>(g.b),
-        static_cast<int32_t*>(g.c), g.M, g.N, g.K, g.ta, g.tb, g.batch, g.sa, g.sb, g.sc);
-  } else {
-    matmul_int_kernel<int64_t><<<grid, block, 0, c.stream()>>>(
-        static_cast<const int64_t*>(g.a), static_cast<const int64_t*>(g.b),
-        static_cast<int64_t*>(g.c), g.M, g.N, g.K, g.ta, g.tb, g.batch, g.sa, g.sb, g.sc);
+  switch (g.dt) {
+    case TF_INT32: launch_tiled<int32_t, uint32_t>(c, g, grid, block); break;
+    case TF_INT64: launch_tiled<int64_t, uint64_t>(c, g, grid, block); break;
+    case TF_FLOAT: launch_tiled<float, float>(c, g, grid, block); break;
+    case TF_HALF: launch_tiled<__half, float>(c, g, grid, block); break;
+    case TF_BFLOAT16: launch_tiled<__nv_bfloat16, float>(c, g, grid, block); break;
+    case TF_DOUBLE: launch_tiled<double, double>(c, g, grid, block); break;
+    default: return c.fail(TF_UNIMPLEMENTED, "%s: dtype %s", op, dtype_name(g.dt));
   }
   return c.check_launch(op);
 }
@@ -160,10 +190,11 @@ bool run_gemm(OpCall& c, const Gemm& g, const char* op) {
                                         c.stream()),
                         "cudaMemsetAsync(product with K=0)");
   }
-  if (g.dt == TF_INT32 || g.dt == TF_INT64) return run_int_gemm(c, g, op);
+  if (g.dt == TF_INT32 || g.dt == TF_INT64) return run_tiled_gemm(c, g, op);
   if (g.batch == 1 && gemv_applies(g.dt, g.ta, g.tb, g.M, g.N, g.K)) {
     return run_gemv(c, op, g.dt, g.tb, g.a, g.b, nullptr, false, g.c, g.M, g.N, g.K);
   }
+  if (small_gemm_applies(g)) return run_tiled_gemm(c, g, op);
 
   cudaDataType dtype;
   int compute;
