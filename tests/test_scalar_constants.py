@@ -281,6 +281,42 @@ def test_zeros_and_ones_take_the_fast_path_for_every_dtype_spelling(monkeypatch,
                 pg.zeros([2], bad)
 
 
+def test_zeros_and_ones_remember_their_fill_inputs(monkeypatch):
+    """A repeated pg.zeros / pg.ones of a shape of Python ints is one Fill
+    with the inputs found the first time: per device scope, dtype and
+    value, so each result is on the scope's device with the right values;
+    a shape of floats still raises, and constants.clear forgets them."""
+    from pluggable.ops import math_ops
+    found = []
+    real = math_ops.fill_scalar_inputs
+
+    def counting(*args):
+        found.append(args)
+        return real(*args)
+    monkeypatch.setattr(math_ops, "fill_scalar_inputs", counting)
+    for _ in range(3):
+        for dev in (DEV, "CPU:0"):
+            with pg.device(dev):
+                z, o = pg.zeros([2, 3]), pg.ones((2, 3), "int32")
+                z16 = pg.zeros([4], pg.float16)
+            for t, want in ((z, np.zeros((2, 3), np.float32)), (o, np.ones((2, 3), np.int32)),
+                            (z16, np.zeros(4, np.float16))):
+                assert t.device.endswith(dev)
+                assert t.dtype.as_numpy_dtype == want.dtype
+                np.testing.assert_array_equal(t.numpy(), want)
+    # MY_DEVICE: once per (shape, dtype, value); the CPU looks every time (and
+    # takes the general path)
+    assert len(found) == 3 + 3 * 3
+    with pg.device(DEV):
+        with pytest.raises(TypeError, match="integers"):
+            pg.zeros([2.0, 3])
+    constants.clear()
+    found.clear()
+    with pg.device(DEV):
+        np.testing.assert_array_equal(pg.zeros([2, 3]).numpy(), np.zeros((2, 3), np.float32))
+    assert len(found) == 1
+
+
 def test_index_vectors_are_cached_read_only_and_range_checked():
     a = constants.host_vector((1, 0, 2), pg.int32)
     assert constants.host_vector((1, 0, 2), pg.int32) is a

@@ -8,9 +8,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..framework import dtypes, errors
+from ..framework import config, dtypes, errors
 from ..framework.tensor import Tensor
-from ..runtime import placement
+from ..runtime import constants, placement
 from ..runtime.tensors import constant, convert_to_tensor
 from . import math_ops, raw_ops
 from .index_values import index_array as _index_array
@@ -35,12 +35,24 @@ def ones(shape: Sequence[int], dtype: Any = dtypes.float32, name: str | None = N
 
 
 _scalar_of: dict = {}  # (dtype given, 0 or 1) -> (DType, numpy value, Python scalar or None)
+_fill_inputs = constants.fill_inputs
 
 
 def _filled(shape: Sequence[int], dtype: Any, one: int) -> Tensor:
     """zeros / ones: the dtype's 0 or 1, found once per (dtype, value), as
     a Python scalar for ``math_ops.fill_scalar``; dtypes that have no such
-    scalar (bfloat16) take ``fill`` with the numpy value."""
+    scalar (bfloat16) take ``fill`` with the numpy value. Fill's inputs
+    for a shape of Python ints are remembered per (shape, dtype, value,
+    device scope, settings), so a repeated call is one Fill."""
+    key = None
+    if type(shape) is list or type(shape) is tuple:
+        key = (tuple(shape), dtype, one, placement.current(), config.version[0])
+        try:
+            ins = _fill_inputs.get(key)
+        except TypeError:  # an unhashable dtype argument: as_dtype says why
+            key = ins = None
+        if ins is not None and all(type(d) is int for d in key[0]):
+            return raw_ops.Fill(dims=ins[0], value=ins[1])
     try:
         hit = _scalar_of.get((dtype, one))
     except TypeError:  # an unhashable dtype argument: as_dtype says why
@@ -55,7 +67,15 @@ def _filled(shape: Sequence[int], dtype: Any, one: int) -> Tensor:
     dt, v, scalar = hit
     if scalar is None:
         return math_ops.fill(shape, v)
-    return math_ops.fill_scalar(shape, scalar, dt)
+    ins = math_ops.fill_scalar_inputs(shape, scalar, dt)
+    if ins is None:
+        return math_ops.fill_general(shape, scalar, dt)
+    out = raw_ops.Fill(dims=ins[0], value=ins[1])  # (bad dims raise here)
+    if key is not None and ins[2] and all(type(d) is int for d in key[0]):
+        if len(_fill_inputs) >= 64:
+            _fill_inputs.clear()
+        _fill_inputs[key] = ins
+    return out
 
 
 def zeros_like(input: Any, dtype: Any = None, name: str | None = None) -> Tensor:  # noqa: A002

@@ -164,13 +164,30 @@ def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
 def fill_scalar(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
     """``fill`` of the Python scalar `value` as `dt` (a bool, integer or
     float dtype whose numpy kind is one of "biuf")."""
+    ins = fill_scalar_inputs(dims, value, dt)
+    if ins is not None:
+        return raw_ops.Fill(dims=ins[0], value=ins[1])
+    return fill_general(dims, value, dt)
+
+
+def fill_general(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
+    """``fill_scalar`` where ``fill_scalar_inputs`` gives None: the general
+    path (the CPU's kernel, or the usual error)."""
+    return raw_ops.Fill(dims=_fill_dims(dims), value=value, T=dt)
+
+
+def fill_scalar_inputs(dims: Sequence[int], value: Any, dt: dtypes.DType) -> tuple | None:
+    """Fill's inputs for ``fill_scalar`` under the current scope: (the
+    cached dims vector, the cached constant of `value`, whether that
+    constant may be kept beyond this call), or None where the call takes
+    the general path (the CPU, a value that does not convert)."""
     dev, on_host = _fill_target(dt)
-    d = _fill_dims(dims)
-    if dev is not None:
-        c = constants.host_constant(value, dt) if on_host else constants.lookup(value, dt, dev)
-        if c is not None:
-            return raw_ops.Fill(dims=d, value=c)
-    return raw_ops.Fill(dims=d, value=value, T=dt)
+    if dev is None:
+        return None
+    c = constants.host_constant(value, dt) if on_host else constants.lookup(value, dt, dev)
+    if c is None:
+        return None
+    return _fill_dims(dims), c, on_host or not dev._c.capturing
 
 
 def _fill_dims(dims: Any) -> Any:

@@ -19,6 +19,8 @@ def relu(features: Any) -> Tensor:
 
 def softmax(logits: Any, axis: int = -1) -> Tensor:
     """Softmax over `axis` (default last) (op Softmax)."""
+    if axis == -1 and type(logits) is Tensor:  # (the common call, without a closure)
+        return raw_ops.Softmax(logits=logits)
     return _last_axis(lambda x: raw_ops.Softmax(logits=x), logits, axis)
 
 
@@ -87,6 +89,8 @@ def _last_axis(op, logits: Any, axis: int | None) -> Tensor:
 
 def log_softmax(logits: Any, axis: int | None = None, name: str | None = None) -> Tensor:
     """log(softmax(logits)) over `axis` (default last) (op LogSoftmax)."""
+    if (axis is None or axis == -1) and type(logits) is Tensor:
+        return raw_ops.LogSoftmax(logits=logits)
     return _last_axis(lambda x: raw_ops.LogSoftmax(logits=x), logits, axis)
 
 

@@ -157,11 +157,18 @@ def wrap_host(a: np.ndarray, dtype: dtypes.DType) -> Any:
     return lib.pg_tensor_wrap_host(dtype.enum, dims, a.ndim, ffi.from_buffer(a), a.nbytes)
 
 
+fill_inputs: dict = {}
+"""Fill's inputs (dims vector, value constant) that ``pg.zeros`` and
+``pg.ones`` remembered, by (dims, dtype, 0 or 1, device scope, settings
+version); at most 64, emptied when full."""
+
+
 def clear() -> None:
     """Forgets every cached constant (their device memory is freed once no
     queued work uses it) and index vector."""
     _table.clear()
     _vectors.clear()
+    fill_inputs.clear()
 
 
 def cached() -> int:
