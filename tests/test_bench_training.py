@@ -147,3 +147,24 @@ def test_library_host_costs_needs_a_gpu_and_pytorch():
         return
     assert proc.returncode == 0, proc.stderr
     assert "| cublasGemmEx |" in proc.stdout and "| cudnnConvolutionForward" in proc.stdout
+
+
+def test_dlpack_parts_needs_a_gpu_and_pytorch():
+    """benchmarks/dlpack_parts_gpu.py times the pieces of the DLPack round
+    trip with PyTorch: without PyTorch or a GPU it says which is missing
+    and exits 2; with both it prints every part."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "dlpack_parts_gpu.py")],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available() and bool(pg.list_physical_devices("GPU"))
+    except ImportError:
+        assert proc.returncode == 2 and "needs PyTorch" in proc.stderr, proc.stderr
+        return
+    if not has_gpu:
+        assert proc.returncode == 2 and "no GPU" in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    for part in ("| our export", "| pg.from_dlpack(torch tensor) |", "| round trip pg"):
+        assert part in proc.stdout, proc.stdout

@@ -102,6 +102,38 @@ def test_pg_waits_for_torch_work_on_a_side_stream():
     np.testing.assert_array_equal(r.numpy(), want)
 
 
+class _Recording:
+    """A DLPack producer in front of `a` that records the consumer stream
+    it is asked for."""
+
+    def __init__(self, a):
+        self.a, self.streams = a, []
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+    def __dlpack__(self, stream=None, **kw):
+        self.streams.append(stream)
+        return self.a.__dlpack__(stream=stream, **kw)
+
+
+@needs_torch
+def test_pg_asks_for_the_legacy_stream_and_waits_for_default_stream_work():
+    """The consumer stream pg.from_dlpack gives a CUDA producer is the legacy
+    default stream (1), which PyTorch's default-stream work is already on;
+    the device's stream is then ordered after it: slow products queued
+    there just before are seen finished."""
+    a = torch.randn(2048, 2048, device="cuda")
+    for _ in range(6):
+        a = (a @ a) / 2048
+    p = _Recording(a)
+    t = pg.from_dlpack(p)
+    with pg.device(GPU):
+        r = pg.identity(t)
+    assert p.streams == [1]
+    np.testing.assert_array_equal(r.numpy(), a.cpu().numpy())
+
+
 @needs_torch
 def test_pg_imports_torch_in_place_and_writes_show_through():
     a = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)

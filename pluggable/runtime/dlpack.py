@@ -29,7 +29,9 @@ the producer's memory when it is compact (a strided producer array is copied
 unless ``copy=False``), and ``kDLCUDA`` device N on the plugin device of CUDA
 ordinal N, wrapping the producer's memory without a copy (compact only): the
 new tensor keeps the producer's capsule alive and calls its deleter exactly
-once, after the device's queued work is done.
+once, after the device's queued work is done. The consumer stream given to
+the producer is CUDA's legacy default stream, after which the device's
+stream is ordered with an event (``_ask``).
 
 Tensors of a CUDA device also have ``__cuda_array_interface__`` (version 3,
 with the device's stream).
@@ -315,7 +317,9 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     if hasattr(x, "__dlpack__"):
         target = _device_for(*x.__dlpack_device__()) if hasattr(x, "__dlpack_device__") \
             else None
-        capsule = _ask(x, target, copy)
+        capsule, legacy = _ask(x, target, copy)
+        if legacy:
+            _follow_legacy_stream(target)
     else:
         capsule = x
     managed, versioned = _take(capsule)
@@ -338,19 +342,61 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     return t
 
 
-def _ask(x: Any, target: Any, copy: bool | None) -> Any:
-    """``x.__dlpack__`` with our stream (CUDA targets) and version."""
-    stream = None
+_LEGACY_STREAM = 1  # CUDA's legacy default stream, as DLPack numbers it
+
+
+def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
+    """``x.__dlpack__`` with a consumer stream (CUDA targets) and our
+    version, and whether that stream was the legacy default stream.
+
+    For a CUDA target the consumer stream is the legacy default stream
+    where cuda-python can order the device's stream after it (an event):
+    a producer whose work is on that stream, as PyTorch's and CuPy's is by
+    default, then has nothing to order (handed another stream, PyTorch
+    records and waits on an event through Python on every call), and one
+    on a side stream orders it before the legacy stream. Without
+    cuda-python, the device's own stream is passed."""
+    stream, legacy = None, False
     if isinstance(target, Device):
         ns = native_stream.native_stream(target)
-        stream = ns.handle if ns is not None else None
+        if ns is not None:
+            legacy = _import_event(target) is not None
+            stream = _LEGACY_STREAM if legacy else ns.handle
     try:
         kw = {"max_version": MAX_VERSION}
         if copy is not None:
             kw["copy"] = copy
-        return x.__dlpack__(stream=stream, **kw)
+        return x.__dlpack__(stream=stream, **kw), legacy
     except TypeError:  # a producer older than DLPack 1.0's keywords
-        return x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()
+        return (x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()), legacy
+
+
+def _import_event(dev: Device) -> Any:
+    """The CUDA event (made once per device) that orders `dev`'s stream
+    after the legacy default stream, or None without cuda-python."""
+    if cuda_python.cudart() is None:
+        return None
+    return native_stream.per_device(dev, "_dlpack_import_event", _order_event)
+
+
+def _follow_legacy_stream(dev: Device) -> None:
+    """Makes `dev`'s stream wait for the work queued so far on the legacy
+    default stream of `dev`'s CUDA device (an event, no host wait; a host
+    wait for that stream if the event cannot be used)."""
+    cudart = cuda_python.cudart()
+    ev = _import_event(dev)
+    handle = native_stream.native_stream(dev).handle
+    ordinal = native_stream.native_ordinal(dev)
+    current = int(cudart.cudaGetDevice()[1])
+    if current != ordinal:  # the legacy stream is the current device's
+        cudart.cudaSetDevice(ordinal)
+    try:
+        if ev is None or int(cudart.cudaEventRecord(ev, _LEGACY_STREAM)[0]) != 0 or \
+                int(cudart.cudaStreamWaitEvent(handle, ev, 0)[0]) != 0:
+            cudart.cudaStreamSynchronize(_LEGACY_STREAM)
+    finally:
+        if current != ordinal:
+            cudart.cudaSetDevice(current)
 
 
 def _consume(capsule: Any, versioned: int) -> None:
