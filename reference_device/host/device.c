@@ -16,6 +16,7 @@
 
 int md_device_count = 1;
 int64_t md_memory_limit = 0;
+int64_t md_inline_work = MD_DEFAULT_INLINE_WORK;
 
 void md_set_status(TF_Status* status, TF_Code code, const char* fmt, ...) {
   char message[512];
@@ -55,7 +56,7 @@ static int64_t md_physical_memory(void) {
   return (int64_t)pages * (int64_t)page_size;
 }
 
-/* Reads both environment variables; sets `status` on a bad value. */
+/* Reads the environment variables; sets `status` on a bad value. */
 static void md_read_config(TF_Status* status) {
   int64_t value;
   const char* count = getenv(MD_ENV_DEVICE_COUNT);
@@ -80,6 +81,19 @@ static void md_read_config(TF_Status* status) {
       return;
     }
     md_memory_limit = value;
+  }
+
+  const char* work = getenv(MD_ENV_INLINE_WORK);
+  md_inline_work = MD_DEFAULT_INLINE_WORK;
+  if (work != NULL) {
+    if (md_parse_int64(work, 0, INT64_MAX, &value) != 0) {
+      md_set_status(status, TF_INVALID_ARGUMENT,
+                    MD_ENV_INLINE_WORK " must be an element count (a non-negative "
+                    "integer; 0 runs every task on the stream's worker), got '%s'",
+                    work);
+      return;
+    }
+    md_inline_work = value > 0 ? value : -1;
   }
 }
 
@@ -116,6 +130,7 @@ static void md_create_device(const SP_Platform* platform,
   }
   dev->ordinal = params->ordinal;
   dev->bytes_limit = md_memory_limit;
+  dev->inline_work = md_inline_work;
 
   SP_Device* device = params->device;
   device->struct_size = SP_DEVICE_STRUCT_SIZE;

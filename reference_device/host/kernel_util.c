@@ -178,7 +178,20 @@ void md_delete_tensors(TF_Tensor* a, TF_Tensor* b, TF_Tensor* c, TF_Tensor* d) {
   TF_DeleteTensor(d);
 }
 
+static int md_enqueue_work(TF_OpKernelContext* ctx, md_task_fn fn, void* arg,
+                           int64_t work);
+
 int md_enqueue(TF_OpKernelContext* ctx, md_task_fn fn, void* arg) {
+  return md_enqueue_work(ctx, fn, arg, -1);
+}
+
+int md_enqueue_small(TF_OpKernelContext* ctx, md_task_fn fn, void* arg, int64_t work) {
+  return md_enqueue_work(ctx, fn, arg, work < 0 ? 0 : work);
+}
+
+/* work < 0: never inline. */
+static int md_enqueue_work(TF_OpKernelContext* ctx, md_task_fn fn, void* arg,
+                           int64_t work) {
   TF_Status* status = TF_NewStatus();
   SP_Stream stream = TF_GetStream(ctx, status);
   if (TF_GetCode(status) != TF_OK || stream == NULL) {
@@ -192,7 +205,10 @@ int md_enqueue(TF_OpKernelContext* ctx, md_task_fn fn, void* arg) {
   }
   TF_DeleteStatus(status);
   TF_StringView op = TF_GetOpKernelName(ctx);
-  if (md_stream_enqueue_traced(stream, MD_TASK_KERNEL, fn, arg, op.data, (int)op.len, 0) != 0) {
+  const int rc = work < 0
+      ? md_stream_enqueue_traced(stream, MD_TASK_KERNEL, fn, arg, op.data, (int)op.len, 0)
+      : md_stream_enqueue_small(stream, fn, arg, op.data, (int)op.len, work);
+  if (rc != 0) {
     md_fail(ctx, TF_RESOURCE_EXHAUSTED, "%.*s: cannot enqueue the kernel",
             MD_OP(ctx));
     return 0;

@@ -110,6 +110,11 @@ void md_delete_tensors(TF_Tensor* a, TF_Tensor* b, TF_Tensor* c, TF_Tensor* d);
  * (malloc'd). Returns 1 on success, 0 after failing the call. */
 int md_enqueue(TF_OpKernelContext* ctx, md_task_fn fn, void* arg);
 
+/* md_enqueue for a task of `work` elements, which runs at once on the
+ * calling thread when it is small and the stream idle
+ * (md_stream_enqueue_small). */
+int md_enqueue_small(TF_OpKernelContext* ctx, md_task_fn fn, void* arg, int64_t work);
+
 /* malloc for a task argument; fails the call ("out of memory") on NULL. */
 void* md_task_alloc(TF_OpKernelContext* ctx, size_t bytes);
 

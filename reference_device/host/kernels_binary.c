@@ -242,7 +242,7 @@ static void md_binary_compute(TF_OpKernelContext* ctx, md_binary_op op) {
    * find one (division or modulo by zero, negative powers), so only they
    * pay for formatting it (the float loops never set `bad`). */
   if (!md_is_float(dtype)) md_where_of(ctx, &task->where);
-  md_enqueue(ctx, md_binary_run, task);
+  md_enqueue_small(ctx, md_binary_run, task, md_num_elements(&zs));
 
 done:
   md_delete_tensors(x, y, z, NULL);

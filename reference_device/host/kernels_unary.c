@@ -156,7 +156,7 @@ static void md_unary_compute(TF_OpKernelContext* ctx, md_unary_op op) {
   task->x = TF_TensorData(x);
   task->y = TF_TensorData(y);
   task->n = n;
-  md_enqueue(ctx, md_unary_run, task);
+  md_enqueue_small(ctx, md_unary_run, task, n);
 
 done:
   md_delete_tensors(x, y, NULL, NULL);

@@ -34,6 +34,11 @@
 /* Environment variables read by SE_InitPlugin. */
 #define MD_ENV_DEVICE_COUNT "PLUGGABLE_MY_DEVICE_COUNT"
 #define MD_ENV_MEMORY_LIMIT "PLUGGABLE_MY_DEVICE_MEMORY_LIMIT"
+#define MD_ENV_INLINE_WORK "PLUGGABLE_MY_DEVICE_INLINE"
+/* Elements of work up to which a small kernel task runs on the launching
+ * thread when its stream is idle (stream.c), unless MD_ENV_INLINE_WORK says
+ * otherwise (0: never). */
+#define MD_DEFAULT_INLINE_WORK 4096
 #define MD_MAX_DEVICES 64
 
 /* Alignment of every buffer the plugin hands out (matches the core's host
@@ -59,6 +64,7 @@ typedef struct md_device {
   _Atomic int64_t peak_bytes_in_use;
   _Atomic int64_t largest_alloc_size;
   int64_t bytes_limit; /* allocations beyond this fail */
+  int64_t inline_work; /* see MD_ENV_INLINE_WORK; -1: never */
 } md_device;
 
 /* The md_device behind an SP_Device. */
@@ -69,6 +75,7 @@ static inline md_device* md_device_of(const SP_Device* device) {
 /* Settings parsed once by SE_InitPlugin (device.c). */
 extern int md_device_count;
 extern int64_t md_memory_limit; /* bytes */
+extern int64_t md_inline_work;  /* elements; -1: never (MD_ENV_INLINE_WORK) */
 
 /* Sets `status` to `code` with a printf-style message. */
 void md_set_status(TF_Status* status, TF_Code code, const char* fmt, ...)

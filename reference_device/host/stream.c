@@ -9,7 +9,16 @@
  * Markers (event records) are not tasks: a marker hangs on the last queued
  * or running task and runs, under the mutex, right after it; on an idle
  * stream it runs at once. So recording an event costs neither a task nor a
- * wake-up of the worker. */
+ * wake-up of the worker.
+ *
+ * A small kernel task (md_stream_enqueue_small: at most `inline_work`
+ * elements) given to an idle stream (nothing queued, nothing running) runs
+ * at once on the launching thread, as the stream's running task: waking the
+ * worker and handing the task over would cost more than the work. Stream
+ * order is kept (the worker does not start a task while one runs), markers
+ * recorded meanwhile hang on it, and its errors reach the stream as any
+ * task's do. Everything else, and any task behind queued or running work,
+ * goes to the worker. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -131,8 +140,13 @@ static void* md_stream_worker(void* opaque) {
   SP_Stream stream = opaque;
   pthread_mutex_lock(&stream->mu);
   for (;;) {
-    while (stream->head == NULL && !stream->shutting_down) {
+    /* (a task running on a launching thread, see md_run_inline, goes first) */
+    while ((stream->head == NULL || stream->running != NULL) && !stream->shutting_down) {
       pthread_cond_wait(&stream->work_cv, &stream->mu);
+    }
+    if (stream->running != NULL) { /* shutting down: let the inline task end */
+      pthread_cond_wait(&stream->work_cv, &stream->mu);
+      continue;
     }
     if (stream->head == NULL) break; /* shutting down and drained */
     md_task* task = stream->head;
@@ -198,11 +212,43 @@ static int md_record_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
   return 0;
 }
 
-/* Queues a task carrying the profile record `trace` (or NULL). The task is
- * allocated before the stream's mutex is taken, so that queueing (or
- * recording, when the stream captures) takes the mutex once. */
+/* Runs `task` on the calling thread as the stream's running task (called
+ * with stream->mu held, the stream idle; returns with it released). */
+static void md_run_inline(SP_Stream stream, md_task* task) {
+  stream->running = task;
+  stream->enqueued++;
+  int run = stream->error_code == TF_OK || md_task_runs_after_error(task->kind);
+  pthread_mutex_unlock(&stream->mu);
+  if (run) task->fn(task->arg, stream);
+  pthread_mutex_lock(&stream->mu);
+  stream->running = NULL;
+  md_run_markers(stream, task);
+  stream->completed++;
+  pthread_cond_broadcast(&stream->done_cv);
+  /* tasks other threads queued meanwhile, or a shutdown waiting for it */
+  if (stream->head != NULL || stream->shutting_down) pthread_cond_signal(&stream->work_cv);
+  void* old = NULL;
+  if (stream->num_spare < MD_SPARE_TASKS) {
+    task->stale_arg = task->arg;
+    task->next = stream->spare;
+    stream->spare = task;
+    stream->num_spare++;
+  } else {
+    old = task;
+  }
+  pthread_mutex_unlock(&stream->mu);
+  if (old != NULL) {
+    free(task->arg);
+    free(task);
+  }
+}
+
+/* Queues a task carrying the profile record `trace` (or NULL); a task that
+ * `may_inline` runs at once on an idle stream instead (md_run_inline). The
+ * task is allocated before the stream's mutex is taken, so that queueing
+ * (or recording, when the stream captures) takes the mutex once. */
 static int md_enqueue_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
-                           void* arg, md_trace_task* trace) {
+                           void* arg, md_trace_task* trace, int may_inline) {
   md_task* task = NULL;
   pthread_mutex_lock(&stream->mu);
   if (stream->spare != NULL) {
@@ -245,6 +291,10 @@ static int md_enqueue_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
     md_trace_discard(trace);
     return -1;
   }
+  if (may_inline && trace == NULL && stream->head == NULL && stream->running == NULL) {
+    md_run_inline(stream, task);
+    return 0;
+  }
   if (stream->tail != NULL) {
     stream->tail->next = task;
   } else {
@@ -259,14 +309,21 @@ static int md_enqueue_task(SP_Stream stream, md_task_kind kind, md_task_fn fn,
 
 int md_stream_enqueue(SP_Stream stream, md_task_kind kind, md_task_fn fn,
                       void* arg) {
-  return md_enqueue_task(stream, kind, fn, arg, NULL);
+  return md_enqueue_task(stream, kind, fn, arg, NULL, 0);
 }
 
 int md_stream_enqueue_traced(SP_Stream stream, md_task_kind kind,
                              md_task_fn fn, void* arg, const char* name,
                              int name_len, int64_t bytes) {
   return md_enqueue_task(stream, kind, fn, arg,
-                         md_trace_begin(name, name_len, bytes));
+                         md_trace_begin(name, name_len, bytes), 0);
+}
+
+int md_stream_enqueue_small(SP_Stream stream, md_task_fn fn, void* arg,
+                            const char* name, int name_len, int64_t work) {
+  const int64_t limit = stream->device->inline_work;  /* -1: never */
+  return md_enqueue_task(stream, MD_TASK_KERNEL, fn, arg,
+                         md_trace_begin(name, name_len, 0), limit >= 0 && work <= limit);
 }
 
 SP_Stream md_stream_next(SP_Stream stream) { return stream->next; }

@@ -41,6 +41,13 @@ int md_stream_enqueue_traced(SP_Stream stream, md_task_kind kind,
                              md_task_fn fn, void* arg, const char* name,
                              int name_len, int64_t bytes);
 
+/* md_stream_enqueue_traced for a kernel task of `work` elements: one of at
+ * most the device's inline_work elements runs at once on the calling
+ * thread when the stream is idle and no profile records it (see
+ * stream.c); it has run when this returns. */
+int md_stream_enqueue_small(SP_Stream stream, md_task_fn fn, void* arg,
+                            const char* name, int name_len, int64_t work);
+
 /* The next stream of the same device (md_device.streams list; read it with
  * the device's streams_mu held), or NULL. */
 SP_Stream md_stream_next(SP_Stream stream);
