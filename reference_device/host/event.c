@@ -9,7 +9,12 @@
  * A recording that completes reports an error when a task of its stream
  * failed since the previous recording on that stream (not merely because the
  * stream still holds an older error): the core uses this to give an
- * asynchronous error to the op that caused it. */
+ * asynchronous error to the op that caused it.
+ *
+ * An event is reference-counted: its owner (create/destroy) and each record
+ * marker and wait task not yet run hold a reference, so destroying an event
+ * whose recordings or waits are still queued (as CUDA allows) frees it only
+ * once the last of them has run. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,7 +35,16 @@ struct SP_Event_st {
   /* Threads blocked in md_event_wait: completing an event takes the mutex
    * (to wake them) only when there are some. */
   atomic_int waiters;
+  /* The owner's reference and one per queued record marker or wait task. */
+  atomic_int refs;
 };
+
+static void md_event_unref(SP_Event event) {
+  if (atomic_fetch_sub(&event->refs, 1) != 1) return;
+  pthread_cond_destroy(&event->cv);
+  pthread_mutex_destroy(&event->mu);
+  free(event);
+}
 
 /* Argument of the record and wait tasks. */
 typedef struct md_event_arg {
@@ -58,15 +72,14 @@ void md_create_event(const SP_Device* device, SP_Event* out,
     md_set_status(status, TF_INTERNAL, "cannot create an event condition");
     return;
   }
+  atomic_init(&event->refs, 1);
   *out = event;
 }
 
 void md_destroy_event(const SP_Device* device, SP_Event event) {
   (void)device;
   if (event == NULL) return;
-  pthread_cond_destroy(&event->cv);
-  pthread_mutex_destroy(&event->mu);
-  free(event);
+  md_event_unref(event); /* queued records and waits keep it until they ran */
 }
 
 SE_EventStatus md_get_event_status(const SP_Device* device, SP_Event event) {
@@ -101,15 +114,18 @@ _Static_assert(sizeof(md_event_arg) <= MD_MARKER_ARG_SIZE,
 static void md_record_marker(void* arg, int failed) {
   md_event_arg* a = arg;
   md_event_complete(a->event, a->generation, failed);
+  md_event_unref(a->event);
 }
 
 void md_record_event(const SP_Device* device, SP_Stream stream, SP_Event event,
                      TF_Status* status) {
   (void)device;
   md_event_arg arg = {event, atomic_fetch_add(&event->recorded, 1) + 1};
+  atomic_fetch_add(&event->refs, 1); /* the marker's */
   if (md_stream_add_marker(stream, md_record_marker, &arg, sizeof arg) != 0) {
     /* Never leave waiters hanging on a generation no task will complete. */
     md_event_complete(event, arg.generation, /*error=*/1);
+    md_event_unref(event);
     md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue an event record");
   }
 }
@@ -129,6 +145,7 @@ static void md_wait_task(void* arg, SP_Stream stream) {
   (void)stream;
   md_event_arg* a = arg;
   md_event_wait(a->event, a->generation);
+  md_event_unref(a->event);
 }
 
 void md_wait_for_event(const SP_Device* const device, SP_Stream stream,
@@ -144,7 +161,9 @@ void md_wait_for_event(const SP_Device* const device, SP_Stream stream,
   }
   arg->event = event;
   arg->generation = generation;
+  atomic_fetch_add(&event->refs, 1); /* the wait task's */
   if (md_stream_enqueue(stream, MD_TASK_CONTROL, md_wait_task, arg) != 0) {
+    md_event_unref(event); /* (the queue freed `arg` without running it) */
     md_set_status(status, TF_RESOURCE_EXHAUSTED, "cannot enqueue an event wait");
   }
 }
