@@ -317,6 +317,31 @@ def test_zeros_and_ones_remember_their_fill_inputs(monkeypatch):
     assert len(found) == 1
 
 
+def test_broadcast_to_and_tile_take_the_fast_path(monkeypatch, rng):
+    """pg.broadcast_to and pg.tile with a list or tuple of ints pass the
+    cached host vector, so a repeated call reaches the kernel without the
+    general path; the results match numpy, and bad shapes still raise."""
+    a = rng.standard_normal((1, 3)).astype(np.float32)
+    with pg.device(DEV):
+        x = pg.constant(a)
+        pg.broadcast_to(x, [4, 3]), pg.tile(x, (2, 2))
+        monkeypatch.setitem(pg.raw_ops.BroadcastTo.__globals__, "execute",
+                            lambda *a, **k: pytest.fail("took the general path"))
+        with pg.testing.expect_kernel("BroadcastTo", "MY_DEVICE"):
+            b = pg.broadcast_to(x, [4, 3])
+        with pg.testing.expect_kernel("Tile", "MY_DEVICE"):
+            t = pg.tile(x, (2, 2))
+        monkeypatch.undo()
+        np.testing.assert_array_equal(b.numpy(), np.broadcast_to(a, (4, 3)))
+        np.testing.assert_array_equal(t.numpy(), np.tile(a, (2, 2)))
+        np.testing.assert_array_equal(pg.broadcast_to(x, np.array([2, 3])).numpy(),
+                                      np.broadcast_to(a, (2, 3)))
+        with pytest.raises(pg.errors.InvalidArgumentError):
+            pg.broadcast_to(x, [4, 2])
+        with pytest.raises((TypeError, pg.errors.InvalidArgumentError)):
+            pg.broadcast_to(x, [4.5, 3])
+
+
 def test_index_vectors_are_cached_read_only_and_range_checked():
     a = constants.host_vector((1, 0, 2), pg.int32)
     assert constants.host_vector((1, 0, 2), pg.int32) is a
