@@ -64,6 +64,74 @@ int64_t pg_shape_nbytes(TF_DataType dtype, const int64_t* dims, int num_dims,
   return count * (int64_t)esize;
 }
 
+/*** Handle records ***/
+
+/* Each thread keeps up to HANDLE_CACHE freed handle records for its next
+ * ones: an op makes and deletes several handles (its inputs, its output),
+ * and malloc/free of them was a tenth of a small op's host time. The records
+ * go back to malloc when the thread ends. Under AddressSanitizer every
+ * handle is a fresh allocation, so that a use after TF_DeleteTensor is
+ * caught. */
+#define HANDLE_CACHE 64
+
+#if defined(__SANITIZE_ADDRESS__)
+#define PG_HANDLE_CACHE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PG_HANDLE_CACHE 0
+#endif
+#endif
+#ifndef PG_HANDLE_CACHE
+#define PG_HANDLE_CACHE 1
+#endif
+
+typedef struct handle_cache {
+  TF_Tensor* head; /* linked through the records' `buf` field */
+  int n;
+} handle_cache;
+
+static _Thread_local handle_cache cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void drain_cache(void* unused) {
+  (void)unused;
+  while (cache.head != NULL) {
+    TF_Tensor* t = cache.head;
+    cache.head = (TF_Tensor*)t->buf;
+    free(t);
+  }
+  cache.n = 0;
+}
+
+static void make_cache_key(void) { (void)pthread_key_create(&cache_key, drain_cache); }
+
+/* A handle record (contents undefined). */
+static TF_Tensor* handle_alloc(void) {
+  if (PG_HANDLE_CACHE && cache.head != NULL) {
+    TF_Tensor* t = cache.head;
+    cache.head = (TF_Tensor*)t->buf;
+    cache.n--;
+    return t;
+  }
+  return malloc(sizeof(TF_Tensor));
+}
+
+static void handle_free(TF_Tensor* t) {
+  if (!PG_HANDLE_CACHE || cache.n >= HANDLE_CACHE) {
+    free(t);
+    return;
+  }
+  if (cache.n == 0 && cache.head == NULL) {
+    /* the thread's first: register the destructor that drains at exit */
+    pthread_once(&cache_once, make_cache_key);
+    (void)pthread_setspecific(cache_key, &cache);
+  }
+  t->buf = (pg_buffer*)cache.head;
+  cache.head = t;
+  cache.n++;
+}
+
 TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims,
                          pg_buffer* buf, TF_Status* status) {
   int64_t nbytes = pg_shape_nbytes(dtype, dims, num_dims, status);
@@ -74,11 +142,12 @@ TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims,
                   (long long)nbytes, buf->nbytes);
     return NULL;
   }
-  TF_Tensor* t = calloc(1, sizeof(TF_Tensor));
+  TF_Tensor* t = handle_alloc();
   if (t == NULL) {
     pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
     return NULL;
   }
+  memset(t, 0, sizeof(TF_Tensor));
   t->dtype = dtype;
   t->num_dims = num_dims;
   for (int i = 0; i < num_dims; ++i) t->dims[i] = dims[i];
@@ -126,7 +195,7 @@ void TF_DeleteTensor(TF_Tensor* t) {
   if (t == NULL) return;
   pg_opstate_unref(t->state);
   pg_buffer_unref(t->buf);
-  free(t);
+  handle_free(t);
 }
 
 TF_DataType TF_TensorType(const TF_Tensor* t) {
@@ -217,7 +286,7 @@ TF_Tensor* pg_tensor_ref(const TF_Tensor* t) {
   /* `t` is valid already (and may be a resource handle, which has no element
    * size), so the new handle is a plain copy of it, sharing its buffer and
    * the outcome of the op that produced it. */
-  TF_Tensor* r = malloc(sizeof(TF_Tensor));
+  TF_Tensor* r = handle_alloc();
   if (r == NULL) return NULL;
   *r = *t;
   pg_buffer_ref(r->buf);
