@@ -90,46 +90,61 @@ typedef struct handle_cache {
   int n;
 } handle_cache;
 
-static _Thread_local handle_cache cache;
+/* The cache is heap memory found through a thread-specific key (not a
+ * thread-local variable: the core is loaded with dlopen, and its dynamic
+ * TLS is torn down by glibc later than the key's destructor runs). */
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_ok;
 
-static void drain_cache(void* unused) {
-  (void)unused;
-  while (cache.head != NULL) {
-    TF_Tensor* t = cache.head;
-    cache.head = (TF_Tensor*)t->buf;
+static void drain_cache(void* p) {
+  handle_cache* c = p;
+  while (c->head != NULL) {
+    TF_Tensor* t = c->head;
+    c->head = (TF_Tensor*)t->buf;
     free(t);
   }
-  cache.n = 0;
+  free(c);
 }
 
-static void make_cache_key(void) { (void)pthread_key_create(&cache_key, drain_cache); }
+static void make_cache_key(void) { cache_ok = pthread_key_create(&cache_key, drain_cache) == 0; }
+
+/* This thread's cache; made on first use when `create`; NULL if none. */
+static handle_cache* thread_cache(int create) {
+  pthread_once(&cache_once, make_cache_key);
+  if (!cache_ok) return NULL;
+  handle_cache* c = pthread_getspecific(cache_key);
+  if (c == NULL && create) {
+    c = calloc(1, sizeof *c);
+    if (c != NULL && pthread_setspecific(cache_key, c) != 0) {
+      free(c);
+      c = NULL;
+    }
+  }
+  return c;
+}
 
 /* A handle record (contents undefined). */
 static TF_Tensor* handle_alloc(void) {
-  if (PG_HANDLE_CACHE && cache.head != NULL) {
-    TF_Tensor* t = cache.head;
-    cache.head = (TF_Tensor*)t->buf;
-    cache.n--;
+  handle_cache* c = PG_HANDLE_CACHE ? thread_cache(0) : NULL;
+  if (c != NULL && c->head != NULL) {
+    TF_Tensor* t = c->head;
+    c->head = (TF_Tensor*)t->buf;
+    c->n--;
     return t;
   }
   return malloc(sizeof(TF_Tensor));
 }
 
 static void handle_free(TF_Tensor* t) {
-  if (!PG_HANDLE_CACHE || cache.n >= HANDLE_CACHE) {
+  handle_cache* c = PG_HANDLE_CACHE ? thread_cache(1) : NULL;
+  if (c == NULL || c->n >= HANDLE_CACHE) {
     free(t);
     return;
   }
-  if (cache.n == 0 && cache.head == NULL) {
-    /* the thread's first: register the destructor that drains at exit */
-    pthread_once(&cache_once, make_cache_key);
-    (void)pthread_setspecific(cache_key, &cache);
-  }
-  t->buf = (pg_buffer*)cache.head;
-  cache.head = t;
-  cache.n++;
+  t->buf = (pg_buffer*)c->head;
+  c->head = t;
+  c->n++;
 }
 
 TF_Tensor* pg_tensor_new(TF_DataType dtype, const int64_t* dims, int num_dims,
