@@ -26,10 +26,14 @@ with pg.device("MY_DEVICE:0"):
     x = pg.constant(x0)
     k, c = pg.constant(np.float32(1.0001)), pg.constant(np.float32(0.5))
 
+    b = pg.constant(np.linspace(-1, 1, x0.shape[-1]).astype(np.float32))
+
     def chain(x):
         for _ in range(50):
             x = pg.add(pg.multiply(x, k), c)
-        return pg.exp(-x)
+        y = pg.nn.bias_add(pg.exp(-x), b)                       # unary, BiasAdd
+        y = pg.cast(pg.cast(y, pg.float16), pg.float32)         # Cast
+        return y + pg.ones(x0.shape)                            # Fill
     f = pg.function(chain)
     np.save(sys.argv[2], np.stack([chain(x).numpy(), f(x).numpy(), f(x).numpy()]))
 """
@@ -46,10 +50,11 @@ def _run_chain(tmp_path, x0, inline):
 
 
 def test_small_tasks_give_the_same_bits_inline_or_on_the_worker(tmp_path, rng):
-    """A chain of one-element and 16-element ops, eagerly and as a graph,
-    with the default setting, with every task on the worker (0), and with
-    a limit every task passes: the same bits, and numpy's values."""
-    for shape in ((), (16,)):
+    """A chain of one-element and 16-element ops (binary, unary, BiasAdd,
+    Cast, Fill), eagerly and as a graph, with the default setting, with
+    every task on the worker (0), and with a limit every task passes: the
+    same bits, and numpy's values."""
+    for shape in ((1, 1), (4, 4)):
         x0 = rng.standard_normal(shape).astype(np.float32)
         runs = [_run_chain(tmp_path, x0, v) for v in ("4096", "0", "1000000")]
         for r in runs[1:]:
@@ -57,7 +62,9 @@ def test_small_tasks_give_the_same_bits_inline_or_on_the_worker(tmp_path, rng):
         want = x0.astype(np.float32)
         for _ in range(50):
             want = want * np.float32(1.0001) + np.float32(0.5)
-        np.testing.assert_allclose(runs[0][0], np.exp(-want), rtol=1e-5)
+        bias = np.linspace(-1, 1, shape[-1]).astype(np.float32)
+        expect = (np.exp(-want) + bias).astype(np.float16).astype(np.float32) + 1
+        np.testing.assert_allclose(runs[0][0], expect, rtol=1e-3)
 
 
 def test_a_small_task_waits_for_work_queued_before_it(rng):

@@ -160,7 +160,7 @@ void md_compute_bias_add(void* kernel, TF_OpKernelContext* ctx) {
   task->outer = outer;
   task->channels = xs.dims[c];
   task->inner = inner;
-  md_enqueue(ctx, md_bias_run, task);
+  md_enqueue_small(ctx, md_bias_run, task, md_num_elements(&xs));
 
 done:
   md_delete_tensors(x, b, y, NULL);

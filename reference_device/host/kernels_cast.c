@@ -200,7 +200,7 @@ void md_compute_cast(void* kernel, TF_OpKernelContext* ctx) {
   task->x = TF_TensorData(x);
   task->y = TF_TensorData(y);
   task->n = n;
-  md_enqueue(ctx, md_cast_run, task);
+  md_enqueue_small(ctx, md_cast_run, task, n);
 
 done:
   md_delete_tensors(x, y, NULL, NULL);

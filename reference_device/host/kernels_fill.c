@@ -71,7 +71,7 @@ void md_compute_fill(void* kernel, TF_OpKernelContext* ctx) {
   task->y = TF_TensorData(y);
   task->n = n;
   task->esize = TF_DataTypeSize(dtype);
-  md_enqueue(ctx, md_fill_run, task);
+  md_enqueue_small(ctx, md_fill_run, task, n);
 
 done:
   md_delete_tensors(dims_t, value, y, NULL);
@@ -117,7 +117,7 @@ static void md_fill_like(TF_OpKernelContext* ctx, int one) {
   task->y = TF_TensorData(y);
   task->n = n;
   task->esize = TF_DataTypeSize(dtype);
-  md_enqueue(ctx, md_fill_run, task);
+  md_enqueue_small(ctx, md_fill_run, task, n);
 
 done:
   md_delete_tensors(x, y, NULL, NULL);
