@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 import traceback
 
 import numpy as np
 
-from gpu_peers import cuda_cupy, cuda_torch, import_pluggable
+from gpu_peers import cuda_cupy, cuda_torch, import_pluggable, median_time
 from user_calls import user_calls
 
 pg, PG_IMPORT_ERROR = import_pluggable()
@@ -46,18 +45,6 @@ def add_row(section: str, name: str, unit: str, pg_v=None, torch_v=None, cupy_v=
             note: str = "") -> None:
     ROWS.append({"section": section, "name": name, "unit": unit, "pluggable": pg_v,
                  "torch": torch_v, "cupy": cupy_v, "note": note})
-
-
-def median_time(fn, repeats: int, warmup: int = 1) -> float:
-    """Median wall time of fn() over `repeats` runs, after `warmup` runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def per_call_us(body, sync, calls: int) -> float:

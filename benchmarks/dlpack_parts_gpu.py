@@ -20,12 +20,10 @@ tensor to each other:
 """
 from __future__ import annotations
 
-import pathlib
-import statistics
 import sys
-import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+import numpy as np
+from gpu_peers import cuda_cupy, median_time, require_pluggable
 
 try:
     import torch
@@ -33,21 +31,12 @@ except ImportError:
     print("needs PyTorch: it is the peer of the round trip", file=sys.stderr)
     sys.exit(2)
 
-import numpy as np  # noqa: E402
-
-import pluggable as pg  # noqa: E402
+pg = require_pluggable()
 from pluggable.runtime import native_stream  # noqa: E402
 
 
-def _median_us(fn, calls: int = 300) -> float:
-    for _ in range(20):
-        fn()
-    samples = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples) * 1e6
+def _median_us(fn) -> float:
+    return median_time(fn, 300, warmup=20) * 1e6
 
 
 def main() -> int:
@@ -71,12 +60,10 @@ def main() -> int:
          lambda: tt.__dlpack__(stream=ours, max_version=(1, 0))),
         ("round trip pg -> torch -> pg", lambda: pg.from_dlpack(torch.from_dlpack(t))),
     ]
-    try:
-        import cupy
+    cupy, _ = cuda_cupy()
+    if cupy is not None:
         rows.append(("round trip torch -> CuPy -> torch",
                      lambda: torch.from_dlpack(cupy.from_dlpack(tt))))
-    except ImportError:
-        pass
     print(f"DLPack on GPU:0, torch {torch.__version__}, 1 MiB float32, median of 300 calls\n")
     print("| part | us |\n|---|---:|")
     for name, fn in rows:

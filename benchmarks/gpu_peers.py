@@ -1,10 +1,25 @@
 """What the GPU benchmarks import: pluggable (as installed, else from the
 checkout the benchmark is in) and the peers measured beside it, PyTorch and
-CuPy, each None where it is missing or sees no GPU."""
+CuPy, each None where it is missing or sees no GPU; and the median timing
+they share."""
 from __future__ import annotations
 
 import pathlib
+import statistics
 import sys
+import time
+
+
+def median_time(fn, repeats: int, warmup: int = 1) -> float:
+    """Median wall time of fn() over `repeats` runs, after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
 
 
 def import_pluggable():

@@ -1,4 +1,5 @@
 """Fixtures shared by the test modules."""
+import contextlib
 import os
 
 import numpy as np
@@ -39,3 +40,25 @@ def tf_oracle():
     oracle = TFOracle()
     yield oracle
     oracle.close()
+
+
+@pytest.fixture
+def hook_sees():
+    """``with hook_sees() as seen:`` installs a hook without an observer (as
+    the profiler's is) for the block; `seen` gets the name of every op call
+    it sees."""
+    from pluggable.runtime import hooks
+
+    @contextlib.contextmanager
+    def watching():
+        seen = []
+
+        def wrapper(op, inputs, attrs, run):
+            seen.append(op.name)
+            return run(op, inputs, attrs)
+        hooks.install(wrapper)
+        try:
+            yield seen
+        finally:
+            hooks.uninstall(wrapper)
+    return watching

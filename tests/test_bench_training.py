@@ -129,42 +129,40 @@ def test_traced_and_captured_modes_do_the_same_work(bench, rng):
     assert "| pluggable capture |" in table and "(capture) vs numpy: passed" in table
 
 
+def _gpu_script(name: str, *, plugin_gpu: bool):
+    """Runs benchmarks/`name`. Without PyTorch, or without a GPU (one the
+    CUDA plugin sees too, when `plugin_gpu`), it must say which is missing
+    and exit 2 (then None); with both it must succeed (then the process)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available() and (
+            not plugin_gpu or bool(pg.list_physical_devices("GPU")))
+    except ImportError:
+        assert proc.returncode == 2 and "needs PyTorch" in proc.stderr, proc.stderr
+        return None
+    if not has_gpu:
+        assert proc.returncode == 2 and "no GPU" in proc.stderr, proc.stderr
+        return None
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def test_library_host_costs_needs_a_gpu_and_pytorch():
     """benchmarks/library_host_costs_gpu.py times cuDNN and cuBLAS through
     the libraries of the PyTorch wheel: without PyTorch, or without a GPU,
     it says which is missing and exits 2 instead of failing."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "library_host_costs_gpu.py")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    try:
-        import torch
-        has_gpu = torch.cuda.is_available()
-    except ImportError:
-        assert proc.returncode == 2 and "needs PyTorch" in proc.stderr, proc.stderr
-        return
-    if not has_gpu:
-        assert proc.returncode == 2 and "no GPU" in proc.stderr, proc.stderr
-        return
-    assert proc.returncode == 0, proc.stderr
-    assert "| cublasGemmEx |" in proc.stdout and "| cudnnConvolutionForward" in proc.stdout
+    proc = _gpu_script("library_host_costs_gpu.py", plugin_gpu=False)
+    if proc is not None:
+        assert "| cublasGemmEx |" in proc.stdout and "| cudnnConvolutionForward" in proc.stdout
 
 
 def test_dlpack_parts_needs_a_gpu_and_pytorch():
     """benchmarks/dlpack_parts_gpu.py times the pieces of the DLPack round
     trip with PyTorch: without PyTorch or a GPU it says which is missing
     and exits 2; with both it prints every part."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "dlpack_parts_gpu.py")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    try:
-        import torch
-        has_gpu = torch.cuda.is_available() and bool(pg.list_physical_devices("GPU"))
-    except ImportError:
-        assert proc.returncode == 2 and "needs PyTorch" in proc.stderr, proc.stderr
-        return
-    if not has_gpu:
-        assert proc.returncode == 2 and "no GPU" in proc.stderr, proc.stderr
-        return
-    assert proc.returncode == 0, proc.stderr
-    for part in ("| our export", "| pg.from_dlpack(torch tensor) |", "| round trip pg"):
-        assert part in proc.stdout, proc.stdout
+    proc = _gpu_script("dlpack_parts_gpu.py", plugin_gpu=True)
+    if proc is not None:
+        for part in ("| our export", "| pg.from_dlpack(torch tensor) |", "| round trip pg"):
+            assert part in proc.stdout, proc.stdout

@@ -10,7 +10,7 @@ import pytest
 
 import pluggable as pg
 from pluggable.framework import config
-from pluggable.runtime import dispatch, hooks
+from pluggable.runtime import dispatch
 
 DEV = "MY_DEVICE:0"
 
@@ -70,7 +70,7 @@ def test_another_signature_takes_the_general_path(general_calls, rng):
     assert general_calls[0] == 3
 
 
-def test_hooks_and_configuration_changes_take_the_general_path(general_calls, rng):
+def test_hooks_and_configuration_changes_take_the_general_path(general_calls, rng, hook_sees):
     dev = pg.get_device(DEV)
     prep = dispatch.Prepared("Sum", dev, {"keep_dims": False})
     axis = dispatch.host_input([0], pg.int32)
@@ -80,16 +80,8 @@ def test_hooks_and_configuration_changes_take_the_general_path(general_calls, rn
     _sum(prep, x, axis)
     _sum(prep, x, axis)
     assert general_calls[0] == 1
-    seen = []
-
-    def wrapper(op, inputs, attrs, run):
-        seen.append(op.name)
-        return run(op, inputs, attrs)
-    hooks.install(wrapper)
-    try:
+    with hook_sees() as seen:
         y = _sum(prep, x, axis)
-    finally:
-        hooks.uninstall(wrapper)
     assert seen == ["Sum"] and general_calls[0] == 2
     np.testing.assert_allclose(y.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
     config.bump_version()               # a registration: cached plans are stale

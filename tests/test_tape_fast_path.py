@@ -130,13 +130,12 @@ def _numpy_adam_at(w, steps, lr, b1=0.9, b2=0.999, eps=1e-7):
     return w
 
 
-def test_the_step_counter_costs_no_op_and_follows_every_write(general_calls, rng):
+def test_the_step_counter_costs_no_op_and_follows_every_write(general_calls, rng, hook_sees):
     """Eagerly, ``iterations`` is read only after something else wrote it
     and counted up in place: a step makes no call on the general path. An
     assignment from outside, a traced step (which counts in its graph) and
     a step under a hook that must see every op (which runs
     AssignAddVariableOp) all leave the counter and the Adam powers right."""
-    from pluggable.runtime import hooks
     w0 = rng.standard_normal(6).astype(np.float32)
     grads = [rng.standard_normal(6).astype(np.float32) for _ in range(7)]
     steps = []
@@ -163,16 +162,8 @@ def test_the_step_counter_costs_no_op_and_follows_every_write(general_calls, rng
         steps.append((12, grads[4]))
         opt.apply_gradients([(pg.constant(grads[5]), w)])
         steps.append((13, grads[5]))
-        seen = []
-
-        def wrapper(op, inputs, attrs, run):
-            seen.append(op.name)
-            return run(op, inputs, attrs)
-        hooks.install(wrapper)
-        try:
+        with hook_sees() as seen:
             opt.apply_gradients([(pg.constant(grads[6]), w)])
-        finally:
-            hooks.uninstall(wrapper)
         steps.append((14, grads[6]))
         assert "AssignAddVariableOp" in seen and "ResourceApplyAdam" in seen
         assert int(opt.iterations.numpy()) == 14

@@ -14,7 +14,7 @@ from ..runtime import constants, placement
 from ..runtime.tensors import constant, convert_to_tensor
 from . import math_ops, raw_ops
 from .index_values import index_array as _index_array
-from .index_values import index_vector as _index_vector
+from .index_values import shape_input as _shape_input
 
 newaxis = None
 
@@ -256,7 +256,7 @@ def where(condition: Any, x: Any = None, y: Any = None, name: str | None = None)
 
 def tile(input: Any, multiples: Sequence[int], name: str | None = None) -> Tensor:  # noqa: A002
     """`input` repeated `multiples[i]` times along each axis i (op Tile)."""
-    return raw_ops.Tile(input=input, multiples=_index_values(multiples))
+    return raw_ops.Tile(input=input, multiples=_shape_input(multiples))
 
 
 def pad(tensor: Any, paddings: Any, mode: str = "CONSTANT", constant_values: Any = 0,
@@ -290,15 +290,7 @@ def squeeze(input: Any, axis: Any = None, name: str | None = None) -> Tensor:  #
 
 def broadcast_to(input: Any, shape: Sequence[int], name: str | None = None) -> Tensor:  # noqa: A002
     """`input` broadcast to `shape` (op BroadcastTo)."""
-    return raw_ops.BroadcastTo(input=input, shape=_index_values(shape))
-
-
-def _index_values(v: Any) -> Any:
-    """A shape-like input: for a list or tuple of ints, the cached host
-    vector (``index_values.index_vector``), with which the call takes the
-    raw_ops fast path; anything else as ``index_array`` packs it."""
-    iv = _index_vector(v, None) if type(v) is list or type(v) is tuple else None
-    return iv if iv is not None else _index_array(v).reshape(-1)
+    return raw_ops.BroadcastTo(input=input, shape=_shape_input(shape))
 
 
 def reverse(tensor: Any, axis: Sequence[int], name: str | None = None) -> Tensor:

@@ -37,6 +37,16 @@ def index_vector(v: Any, dtype: dtypes.DType | None = dtypes.int32) -> Any:
     return t if t is not None else v
 
 
+def shape_input(v: Any) -> Any:
+    """A shape-like host input (Fill's dims, BroadcastTo's shape, Tile's
+    multiples): for an int or a list or tuple of ints, the cached host
+    vector of ``index_vector`` (int32 where every value fits), with which
+    the call takes the raw_ops fast path; anything else as ``index_array``
+    packs it, flattened."""
+    iv = index_vector(v, None)
+    return iv if iv is not None else index_array(v).reshape(-1)
+
+
 def index_array(values: Any) -> np.ndarray:
     """int32 index values (int64 when they do not fit), as TensorFlow packs them."""
     if type(values) in (list, tuple) and values and all(type(v) is int for v in values):

@@ -12,7 +12,7 @@ from ..runtime import constants, dispatch, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
 from . import raw_ops
-from .index_values import index_array, index_vector
+from .index_values import index_vector, shape_input
 
 
 def add(x: Any, y: Any) -> Tensor:
@@ -158,7 +158,7 @@ def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
         return fill_scalar(dims, value.item(), dtypes.as_dtype(value.dtype))
     if type(value) in (int, float, bool):
         return fill_scalar(dims, value, dtypes.as_dtype(to_array(value).dtype))
-    return raw_ops.Fill(dims=_fill_dims(dims), value=value)
+    return raw_ops.Fill(dims=shape_input(dims), value=value)
 
 
 def fill_scalar(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
@@ -173,7 +173,7 @@ def fill_scalar(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
 def fill_general(dims: Sequence[int], value: Any, dt: dtypes.DType) -> Tensor:
     """``fill_scalar`` where ``fill_scalar_inputs`` gives None: the general
     path (the CPU's kernel, or the usual error)."""
-    return raw_ops.Fill(dims=_fill_dims(dims), value=value, T=dt)
+    return raw_ops.Fill(dims=shape_input(dims), value=value, T=dt)
 
 
 def fill_scalar_inputs(dims: Sequence[int], value: Any, dt: dtypes.DType) -> tuple | None:
@@ -187,14 +187,7 @@ def fill_scalar_inputs(dims: Sequence[int], value: Any, dt: dtypes.DType) -> tup
     c = constants.host_constant(value, dt) if on_host else constants.lookup(value, dt, dev)
     if c is None:
         return None
-    return _fill_dims(dims), c, on_host or not dev._c.capturing
-
-
-def _fill_dims(dims: Any) -> Any:
-    """Fill's dims: the cached host vector of a list of ints (int32 where
-    every value fits), else the values as index_array packs them."""
-    iv = index_vector(dims, None)
-    return iv if iv is not None else index_array(dims).reshape(-1)
+    return shape_input(dims), c, on_host or not dev._c.capturing
 
 
 _fill_targets: dict = {}

@@ -317,9 +317,9 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     if hasattr(x, "__dlpack__"):
         target = _device_for(*x.__dlpack_device__()) if hasattr(x, "__dlpack_device__") \
             else None
-        capsule, legacy = _ask(x, target, copy)
-        if legacy:
-            _follow_legacy_stream(target)
+        capsule, event = _ask(x, target, copy)
+        if event is not None:
+            _follow_legacy_stream(target, event)
     else:
         capsule = x
     managed, versioned = _take(capsule)
@@ -345,9 +345,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
 _LEGACY_STREAM = 1  # CUDA's legacy default stream, as DLPack numbers it
 
 
-def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
+def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, Any]:
     """``x.__dlpack__`` with a consumer stream (CUDA targets) and our
-    version, and whether that stream was the legacy default stream.
+    version, and the event that orders the device's stream after the
+    legacy default stream when that was the consumer stream (else None).
 
     For a CUDA target the consumer stream is the legacy default stream
     where cuda-python can order the device's stream after it (an event):
@@ -356,19 +357,19 @@ def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
     records and waits on an event through Python on every call), and one
     on a side stream orders it before the legacy stream. Without
     cuda-python, the device's own stream is passed."""
-    stream, legacy = None, False
+    stream, event = None, None
     if isinstance(target, Device):
         ns = native_stream.native_stream(target)
         if ns is not None:
-            legacy = _import_event(target) is not None
-            stream = _LEGACY_STREAM if legacy else ns.handle
+            event = _import_event(target)
+            stream = _LEGACY_STREAM if event is not None else ns.handle
     try:
         kw = {"max_version": MAX_VERSION}
         if copy is not None:
             kw["copy"] = copy
-        return x.__dlpack__(stream=stream, **kw), legacy
+        return x.__dlpack__(stream=stream, **kw), event
     except TypeError:  # a producer older than DLPack 1.0's keywords
-        return (x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()), legacy
+        return (x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()), event
 
 
 def _import_event(dev: Device) -> Any:
@@ -379,19 +380,18 @@ def _import_event(dev: Device) -> Any:
     return native_stream.per_device(dev, "_dlpack_import_event", _order_event)
 
 
-def _follow_legacy_stream(dev: Device) -> None:
+def _follow_legacy_stream(dev: Device, ev: Any) -> None:
     """Makes `dev`'s stream wait for the work queued so far on the legacy
-    default stream of `dev`'s CUDA device (an event, no host wait; a host
+    default stream of `dev`'s CUDA device (event `ev`, no host wait; a host
     wait for that stream if the event cannot be used)."""
     cudart = cuda_python.cudart()
-    ev = _import_event(dev)
     handle = native_stream.native_stream(dev).handle
     ordinal = native_stream.native_ordinal(dev)
     current = int(cudart.cudaGetDevice()[1])
     if current != ordinal:  # the legacy stream is the current device's
         cudart.cudaSetDevice(ordinal)
     try:
-        if ev is None or int(cudart.cudaEventRecord(ev, _LEGACY_STREAM)[0]) != 0 or \
+        if int(cudart.cudaEventRecord(ev, _LEGACY_STREAM)[0]) != 0 or \
                 int(cudart.cudaStreamWaitEvent(handle, ev, 0)[0]) != 0:
             cudart.cudaStreamSynchronize(_LEGACY_STREAM)
     finally:

@@ -178,18 +178,7 @@ void md_delete_tensors(TF_Tensor* a, TF_Tensor* b, TF_Tensor* c, TF_Tensor* d) {
   TF_DeleteTensor(d);
 }
 
-static int md_enqueue_work(TF_OpKernelContext* ctx, md_task_fn fn, void* arg,
-                           int64_t work);
-
-int md_enqueue(TF_OpKernelContext* ctx, md_task_fn fn, void* arg) {
-  return md_enqueue_work(ctx, fn, arg, -1);
-}
-
-int md_enqueue_small(TF_OpKernelContext* ctx, md_task_fn fn, void* arg, int64_t work) {
-  return md_enqueue_work(ctx, fn, arg, work < 0 ? 0 : work);
-}
-
-/* work < 0: never inline. */
+/* md_enqueue / md_enqueue_small; work < 0: never inline. */
 static int md_enqueue_work(TF_OpKernelContext* ctx, md_task_fn fn, void* arg,
                            int64_t work) {
   TF_Status* status = TF_NewStatus();
@@ -214,6 +203,14 @@ static int md_enqueue_work(TF_OpKernelContext* ctx, md_task_fn fn, void* arg,
     return 0;
   }
   return 1;
+}
+
+int md_enqueue(TF_OpKernelContext* ctx, md_task_fn fn, void* arg) {
+  return md_enqueue_work(ctx, fn, arg, -1);
+}
+
+int md_enqueue_small(TF_OpKernelContext* ctx, md_task_fn fn, void* arg, int64_t work) {
+  return md_enqueue_work(ctx, fn, arg, work < 0 ? 0 : work);
 }
 
 void* md_task_alloc(TF_OpKernelContext* ctx, size_t bytes) {

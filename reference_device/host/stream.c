@@ -135,6 +135,28 @@ static void md_run_markers(SP_Stream stream, md_task* task) {
  * argument when it takes the record again. */
 #define MD_SPARE_TASKS 64
 
+/* After `task` ran (or was skipped), with stream->mu held: its markers, the
+ * completion count, and the record kept as a spare (its argument freed
+ * later, by the launching thread that takes it) or returned. Returns the
+ * task to free (argument and record) once the mutex is released, or NULL. */
+static md_task* md_finish_task(SP_Stream stream, md_task* task) {
+  stream->running = NULL;
+  md_run_markers(stream, task);
+  stream->completed++;
+  pthread_cond_broadcast(&stream->done_cv);
+  if (stream->num_spare >= MD_SPARE_TASKS) return task;
+  task->stale_arg = task->arg;
+  task->next = stream->spare;
+  stream->spare = task;
+  stream->num_spare++;
+  return NULL;
+}
+
+static void md_free_task(md_task* task) {
+  free(task->arg);
+  free(task);
+}
+
 /* The worker thread: pops and runs tasks until shutdown with an empty queue. */
 static void* md_stream_worker(void* opaque) {
   SP_Stream stream = opaque;
@@ -161,19 +183,10 @@ static void* md_stream_worker(void* opaque) {
     if (task->trace != NULL) md_trace_done(task->trace, stream->device->ordinal, stream, t0, run);
 
     pthread_mutex_lock(&stream->mu);
-    stream->running = NULL;
-    md_run_markers(stream, task);
-    stream->completed++;
-    pthread_cond_broadcast(&stream->done_cv);
-    if (stream->num_spare < MD_SPARE_TASKS) {
-      task->stale_arg = task->arg;
-      task->next = stream->spare;
-      stream->spare = task;
-      stream->num_spare++;
-    } else { /* freed here, without the mutex */
+    md_task* done = md_finish_task(stream, task);
+    if (done != NULL) { /* freed here, without the mutex */
       pthread_mutex_unlock(&stream->mu);
-      free(task->arg);
-      free(task);
+      md_free_task(done);
       pthread_mutex_lock(&stream->mu);
     }
   }
@@ -221,26 +234,11 @@ static void md_run_inline(SP_Stream stream, md_task* task) {
   pthread_mutex_unlock(&stream->mu);
   if (run) task->fn(task->arg, stream);
   pthread_mutex_lock(&stream->mu);
-  stream->running = NULL;
-  md_run_markers(stream, task);
-  stream->completed++;
-  pthread_cond_broadcast(&stream->done_cv);
+  md_task* done = md_finish_task(stream, task);
   /* tasks other threads queued meanwhile, or a shutdown waiting for it */
   if (stream->head != NULL || stream->shutting_down) pthread_cond_signal(&stream->work_cv);
-  void* old = NULL;
-  if (stream->num_spare < MD_SPARE_TASKS) {
-    task->stale_arg = task->arg;
-    task->next = stream->spare;
-    stream->spare = task;
-    stream->num_spare++;
-  } else {
-    old = task;
-  }
   pthread_mutex_unlock(&stream->mu);
-  if (old != NULL) {
-    free(task->arg);
-    free(task);
-  }
+  if (done != NULL) md_free_task(done);
 }
 
 /* Queues a task carrying the profile record `trace` (or NULL); a task that
