@@ -272,6 +272,8 @@ def test_device_without_memory_declaration_cannot_export(monkeypatch):
     with pg.device("MY_DEVICE:0"):
         t = pg.identity(pg.constant(np.ones(3, np.float32)))
     monkeypatch.setattr(native_stream, "memory_kind", lambda dev: None)
+    # (the device keeps what it was asked once: forget it)
+    monkeypatch.delitem(pg.get_device("MY_DEVICE:0").__dict__, "_dlpack_device", raising=False)
     with pytest.raises(pg.errors.UnimplementedError, match="t.to"):
         np.from_dlpack(t)
 
@@ -303,3 +305,36 @@ def test_host_tensors_have_no_cuda_array_interface():
         m = pg.constant(np.ones(2, np.float32))
     assert not hasattr(t, "__cuda_array_interface__")
     assert not hasattr(m, "__cuda_array_interface__")
+
+
+def test_host_device_has_no_native_streams_to_order():
+    """MY_DEVICE's native-stream table is version 2 without order_native:
+    asking it to order streams says why not, so the caller orders another
+    way."""
+    dev = pg.get_device("MY_DEVICE:0")
+    fns = native_stream.plugin_fns(dev)
+    assert fns.version == 2 and fns.kind == native_stream.KIND_NONE
+    assert native_stream.order_fn(dev) is None
+    assert "no order_native" in native_stream.order(dev, 1, native_stream.STREAM_AFTER_NATIVE)
+
+
+def test_native_stream_table_of_a_version_1_caller():
+    """A core that knows only version 1 of the table gets version 1 and
+    nothing written past the size it gave."""
+    dev = pg.get_device("MY_DEVICE:0")
+    sym = lib.pg_dlsym(dev.plugin.handle, b"PG_GetNativeStreamFns")
+    assert sym != ffi.NULL
+    v1 = ffi.offsetof("PG_NativeStreamFns", "compute_capability") + ffi.sizeof("void*")
+    full = ffi.sizeof("PG_NativeStreamFns")
+    assert full > v1
+    raw = ffi.new("char[]", full + 16)
+    ffi.memmove(raw, b"\xab" * (full + 16), full + 16)
+    table = ffi.cast("PG_NativeStreamFns*", raw)
+    table.struct_size = v1
+    ffi.cast("PG_GetNativeStreamFnsFn", sym)(table)
+    assert table.version == 1 and table.kind == native_stream.KIND_NONE
+    assert ffi.buffer(raw + v1, full + 16 - v1)[:] == b"\xab" * (full + 16 - v1)
+    table.struct_size = v1 - 1  # smaller than version 1: untouched
+    table.version = 0
+    ffi.cast("PG_GetNativeStreamFnsFn", sym)(table)
+    assert table.version == 0

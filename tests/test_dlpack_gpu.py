@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import pluggable as pg
-from pluggable._core import ffi, lib
+from pluggable._core import cuda_python, ffi, lib
+from pluggable.runtime import native_stream
 
 if not pg.list_physical_devices("GPU"):
     pytest.skip("no GPU device present: DLPack GPU tests need the CUDA reference plugin and "
@@ -34,6 +35,33 @@ needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="PyTorch with CUDA is no
 needs_cupy = pytest.mark.skipif(not HAVE_CUPY, reason="CuPy is not installed")
 
 GPU = "GPU:0"
+
+
+@pytest.fixture(params=["plugin", "cuda-python"])
+def ordering(request, monkeypatch):
+    """Stream order between the device and the peer's stream through the
+    plugin's ``order_native`` (the default), or through cuda-python, as for
+    a plugin without it. Yields a function of the `order` arguments
+    expected of one exchange, the list the plugin's function must have been
+    called with (none through cuda-python)."""
+    calls = []
+    if request.param == "cuda-python":
+        if cuda_python.cudart() is None:
+            pytest.skip("cuda-python is not installed: the fallback path needs it")
+        monkeypatch.setattr(native_stream, "order_fn", lambda dev: None)
+    else:
+        real = native_stream.order_fn
+
+        def counting(dev):
+            fn = real(dev)
+            assert fn is not None, "the CUDA plugin implements order_native"
+
+            def call(sp, stream, native, how, st):
+                calls.append(how)
+                return fn(sp, stream, native, how, st)
+            return call
+        monkeypatch.setattr(native_stream, "order_fn", counting)
+    yield lambda *expected: calls == (list(expected) if request.param == "plugin" else [])
 
 
 def _address(t: pg.Tensor) -> int:
@@ -80,16 +108,30 @@ def test_torch_reads_pg_gpu_tensors_in_place(dtype):
 
 
 @needs_torch
-def test_torch_waits_for_pg_work_on_its_stream():
+def test_torch_waits_for_pg_work_on_its_stream(ordering):
     x = _random((2048, 2048))
     t = _slow_product(x)
     tt = torch.from_dlpack(t)  # passes torch's current stream: ours is ordered before it
     got = (tt * 1).cpu().numpy()
     np.testing.assert_array_equal(got, t.numpy())
+    assert ordering(native_stream.NATIVE_AFTER_STREAM)
 
 
 @needs_torch
-def test_pg_waits_for_torch_work_on_a_side_stream():
+def test_torch_side_stream_waits_for_pg_work(ordering):
+    """A consumer stream that is a real handle (not the default stream's 1)."""
+    x = _random((2048, 2048))
+    t = _slow_product(x)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        tt = torch.from_dlpack(t)
+        got = tt * 1
+    s.synchronize()
+    np.testing.assert_array_equal(got.cpu().numpy(), t.numpy())
+
+
+@needs_torch
+def test_pg_waits_for_torch_work_on_a_side_stream(ordering):
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         a = torch.randn(2048, 2048, device="cuda")
@@ -118,7 +160,7 @@ class _Recording:
 
 
 @needs_torch
-def test_pg_asks_for_the_legacy_stream_and_waits_for_default_stream_work():
+def test_pg_asks_for_the_legacy_stream_and_waits_for_default_stream_work(ordering):
     """The consumer stream pg.from_dlpack gives a CUDA producer is the legacy
     default stream (1), which PyTorch's default-stream work is already on;
     the device's stream is then ordered after it: slow products queued
@@ -132,6 +174,20 @@ def test_pg_asks_for_the_legacy_stream_and_waits_for_default_stream_work():
         r = pg.identity(t)
     assert p.streams == [1]
     np.testing.assert_array_equal(r.numpy(), a.cpu().numpy())
+    assert ordering(native_stream.STREAM_AFTER_NATIVE)
+
+
+def test_order_native_is_offered_and_checks_its_stream():
+    """The CUDA plugin's native-stream table is version 2 with order_native,
+    which refuses the ambiguous stream 0 with a message (the caller then
+    orders another way) and accepts a real handle."""
+    dev = pg.get_device(GPU)
+    fns = native_stream.plugin_fns(dev)
+    assert fns.version >= 2 and native_stream.order_fn(dev) is not None
+    why = native_stream.order(dev, 0, native_stream.NATIVE_AFTER_STREAM)
+    assert why is not None and "ambiguous" in why
+    assert native_stream.order(dev, 2, native_stream.STREAM_AFTER_NATIVE) is None
+    assert native_stream.order(dev, 1, 7) is not None  # no such order
 
 
 @needs_torch
@@ -238,7 +294,7 @@ def test_cupy_both_ways_in_place():
 
 
 @needs_cupy
-def test_cupy_waits_for_pg_work():
+def test_cupy_waits_for_pg_work(ordering):
     x = _random((2048, 2048))
     t = _slow_product(x)
     c = cp.from_dlpack(t)

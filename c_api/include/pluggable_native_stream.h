@@ -18,12 +18,23 @@
  *
  * Version history:
  *   1: native_stream, compute_capability.
+ *   2: order_native (stream order between an SP_Stream and a native stream
+ *      of another library, for DLPack and __cuda_array_interface__
+ *      exchanges).
+ *
+ * Growing the table: a plugin fills the fields of version 1 when
+ * struct_size >= PG_NATIVE_STREAM_FNS_STRUCT_SIZE_V1 and those of version 2
+ * only when struct_size >= PG_NATIVE_STREAM_FNS_STRUCT_SIZE, and sets
+ * `version` to the highest version whose fields it filled, so that a core
+ * built against either header and a plugin built against the other work
+ * together.
  */
 #ifndef PLUGGABLE_NATIVE_STREAM_H_
 #define PLUGGABLE_NATIVE_STREAM_H_
 
 #include <stddef.h>
 
+#include "c_api_macros.h"
 #include "stream_executor.h"
 #include "tf_status.h"
 
@@ -31,7 +42,7 @@
 extern "C" {
 #endif
 
-#define PG_NATIVE_STREAM_VERSION 1
+#define PG_NATIVE_STREAM_VERSION 2
 
 /* What a native handle is. */
 typedef enum PG_NativeStreamKind {
@@ -43,6 +54,17 @@ typedef enum PG_NativeStreamKind {
                                 interchangeable with a CUstream); device
                                 memory is CUDA memory (DLPack kDLCUDA) */
 } PG_NativeStreamKind;
+
+/* Which side of an order_native call waits for the other. */
+typedef enum PG_NativeOrder {
+  /* Work enqueued on the SP_Stream after the call runs after the work
+   * enqueued on the native stream before it (importing another library's
+   * data). */
+  PG_ORDER_STREAM_AFTER_NATIVE = 0,
+  /* Work enqueued on the native stream after the call runs after the work
+   * enqueued on the SP_Stream before it (exporting to another library). */
+  PG_ORDER_NATIVE_AFTER_STREAM = 1
+} PG_NativeOrder;
 
 typedef struct PG_NativeStreamFns {
   /* In: sizeof(PG_NativeStreamFns) as the core knows it. A plugin must not
@@ -65,7 +87,24 @@ typedef struct PG_NativeStreamFns {
    * the notion does not apply. */
   int (*compute_capability)(const SP_Device* device, int* major, int* minor,
                             int* native_ordinal);
+
+  /* Version 2. Orders `stream` of `device` and `native`, a native stream of
+   * the same device made by any library, as `order` says, without a host
+   * wait (CUDA: an event recorded on one stream and waited for on the
+   * other). For PG_NATIVE_STREAM_CUDA, `native` may also be one of the
+   * special handles as DLPack numbers them: 1 (cudaStreamLegacy, the legacy
+   * default stream) and 2 (cudaStreamPerThread, the calling thread's
+   * default stream), both of the device's CUDA device; 0 is not accepted.
+   * Safe to call from several threads at once. Sets `status` on failure
+   * (the streams are then not ordered). NULL: not supported. */
+  void (*order_native)(const SP_Device* device, SP_Stream stream, void* native,
+                       PG_NativeOrder order, TF_Status* status);
 } PG_NativeStreamFns;
+
+#define PG_NATIVE_STREAM_FNS_STRUCT_SIZE_V1 \
+  TF_OFFSET_OF_END(PG_NativeStreamFns, compute_capability)
+#define PG_NATIVE_STREAM_FNS_STRUCT_SIZE \
+  TF_OFFSET_OF_END(PG_NativeStreamFns, order_native)
 
 /* The symbol the core looks up (dlsym) in a plugin. */
 #define PG_NATIVE_STREAM_SYMBOL "PG_GetNativeStreamFns"

@@ -12,8 +12,9 @@ Which DLPack device a tensor is on:
 * Tensors of a CUDA plugin device (``PG_NATIVE_STREAM_CUDA``): ``kDLCUDA``
   with the device's CUDA ordinal. The ``stream`` argument of ``__dlpack__``
   orders the device's queued work before the consumer's stream (an event
-  recorded on the device's stream, waited for on the consumer's, through
-  cuda-python; without cuda-python the export waits for the device).
+  recorded on the device's stream, waited for on the consumer's; when
+  neither the plugin nor cuda-python can, the export waits for the
+  device).
 * Any other plugin device cannot export (UnimplementedError: copy the
   tensor to the CPU with ``t.to("CPU:0")``).
 
@@ -95,15 +96,22 @@ def dlpack_device(t: Tensor) -> tuple[int, int]:
     dev = t._dev
     if not isinstance(dev, Device):
         return (KDL_CPU, 0)
+    here = native_stream.per_device(dev, "_dlpack_device", _ask_dlpack_device)
+    if here is None:
+        raise errors.UnimplementedError(
+            f"a tensor on {dev.short_name} cannot be exchanged through DLPack: its plugin "
+            "does not say what its memory is (pluggable_native_stream.h); copy it first with "
+            "t.to('CPU:0')", device=dev.name)
+    return here
+
+
+def _ask_dlpack_device(dev: Device) -> tuple[int, int] | None:
     kind = _device_kind(dev)
     if kind == native_stream.KIND_CUDA:
         return (KDL_CUDA, native_stream.native_ordinal(dev))
     if kind == native_stream.KIND_NONE:
         return (KDL_CPU, 0)
-    raise errors.UnimplementedError(
-        f"a tensor on {dev.short_name} cannot be exchanged through DLPack: its plugin does "
-        "not say what its memory is (pluggable_native_stream.h); copy it first with "
-        "t.to('CPU:0')", device=dev.name)
+    return None
 
 
 # The plugin devices the CUDA ordinals were read from, and the first CUDA
@@ -139,10 +147,13 @@ def _device_for(device_type: int, device_id: int) -> Any:
 
 def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     """Orders the work queued on `dev`'s stream before CUDA stream
-    `consumer` (an event, no host wait); waits for the device when
-    cuda-python is missing."""
+    `consumer` (an event, no host wait): through the plugin's
+    ``order_native``, else through cuda-python; waits for the device when
+    neither can."""
     ns = native_stream.native_stream(dev)
     if ns is not None and ns.handle == consumer:
+        return
+    if native_stream.order(dev, consumer, native_stream.NATIVE_AFTER_STREAM) is None:
         return
     cudart = cuda_python.cudart()
     ev = native_stream.per_device(dev, "_dlpack_order_event", _order_event) \
@@ -317,9 +328,9 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     if hasattr(x, "__dlpack__"):
         target = _device_for(*x.__dlpack_device__()) if hasattr(x, "__dlpack_device__") \
             else None
-        capsule, event = _ask(x, target, copy)
-        if event is not None:
-            _follow_legacy_stream(target, event)
+        capsule, follow = _ask(x, target, copy)
+        if follow:
+            _follow_legacy_stream(target)
     else:
         capsule = x
     managed, versioned = _take(capsule)
@@ -345,53 +356,56 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
 _LEGACY_STREAM = 1  # CUDA's legacy default stream, as DLPack numbers it
 
 
-def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, Any]:
+def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
     """``x.__dlpack__`` with a consumer stream (CUDA targets) and our
-    version, and the event that orders the device's stream after the
-    legacy default stream when that was the consumer stream (else None).
+    version, and whether the device's stream must then be ordered after the
+    legacy default stream (``_follow_legacy_stream``).
 
     For a CUDA target the consumer stream is the legacy default stream
-    where cuda-python can order the device's stream after it (an event):
-    a producer whose work is on that stream, as PyTorch's and CuPy's is by
-    default, then has nothing to order (handed another stream, PyTorch
-    records and waits on an event through Python on every call), and one
-    on a side stream orders it before the legacy stream. Without
-    cuda-python, the device's own stream is passed."""
-    stream, event = None, None
+    where the device's stream can be ordered after it (the plugin's
+    ``order_native``, else cuda-python): a producer whose work is on that
+    stream, as PyTorch's and CuPy's is by default, then has nothing to order
+    (handed another stream, PyTorch records and waits on an event through
+    Python on every call), and one on a side stream orders it before the
+    legacy stream. Otherwise the device's own stream is passed."""
+    stream, follow = None, False
     if isinstance(target, Device):
         ns = native_stream.native_stream(target)
         if ns is not None:
-            event = _import_event(target)
-            stream = _LEGACY_STREAM if event is not None else ns.handle
+            follow = native_stream.order_fn(target) is not None \
+                or cuda_python.cudart() is not None
+            stream = _LEGACY_STREAM if follow else ns.handle
     try:
         kw = {"max_version": MAX_VERSION}
         if copy is not None:
             kw["copy"] = copy
-        return x.__dlpack__(stream=stream, **kw), event
+        return x.__dlpack__(stream=stream, **kw), follow
     except TypeError:  # a producer older than DLPack 1.0's keywords
-        return (x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()), event
+        return (x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()), follow
 
 
-def _import_event(dev: Device) -> Any:
-    """The CUDA event (made once per device) that orders `dev`'s stream
-    after the legacy default stream, or None without cuda-python."""
-    if cuda_python.cudart() is None:
-        return None
-    return native_stream.per_device(dev, "_dlpack_import_event", _order_event)
-
-
-def _follow_legacy_stream(dev: Device, ev: Any) -> None:
+def _follow_legacy_stream(dev: Device) -> None:
     """Makes `dev`'s stream wait for the work queued so far on the legacy
-    default stream of `dev`'s CUDA device (event `ev`, no host wait; a host
+    default stream of `dev`'s CUDA device, without a host wait: through the
+    plugin's ``order_native``, else with an event of cuda-python's (a host
     wait for that stream if the event cannot be used)."""
+    why = native_stream.order(dev, _LEGACY_STREAM, native_stream.STREAM_AFTER_NATIVE)
+    if why is None:
+        return
     cudart = cuda_python.cudart()
+    if cudart is None:
+        raise errors.InternalError(
+            f"DLPack import on {dev.short_name}: the device's stream could not be ordered "
+            f"after CUDA's legacy default stream ({why}) and cuda-python is not installed",
+            device=dev.name)
+    ev = native_stream.per_device(dev, "_dlpack_import_event", _order_event)
     handle = native_stream.native_stream(dev).handle
     ordinal = native_stream.native_ordinal(dev)
     current = int(cudart.cudaGetDevice()[1])
     if current != ordinal:  # the legacy stream is the current device's
         cudart.cudaSetDevice(ordinal)
     try:
-        if int(cudart.cudaEventRecord(ev, _LEGACY_STREAM)[0]) != 0 or \
+        if ev is None or int(cudart.cudaEventRecord(ev, _LEGACY_STREAM)[0]) != 0 or \
                 int(cudart.cudaStreamWaitEvent(handle, ev, 0)[0]) != 0:
             cudart.cudaStreamSynchronize(_LEGACY_STREAM)
     finally:

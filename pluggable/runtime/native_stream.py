@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._core import ffi, status
+from .._core import ffi, lib, status
 from .extensions import extension
 from .status import raise_status
 
 KIND_NONE = 0   # PG_NATIVE_STREAM_NONE: host-memory devices
 KIND_CUDA = 1   # PG_NATIVE_STREAM_CUDA
+STREAM_AFTER_NATIVE = 0  # PG_ORDER_STREAM_AFTER_NATIVE
+NATIVE_AFTER_STREAM = 1  # PG_ORDER_NATIVE_AFTER_STREAM
 
 
 class NativeStream(NamedTuple):
@@ -83,3 +85,32 @@ def _ask_native_ordinal(dev: Any) -> int:
         if fns.compute_capability(dev._sp, mj, mn, o):
             return int(o[0])
     return int(dev.ordinal)
+
+
+def order_fn(dev: Any) -> Any:
+    """The ``order_native`` function of `dev`'s plugin (extension version
+    2), or None where the plugin has none."""
+    return per_device(dev, "_order_native", _ask_order_fn)
+
+
+def _ask_order_fn(dev: Any) -> Any:
+    fns = plugin_fns(dev)
+    if fns is None or fns.version < 2 or fns.order_native == ffi.NULL:
+        return None
+    return fns.order_native
+
+
+def order(dev: Any, native: int, how: int) -> str | None:
+    """Orders `dev`'s stream and the native stream `native` (a handle, or 1 /
+    2 for CUDA's legacy / per-thread default stream) through the plugin:
+    `how` is STREAM_AFTER_NATIVE or NATIVE_AFTER_STREAM. Returns None when
+    ordered, else why not (the plugin has no ``order_native``, or its
+    message), for the caller to order the streams another way."""
+    fn = order_fn(dev)
+    if fn is None:
+        return "the plugin has no order_native"
+    st = status()
+    fn(dev._sp, dev._c.stream, ffi.cast("void*", native), how, st)
+    if lib.TF_GetCode(st) == 0:
+        return None
+    return ffi.string(lib.TF_Message(st)).decode(errors="replace")

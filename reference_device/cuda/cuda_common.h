@@ -89,6 +89,11 @@ struct CudaStream {
   int ordinal = 0;
   // Recorded on this stream when another stream must wait for it.
   cudaEvent_t dep_event = nullptr;
+  // Recorded on another library's stream, or on this one, by order_native
+  // (pluggable_native_stream.h); made on first use. `order_mu` is held from
+  // the record to the wait (and over the creation).
+  std::mutex order_mu;
+  cudaEvent_t order_event = nullptr;
 
   // Guards the error fields below. Taken by host functions running on
   // CUDA's callback thread, so it is never held across a CUDA call.

@@ -358,6 +358,62 @@ int compute_capability(const SP_Device* device, int* major, int* minor,
   return 1;
 }
 
+// Orders the plugin's `stream` and another library's CUDA stream `native`
+// (or the legacy / per-thread default stream, 1 / 2) with one event: recorded
+// on the side that goes first, waited for on the other. The event is the
+// stream's own; `order_mu` keeps another thread from recording it again
+// between this record and this wait.
+void order_native(const SP_Device* device, SP_Stream stream, void* native,
+                  PG_NativeOrder order, TF_Status* status) {
+  CudaStream* s = stream_of(stream);
+  if (device_of(device) == nullptr || s == nullptr) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "order_native: NULL device or stream");
+    return;
+  }
+  if (native == nullptr) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT,
+                 "order_native: stream 0 is ambiguous; pass 1 (legacy default stream), "
+                 "2 (per-thread default stream) or a stream handle");
+    return;
+  }
+  if (order != PG_ORDER_STREAM_AFTER_NATIVE && order != PG_ORDER_NATIVE_AFTER_STREAM) {
+    TF_SetStatus(status, TF_INVALID_ARGUMENT, "order_native: unknown order");
+    return;
+  }
+  cudaStream_t other = static_cast<cudaStream_t>(native);
+  if (other == s->stream) {
+    TF_SetStatus(status, TF_OK, "");
+    return;
+  }
+  DeviceGuard guard(s->ordinal);  // the default streams are the current device's
+  if (!guard.ok(status, s->ordinal)) return;
+  std::lock_guard<std::mutex> lock(s->order_mu);
+  cudaError_t e = cudaSuccess;
+  if (s->order_event == nullptr) {
+    e = cudaEventCreateWithFlags(&s->order_event, cudaEventDisableTiming);
+    if (e != cudaSuccess) {
+      s->order_event = nullptr;
+      set_cuda_status(status, e, "cudaEventCreateWithFlags");
+      return;
+    }
+  }
+  const bool after_native = order == PG_ORDER_STREAM_AFTER_NATIVE;
+  e = cudaEventRecord(s->order_event, after_native ? other : s->stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    set_cuda_status(status, e, "cudaEventRecord(%s stream)", after_native ? "native" : "device");
+    return;
+  }
+  e = cudaStreamWaitEvent(after_native ? s->stream : other, s->order_event, 0);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    set_cuda_status(status, e, "cudaStreamWaitEvent(%s stream)",
+                    after_native ? "device" : "native");
+    return;
+  }
+  TF_SetStatus(status, TF_OK, "");
+}
+
 }  // namespace
 }  // namespace pgcuda
 
@@ -368,9 +424,12 @@ extern "C" void PG_GetHostCopyFns(PG_HostCopyFns* fns) {
 }
 
 extern "C" void PG_GetNativeStreamFns(PG_NativeStreamFns* fns) {
-  if (fns == nullptr || fns->struct_size < sizeof(PG_NativeStreamFns)) return;
-  fns->version = PG_NATIVE_STREAM_VERSION;
+  if (fns == nullptr || fns->struct_size < PG_NATIVE_STREAM_FNS_STRUCT_SIZE_V1) return;
+  fns->version = 1;
   fns->kind = PG_NATIVE_STREAM_CUDA;
   fns->native_stream = pgcuda::native_stream;
   fns->compute_capability = pgcuda::compute_capability;
+  if (fns->struct_size < PG_NATIVE_STREAM_FNS_STRUCT_SIZE) return;  // a version-1 caller
+  fns->version = 2;
+  fns->order_native = pgcuda::order_native;
 }

@@ -208,6 +208,7 @@ void free_stream(CudaStream* s) {
   if (s->pinned_checks != nullptr) (void)cudaFreeHost(s->pinned_checks);
   if (s->gemv_tickets != nullptr) (void)cudaFree(s->gemv_tickets);
   if (s->dep_event != nullptr) (void)cudaEventDestroy(s->dep_event);
+  if (s->order_event != nullptr) (void)cudaEventDestroy(s->order_event);
   if (s->stream != nullptr) (void)cudaStreamDestroy(s->stream);
   (void)cudaGetLastError();
   delete s;

@@ -6,9 +6,12 @@
 #include "pluggable_native_stream.h"
 
 void PG_GetNativeStreamFns(PG_NativeStreamFns* fns) {
-  if (fns == NULL || fns->struct_size < sizeof(PG_NativeStreamFns)) return;
-  fns->version = PG_NATIVE_STREAM_VERSION;
+  if (fns == NULL || fns->struct_size < PG_NATIVE_STREAM_FNS_STRUCT_SIZE_V1) return;
+  fns->version = 1;
   fns->kind = PG_NATIVE_STREAM_NONE;
   fns->native_stream = NULL;
   fns->compute_capability = NULL;
+  if (fns->struct_size < PG_NATIVE_STREAM_FNS_STRUCT_SIZE) return;
+  fns->version = 2;
+  fns->order_native = NULL; /* no native streams to order with */
 }
