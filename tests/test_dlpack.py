@@ -338,3 +338,50 @@ def test_native_stream_table_of_a_version_1_caller():
     table.version = 0
     ffi.cast("PG_GetNativeStreamFnsFn", sym)(table)
     assert table.version == 0
+
+
+def test_import_in_one_call_takes_the_capsule_once():
+    """pg_dlpack_import (the common import as one call into the core) over a
+    host-memory device: the tensor shares the producer's memory, the capsule
+    is marked used, and the producer's deleter runs once, when the tensor
+    goes."""
+    dev = pg.get_device("MY_DEVICE:0")
+    a = _random(np.float32, (5, 7))
+    held = sys.getrefcount(a)
+    cap = a.__dlpack__(max_version=(1, 0))
+    assert sys.getrefcount(a) == held + 1  # the export holds the array
+    t = dlpack._import_in_one_call(cap, dev)
+    assert t is not None and t.device.endswith("MY_DEVICE:0")
+    assert t.shape == (5, 7) and t.dtype == pg.float32
+    with pytest.raises(pg.errors.InvalidArgumentError, match="consumed"):
+        pg.from_dlpack(cap)
+    np.testing.assert_array_equal(t.numpy(), a)
+    del cap
+    gc.collect()
+    assert sys.getrefcount(a) == held + 1  # the tensor owns it now
+    del t
+    gc.collect()
+    assert sys.getrefcount(a) == held  # the deleter ran, once
+
+
+def test_import_in_one_call_leaves_other_capsules_to_the_general_path():
+    """A strided array, a capsule of another DLPack device, or something that
+    is not a capsule: no tensor, and the capsule stays usable."""
+    dev = pg.get_device("MY_DEVICE:0")
+    strided = _random(np.float32, (6, 8))[:, ::2]
+    cap = strided.__dlpack__(max_version=(1, 0))
+    assert dlpack._import_in_one_call(cap, dev) is None
+    np.testing.assert_array_equal(pg.from_dlpack(cap).numpy(), strided)  # still unused
+    a = _random(np.float32, (4,))
+    cap = a.__dlpack__()
+    info = ffi.new("pg_dlpack_info*")
+    st = lib.TF_NewStatus()
+    try:
+        h = lib.pg_dlpack_import(ffi.cast("void*", id(cap)), dev._c, 2, 0, info, st)
+        assert h == ffi.NULL and lib.TF_GetCode(st) == 0
+        not_a_capsule = object()
+        h = lib.pg_dlpack_import(ffi.cast("void*", id(not_a_capsule)), dev._c, 1, 0, info, st)
+        assert h == ffi.NULL and lib.TF_GetCode(st) == 0
+    finally:
+        lib.TF_DeleteStatus(st)
+    np.testing.assert_array_equal(pg.from_dlpack(cap).numpy(), a)

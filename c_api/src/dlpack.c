@@ -23,6 +23,7 @@
 /* CPython's stable ABI, resolved in the running interpreter. */
 extern int PyCapsule_IsValid(void* capsule, const char* name);
 extern void* PyCapsule_GetPointer(void* capsule, const char* name);
+extern int PyCapsule_SetName(void* capsule, const char* name);
 extern int PyGILState_Ensure(void);
 extern void PyGILState_Release(int state);
 extern void Py_IncRef(void* obj);
@@ -139,7 +140,10 @@ void* pg_dlpack_export(const TF_Tensor* t, void* host_data, void* py_owner,
       return NULL;
     }
   } else if (py_owner != NULL) {
-    Py_IncRef(py_owner); /* the caller holds the GIL */
+    /* cffi releases the GIL around calls into the core: take it back */
+    int g = PyGILState_Ensure();
+    Py_IncRef(py_owner);
+    PyGILState_Release(g);
     c->py_owner = py_owner;
   }
   int64_t stride = 1;
@@ -315,5 +319,32 @@ TF_Tensor* pg_dlpack_wrap(void* managed, int versioned, pg_device* dev,
   }
   pg_buffer_unref(b);
   if (t != NULL) TF_SetStatus(status, TF_OK, "");
+  return t;
+}
+
+TF_Tensor* pg_dlpack_import(void* capsule, pg_device* dev, int32_t device_type,
+                            int32_t device_id, pg_dlpack_info* info,
+                            TF_Status* status) {
+  TF_SetStatus(status, TF_OK, "");
+  if (capsule == NULL || dev == NULL) return NULL;
+  int gil = PyGILState_Ensure();
+  TF_Tensor* t = NULL;
+  int versioned = PyCapsule_IsValid(capsule, kNameVersioned) ? 1
+                  : PyCapsule_IsValid(capsule, kName)       ? 0
+                                                            : -1;
+  if (versioned >= 0) {
+    void* managed = PyCapsule_GetPointer(capsule, versioned ? kNameVersioned : kName);
+    TF_Status* st = TF_NewStatus();
+    pg_dlpack_describe(managed, versioned, info, st);
+    if (TF_GetCode(st) == TF_OK && info->compact && info->device_type == device_type &&
+        info->device_id == device_id) {
+      t = pg_dlpack_wrap(managed, versioned, dev, status);
+      /* The tensor owns the managed tensor now; renaming a capsule checked
+       * valid above cannot fail. */
+      if (t != NULL) (void)PyCapsule_SetName(capsule, versioned ? kUsedVersioned : kUsed);
+    }
+    TF_DeleteStatus(st);
+  }
+  PyGILState_Release(gil);
   return t;
 }

@@ -650,7 +650,7 @@ const char* pg_dlpack_capsule_name(int versioned, int used);
 /* Exports memory without copying it, as a new managed tensor the consumer
  * frees through its deleter. Either `t` (a device tensor: its buffer is
  * referenced until the deleter runs) or `host_data` owned by the Python
- * object `py_owner` (referenced until then; the caller holds the GIL).
+ * object `py_owner` (referenced until then; the GIL is taken inside).
  * dtype, dims and num_dims describe the tensor (compact row-major strides
  * are filled in); `device_type`/`device_id` are the DLDevice; `read_only`
  * sets DLPACK_FLAG_BITMASK_READ_ONLY (versioned only). NULL with `status`
@@ -694,6 +694,18 @@ void pg_dlpack_describe(void* managed, int versioned, pg_dlpack_info* info,
  * layout is INVALID_ARGUMENT) the caller still owns it. */
 TF_Tensor* pg_dlpack_wrap(void* managed, int versioned, pg_device* dev,
                           TF_Status* status);
+/* The whole import of a capsule onto `dev` in one call: `capsule` is the
+ * address of a PyCapsule the caller keeps alive for the call (the GIL is
+ * taken inside). When the capsule is an unused "dltensor" or
+ * "dltensor_versioned" whose managed tensor pg_dlpack_describe accepts, is
+ * compact and lies on DLPack device `device_type`/`device_id`, returns a
+ * tensor of `dev` over its memory (pg_dlpack_wrap), renames the capsule used
+ * and fills `info`. Otherwise returns NULL and leaves the capsule as it was
+ * (the caller takes the general path, which reports why); `status` is set
+ * only for a failure of the wrap itself. */
+TF_Tensor* pg_dlpack_import(void* capsule, pg_device* dev, int32_t device_type,
+                            int32_t device_id, pg_dlpack_info* info,
+                            TF_Status* status);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -331,6 +331,10 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
         capsule, follow = _ask(x, target, copy)
         if follow:
             _follow_legacy_stream(target)
+        if copy is None and device is None and type(target) is Device:
+            t = _import_in_one_call(capsule, target)
+            if t is not None:
+                return t
     else:
         capsule = x
     managed, versioned = _take(capsule)
@@ -411,6 +415,24 @@ def _follow_legacy_stream(dev: Device) -> None:
     finally:
         if current != ordinal:
             cudart.cudaSetDevice(current)
+
+
+def _import_in_one_call(capsule: Any, dev: Device) -> Tensor | None:
+    """The common import, a compact array of `dev`'s own DLPack device, as
+    one call into the core (``pg_dlpack_import``: the capsule's checks, the
+    wrap and the renaming at once), or None for anything else, which the
+    general path then imports or refuses with its typed error."""
+    here = native_stream.per_device(dev, "_dlpack_device", _ask_dlpack_device)
+    if here is None:
+        return None
+    info = ffi.new("pg_dlpack_info*")
+    st = status()
+    h = lib.pg_dlpack_import(ffi.cast("void*", id(capsule)), dev._c, here[0], here[1], info, st)
+    if h == ffi.NULL:
+        raise_status(st, f"DLPack import on {dev.short_name}", dev.name)
+        return None
+    return Tensor._from_handle(h, dev, dtypes.as_dtype(int(info.dtype)),
+                               tuple(info.dims[0:info.num_dims]))
 
 
 def _consume(capsule: Any, versioned: int) -> None:
