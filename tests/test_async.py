@@ -200,6 +200,66 @@ def test_finished_ops_settle_without_a_synchronisation_before_any_error(rng):
     assert ok == "True", proc.stdout
 
 
+_SYNC_READS_CHILD = r"""
+import numpy as np, pluggable as pg
+from pluggable._core import ffi, lib
+dev = pg.get_device("MY_DEVICE:0")
+rng = np.random.default_rng(int(__import__("sys").argv[1]))
+reads = [0]
+real = dev._se.get_event_status
+
+def _count(d, ev):
+    reads[0] += 1
+    return real(d, ev)
+
+counting = ffi.callback(ffi.typeof(real), _count)
+
+def sync_reads(x, n=40):  # fewer than the log length at which ops settle in passing
+    y = x
+    for _ in range(n):
+        y = pg.raw_ops.AddV2(x=y, y=x)
+    reads[0] = 0
+    dev._se.get_event_status = counting
+    try:
+        pg.synchronize()
+    finally:
+        dev._se.get_event_status = real
+    return reads[0], lib.pg_device_unsettled_ops(dev._c), y
+
+with pg.device("MY_DEVICE:0"):
+    base = rng.standard_normal(8)
+    x = pg.constant(base)
+    r1, left1, y1 = sync_reads(x)
+    bad = pg.raw_ops.CheckNumerics(tensor=pg.constant(np.array([np.nan])), message="planted")
+    try:
+        pg.synchronize()
+        raised = False
+    except pg.errors.InvalidArgumentError:
+        raised = True
+    r2, left2, y2 = sync_reads(x)
+    ok = np.allclose(y1.numpy(), base * 41) and np.allclose(y2.numpy(), base * 41)
+print(r1, left1, raised, r2, left2, ok)
+"""
+
+
+def test_a_synchronisation_reads_verdicts_only_after_an_error(rng):
+    """Before the device ever reported an error, a synchronisation that
+    drains the stream without one settles every op launched before it
+    without reading their events; after an error it reads each verdict.
+    Either way the log is empty afterwards and the values are right."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", _SYNC_READS_CHILD,
+                           str(int(rng.integers(1 << 30)))],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    r1, left1, raised, r2, left2, ok = proc.stdout.split()
+    assert (int(r1), int(left1)) == (0, 0), proc.stdout
+    assert raised == "True", proc.stdout
+    assert int(r2) >= 40 and int(left2) == 0, proc.stdout
+    assert ok == "True", proc.stdout
+
+
 def test_finished_ops_settle_without_a_synchronisation_after_an_error():
     """After the device reported an error, every verdict is read when ops
     settle in passing; the log stays short all the same."""

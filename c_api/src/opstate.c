@@ -441,6 +441,14 @@ int64_t pg_device_unsettled_ops(pg_device* dev) {
 
 /*** Synchronisation ***/
 
+/* Whether `s` (NULL: no) is still in the log (under mu). */
+static int in_log(pg_oplog* L, pg_opstate* s) {
+  if (s == NULL) return 0;
+  for (pg_opstate* t = L->head; t != NULL; t = t->next)
+    if (t == s) return 1;
+  return 0;
+}
+
 /* Waits for the default stream and clears its error into `status`. */
 static void wait_stream(pg_device* dev, TF_Status* status) {
   if (dev->se->block_host_until_done != NULL) {
@@ -523,8 +531,19 @@ void pg_device_sync(pg_device* dev, TF_Status* status) {
   wait_stream(dev, st);
 
   pthread_mutex_lock(&L->mu);
-  read_verdicts(dev, L, upto);
   TF_Code code = TF_GetCode(st);
+  if (code == TF_OK && L->last_code == TF_OK && L->orphan_code == TF_OK &&
+      in_log(L, upto)) {
+    /* The stream drained without an error and the device never reported
+     * one: every op up to `upto` is done and good (as in `reap`), and their
+     * events go back unread (a read costs a call into the plugin each). */
+    for (pg_opstate* s = L->head;; s = s->next) {
+      if (s->event != NULL) close_event(dev, L, s, V_COMPLETE);
+      if (s == upto) break;
+    }
+  } else {
+    read_verdicts(dev, L, upto);
+  }
   int taken = 0;
   if (code != TF_OK) {
     remember_error(L, code, TF_Message(st));
@@ -541,12 +560,7 @@ void pg_device_sync(pg_device* dev, TF_Status* status) {
     if (s == upto) break;
   }
   /* Everything launched before the synchronisation is settled now. */
-  if (upto != NULL && L->head != NULL) {
-    int in_log = 0;
-    for (pg_opstate* s = L->head; s != NULL && !in_log; s = s->next)
-      in_log = s == upto;
-    if (in_log) settle_prefix(dev, L, upto);
-  }
+  if (in_log(L, upto)) settle_prefix(dev, L, upto);
   if (code != TF_OK && !taken) {
     TF_SetStatus(status, code, TF_Message(st));
   } else if (L->orphan_code != TF_OK) {
