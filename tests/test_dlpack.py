@@ -385,3 +385,24 @@ def test_import_in_one_call_leaves_other_capsules_to_the_general_path():
     finally:
         lib.TF_DeleteStatus(st)
     np.testing.assert_array_equal(pg.from_dlpack(cap).numpy(), a)
+
+
+def test_releasing_an_import_keeps_an_asynchronous_error_for_the_synchronisation():
+    """Dropping an imported tensor waits for the device's queued work before
+    the producer's deleter runs, but the asynchronous failure of an op
+    queued before it stays for the next synchronisation and for the read
+    of the failed value."""
+    dev = pg.get_device("MY_DEVICE:0")
+    a = _random(np.float32, (4,))
+    with pg.device("MY_DEVICE:0"):
+        bad = pg.raw_ops.CheckNumerics(tensor=pg.constant(np.array([1.0, np.nan])),
+                                       message="left for the synchronisation")
+        t = dlpack._import_in_one_call(a.__dlpack__(), dev)
+        held = sys.getrefcount(a)
+        del t
+        gc.collect()
+        assert sys.getrefcount(a) == held - 1  # the deleter ran
+        with pytest.raises(pg.errors.InvalidArgumentError, match="left for the"):
+            pg.synchronize()
+        with pytest.raises(pg.errors.InvalidArgumentError, match="left for the"):
+            bad.numpy()

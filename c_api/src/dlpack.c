@@ -271,14 +271,11 @@ typedef struct import_owner {
 } import_owner;
 
 /* The producer's memory may still be used by work queued on the device's
- * stream: wait for it before handing the memory back. */
+ * stream: wait for it before handing the memory back, leaving an
+ * asynchronous error of that work to the next synchronisation. */
 static void release_import(pg_buffer* b) {
   import_owner* o = b->owner;
-  if (o->dev != NULL && o->dev->se->block_host_until_done != NULL) {
-    TF_Status* st = TF_NewStatus();
-    o->dev->se->block_host_until_done(o->dev->device, o->dev->stream, st);
-    TF_DeleteStatus(st);
-  }
+  if (o->dev != NULL) pg_device_drain_quietly(o->dev);
   pg_dlpack_delete(o->managed, o->versioned);
   free(o);
 }

@@ -124,6 +124,11 @@ void pg_buffer_record_stream(pg_buffer* buf, SP_Stream stream,
 void pg_events_init(pg_device* dev);
 SP_Event pg_event_acquire(pg_device* dev, TF_Status* status);
 void pg_event_release(pg_device* dev, SP_Event ev);
+/* Waits for the work queued so far on the device's default stream without
+ * reporting or clearing the stream's error, which stays for the next
+ * synchronisation (opstate.c): an event recorded at the stream's end, or
+ * the device-wide wait where none can be had. */
+void pg_device_drain_quietly(pg_device* dev);
 
 /* Host callbacks that run at most once (callbacks.c): enqueues `fn(arg)` on
  * `stream`; returns 0 (and `fn` will never run) if the plugin refused it. */

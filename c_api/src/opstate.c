@@ -470,6 +470,21 @@ static void wait_stream(pg_device* dev, TF_Status* status) {
     dev->se->get_stream_status(dev->device, dev->stream, status);
 }
 
+void pg_device_drain_quietly(pg_device* dev) {
+  TF_Status* st = TF_NewStatus();
+  SP_Event ev = pg_event_acquire(dev, st);
+  if (ev != NULL) {
+    dev->se->record_event(dev->device, dev->stream, ev, st);
+    if (TF_GetCode(st) == TF_OK) dev->se->block_host_for_event(dev->device, ev, st);
+  }
+  if (ev == NULL || TF_GetCode(st) != TF_OK) {
+    TF_SetStatus(st, TF_OK, "");
+    dev->se->synchronize_all_activity(dev->device, st);
+  }
+  if (ev != NULL) pg_event_release(dev, ev);
+  TF_DeleteStatus(st);
+}
+
 /* Waits until the events of every state in the log have completed. */
 static void wait_logged(pg_device* dev, pg_oplog* L) {
   SP_Event last = NULL;
