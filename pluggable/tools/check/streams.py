@@ -7,7 +7,9 @@ import time
 
 import numpy as np
 
+from ..._core import ffi, lib
 from ...framework import errors
+from ...runtime import native_stream
 from .results import CheckFailed, CheckSkipped, expect
 
 
@@ -185,3 +187,57 @@ class StreamChecks:
         expect(np.array_equal(back, data), "the stream did not work after its error was "
                 "reported and cleared")
         return f"a host callback error is reported ({first}) once, then the stream works again"
+
+    def check_native_stream(self) -> str:
+        """The native-stream extension (``pluggable_native_stream.h``), where
+        the plugin exports it: a caller that knows only version 1 gets
+        version 1 and nothing written past the size it gave; the kind is
+        known; a host-memory device has no native functions; a CUDA device
+        hands out its stream, and version 2's ``order_native`` refuses the
+        ambiguous stream 0 and an unknown order and accepts the default
+        streams both ways."""
+        d = self.dev
+        handle = getattr(d.plugin, "handle", None)
+        sym = lib.pg_dlsym(handle, b"PG_GetNativeStreamFns") if handle is not None else ffi.NULL
+        if sym == ffi.NULL:
+            raise CheckSkipped("the plugin does not export PG_GetNativeStreamFns (optional)")
+        getter = ffi.cast("PG_GetNativeStreamFnsFn", sym)
+        v1 = ffi.offsetof("PG_NativeStreamFns", "compute_capability") + ffi.sizeof("void*")
+        full = ffi.sizeof("PG_NativeStreamFns")
+        guard = b"\xab" * (full + 16)
+        raw = ffi.new("char[]", len(guard))
+        ffi.memmove(raw, guard, len(guard))
+        table = ffi.cast("PG_NativeStreamFns*", raw)
+        table.struct_size = v1
+        getter(table)
+        expect(ffi.buffer(raw + v1, len(guard) - v1)[:] == guard[v1:],
+               f"PG_GetNativeStreamFns wrote past struct_size ({v1} bytes, a version-1 "
+               "caller): fill the fields of a version only when struct_size covers them")
+        expect(table.version in (0, 1), f"a version-1 caller got version {table.version}")
+        fns = native_stream.plugin_fns(d)
+        if fns is None:
+            raise CheckSkipped("the table's version is 0: treated as absent")
+        kind = int(fns.kind)
+        expect(kind in (native_stream.KIND_NONE, native_stream.KIND_CUDA),
+               f"unknown kind {kind}")
+        order = native_stream.order_fn(d)
+        if kind == native_stream.KIND_NONE:
+            expect(fns.native_stream == ffi.NULL and order is None,
+                   "kind PG_NATIVE_STREAM_NONE (host memory) with a native_stream or "
+                   "order_native function: a host-memory device has no native streams")
+            return f"version {fns.version}, host memory (no native streams)"
+        ns = native_stream.native_stream(d)
+        expect(ns is not None and ns.handle != 0,
+               "kind PG_NATIVE_STREAM_CUDA without a native handle for the default stream")
+        if order is None:
+            return f"version {fns.version}, CUDA streams, no order_native"
+        for bad, what in ((0, "stream 0"), (1, "order 7")):
+            how = 7 if what == "order 7" else native_stream.NATIVE_AFTER_STREAM
+            expect(native_stream.order(d, bad, how) is not None,
+                   f"order_native accepted {what}: it must set an error status")
+        for native in (1, 2):
+            for how in (native_stream.STREAM_AFTER_NATIVE, native_stream.NATIVE_AFTER_STREAM):
+                why = native_stream.order(d, native, how)
+                expect(why is None, f"order_native(native={native}, order={how}) failed: {why}")
+        d.synchronize()
+        return f"version {fns.version}, CUDA streams, order_native both ways"

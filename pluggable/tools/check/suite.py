@@ -44,6 +44,7 @@ class Suite(AbiChecks, MemoryChecks, StreamChecks, KernelChecks):
             yield "timers", self.check_timers
             yield "host callback", self.check_host_callback
             yield "stream errors", self.check_stream_errors
+            yield "native stream", self.check_native_stream
             yield "allocator stats", self.check_allocator_stats
         yield from self.kernel_checks()
 
