@@ -449,39 +449,43 @@ static int in_log(pg_oplog* L, pg_opstate* s) {
   return 0;
 }
 
+/* Records an event at the end of the device's default stream and waits for
+ * it; the stream's error is neither read nor cleared. With `exclusive` the
+ * event is recorded under the launch lock, so that no op launches in
+ * between (the event would take the verdict of its work). Returns 0, with
+ * `status` set, when no event could be had, recorded or waited for. */
+static int wait_end_event(pg_device* dev, int exclusive, TF_Status* status) {
+  if (exclusive) pg_op_launch_lock(dev);
+  SP_Event ev = pg_event_acquire(dev, status);
+  if (ev != NULL)
+    dev->se->record_event(dev->device, dev->stream, ev, status);
+  if (exclusive) pg_op_launch_unlock(dev);
+  if (ev == NULL) return 0;
+  if (TF_GetCode(status) == TF_OK)
+    dev->se->block_host_for_event(dev->device, ev, status);
+  pg_event_release(dev, ev);
+  return TF_GetCode(status) == TF_OK;
+}
+
 /* Waits for the default stream and clears its error into `status`. */
 static void wait_stream(pg_device* dev, TF_Status* status) {
   if (dev->se->block_host_until_done != NULL) {
     dev->se->block_host_until_done(dev->device, dev->stream, status);
     return;
   }
-  /* Default: wait on an event recorded at the end of the stream. No op may
-   * launch in between: the event would take the verdict of its work. */
-  pg_op_launch_lock(dev);
-  SP_Event ev = pg_event_acquire(dev, status);
-  if (ev != NULL)
-    dev->se->record_event(dev->device, dev->stream, ev, status);
-  pg_op_launch_unlock(dev);
-  if (ev == NULL) return;
-  if (TF_GetCode(status) == TF_OK)
-    dev->se->block_host_for_event(dev->device, ev, status);
-  pg_event_release(dev, ev);
-  if (TF_GetCode(status) == TF_OK)
+  /* Default: an event at the end of the stream, then the stream's error. */
+  if (wait_end_event(dev, 1, status))
     dev->se->get_stream_status(dev->device, dev->stream, status);
 }
 
+/* Not under the launch lock: a buffer may be released while its holder
+ * launches, and work launched meanwhile need not be waited for. */
 void pg_device_drain_quietly(pg_device* dev) {
   TF_Status* st = TF_NewStatus();
-  SP_Event ev = pg_event_acquire(dev, st);
-  if (ev != NULL) {
-    dev->se->record_event(dev->device, dev->stream, ev, st);
-    if (TF_GetCode(st) == TF_OK) dev->se->block_host_for_event(dev->device, ev, st);
-  }
-  if (ev == NULL || TF_GetCode(st) != TF_OK) {
+  if (!wait_end_event(dev, 0, st)) {
     TF_SetStatus(st, TF_OK, "");
     dev->se->synchronize_all_activity(dev->device, st);
   }
-  if (ev != NULL) pg_event_release(dev, ev);
   TF_DeleteStatus(st);
 }
 
@@ -547,8 +551,8 @@ void pg_device_sync(pg_device* dev, TF_Status* status) {
 
   pthread_mutex_lock(&L->mu);
   TF_Code code = TF_GetCode(st);
-  if (code == TF_OK && L->last_code == TF_OK && L->orphan_code == TF_OK &&
-      in_log(L, upto)) {
+  int present = in_log(L, upto);
+  if (code == TF_OK && L->last_code == TF_OK && L->orphan_code == TF_OK && present) {
     /* The stream drained without an error and the device never reported
      * one: every op up to `upto` is done and good (as in `reap`), and their
      * events go back unread (a read costs a call into the plugin each). */
@@ -563,6 +567,7 @@ void pg_device_sync(pg_device* dev, TF_Status* status) {
   if (code != TF_OK) {
     remember_error(L, code, TF_Message(st));
     taken = attribute(dev, L, upto, code, TF_Message(st));
+    present = in_log(L, upto); /* attribute may have settled it */
   }
   /* A verdict that says ERROR fails its op even when the error message went
    * to an earlier synchronisation. */
@@ -575,7 +580,7 @@ void pg_device_sync(pg_device* dev, TF_Status* status) {
     if (s == upto) break;
   }
   /* Everything launched before the synchronisation is settled now. */
-  if (in_log(L, upto)) settle_prefix(dev, L, upto);
+  if (present) settle_prefix(dev, L, upto);
   if (code != TF_OK && !taken) {
     TF_SetStatus(status, code, TF_Message(st));
   } else if (L->orphan_code != TF_OK) {
