@@ -178,6 +178,14 @@ void pg_tensor_mem(const TF_Tensor* t, SP_DeviceMemoryBase* mem);
 const int64_t* pg_tensor_dims(const TF_Tensor* t);
 /* A new handle sharing the buffer of `t`. */
 TF_Tensor* pg_tensor_ref(const TF_Tensor* t);
+/* A view of `t` with shape `dims`: a new handle sharing its buffer and the
+ * outcome of the op that produced it (Reshape of a device tensor, which
+ * needs no kernel). Fails with INVALID_ARGUMENT when `dims` does not hold
+ * as many bytes as `t` (or `t` has no fixed element size), and with the
+ * failure `t` carries when the op that produced it is known to have failed
+ * (as an op's launch does). */
+TF_Tensor* pg_tensor_reshaped(const TF_Tensor* t, const int64_t* dims,
+                              int num_dims, TF_Status* status);
 
 /* Enqueues host work as an op of `dev` (custom operators on host-memory
  * devices): `fn(arg, status)` runs on a host thread when the default stream

@@ -309,6 +309,34 @@ TF_Tensor* pg_tensor_ref(const TF_Tensor* t) {
   return r;
 }
 
+TF_Tensor* pg_tensor_reshaped(const TF_Tensor* t, const int64_t* dims,
+                              int num_dims, TF_Status* status) {
+  if (t == NULL) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "Reshape: the tensor is NULL");
+    return NULL;
+  }
+  TF_Tensor* const in[1] = {(TF_Tensor*)t};
+  if (!pg_op_inputs_ok(in, 1, status)) return NULL;
+  int64_t nbytes = pg_shape_nbytes(t->dtype, dims, num_dims, status);
+  if (nbytes < 0) return NULL;
+  if ((size_t)nbytes != TF_TensorByteSize(t)) {
+    pg_set_status(status, TF_INVALID_ARGUMENT,
+                  "Reshape: the new shape holds %lld bytes but the tensor "
+                  "holds %zu", (long long)nbytes, TF_TensorByteSize(t));
+    return NULL;
+  }
+  TF_Tensor* r = pg_tensor_ref(t);
+  if (r == NULL) {
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED,
+                  "Reshape: out of host memory for a tensor handle");
+    return NULL;
+  }
+  r->num_dims = num_dims;
+  for (int i = 0; i < num_dims; ++i) r->dims[i] = dims[i];
+  TF_SetStatus(status, TF_OK, "");
+  return r;
+}
+
 void pg_tensor_mem(const TF_Tensor* t, SP_DeviceMemoryBase* mem) {
   pg_buffer_mem(t->buf, mem);
 }

@@ -11,8 +11,16 @@ from ..framework.tensor import Tensor, to_array
 from ..runtime import constants, dispatch, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
-from . import raw_ops
+from . import definitions, raw_ops
 from .index_values import index_vector, shape_input
+from .._core import code_and_message as _code_and_message, ffi, lib
+from .._core import raw_status as _raw_status, thread_state as _tls
+from ..runtime.hooks import active as _hooks_active
+
+_CPU = placement.CPU
+_scope_get = placement._scope.get
+_reshaped = lib.pg_tensor_reshaped
+_new = Tensor.__new__
 
 
 def add(x: Any, y: Any) -> Tensor:
@@ -133,8 +141,50 @@ def transpose(a: Any, perm: Sequence[int] | None = None) -> Tensor:
     return raw_ops.Transpose(x=a, perm=iv if iv is not None else np.asarray(perm, np.int32))
 
 
+_views: dict = {}  # (shape, target as given) -> (new shape, its C dims)
+VIEW_SHAPES_SIZE = 1024
+"""Reshapes whose resolved shapes ``reshape`` remembers (emptied when full)."""
+
+
 def reshape(tensor: Any, shape: Sequence[int]) -> Tensor:
-    """Same elements, new shape (one dimension may be -1)."""
+    """Same elements, new shape (one dimension may be -1).
+
+    A tensor on a plugin device reshaped by a list or tuple of ints becomes a
+    view: a new tensor sharing its buffer (and the outcome of the op that
+    produced it), made by the core without a kernel or any work on the
+    device, as TensorFlow's Reshape kernel (registered for every device
+    type) forwards its input. That needs no Reshape kernel on the device.
+    Gradient tapes, tracing, the profiler, a device scope other than the
+    tensor's own and the placement log see the ``Reshape`` op as before."""
+    if type(tensor) is Tensor and not _hooks_active[0]:
+        h = tensor._h
+        if h is not None and type(shape) in (list, tuple) and tensor._dev is not _CPU \
+                and not config._log_placement:
+            scope = _scope_get()
+            if scope is None or scope is tensor._dev:
+                try:
+                    v = _views.get((tensor._shape, tuple(shape)))
+                except TypeError:  # an unhashable dimension: the op decides
+                    v = False
+                if v is None:
+                    v = _view_shape(tensor._shape, shape)
+                if v:
+                    try:
+                        st = _tls.status
+                    except AttributeError:
+                        st = _raw_status()
+                    nh = _reshaped(h, v[1], len(v[0]), st)
+                    if not nh:
+                        code, msg = _code_and_message(st)
+                        raise errors.make_error(code, f"Reshape on {tensor._dev.short_name}: "
+                                                f"{msg}", op="Reshape", device=tensor._dev.name)
+                    t = _new(Tensor)
+                    t._h = nh
+                    t._a = None
+                    t._dev = tensor._dev
+                    t._dtype = tensor._dtype
+                    t._shape = v[0]
+                    return t
     iv = index_vector(shape, None) if type(shape) in (list, tuple) else None
     if iv is not None:  # int32 where all fit
         return raw_ops.Reshape(tensor=tensor, shape=iv)
@@ -142,6 +192,20 @@ def reshape(tensor: Any, shape: Sequence[int]) -> Tensor:
     if np.all(np.abs(dims) <= np.iinfo(np.int32).max):
         dims = dims.astype(np.int32)   # else int64: never wrap a dimension
     return raw_ops.Reshape(tensor=tensor, shape=dims)
+
+
+def _view_shape(shape: tuple, target: Sequence) -> tuple | bool:
+    """The shape `reshape` gives a tensor of `shape` for `target` and its C
+    dims, remembered; False (the op decides) unless every dimension is a
+    Python int. An impossible shape raises the op's error."""
+    if not all(type(d) is int for d in target):
+        return False
+    new = definitions.reshape_target(shape, np.asarray(target, np.int64))
+    v = (new, ffi.new("int64_t[]", new or [0]))
+    if len(_views) >= VIEW_SHAPES_SIZE:
+        _views.clear()
+    _views[(shape, tuple(target))] = v
+    return v
 
 
 def fill(dims: Sequence[int], value: Any, name: str | None = None) -> Tensor:
