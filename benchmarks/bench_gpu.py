@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -752,6 +753,8 @@ def environment() -> dict:
             d = pg.get_device("GPU:0")
             env["gpu"] = d.hardware_name
             env["pci_bus_id"] = d.pci_bus_id
+            env["launch_thread"] = "off" if os.environ.get(
+                "PLUGGABLE_CUDA_LAUNCH_THREAD") == "0" else "on"
         except Exception as exc:
             env["gpu"] = f"unavailable: {exc}"
     else:

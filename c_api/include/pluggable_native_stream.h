@@ -77,7 +77,10 @@ typedef struct PG_NativeStreamFns {
   /* Out: the native handle behind `stream` of `device`. It is owned by the
    * plugin and stays valid until the stream is destroyed; the caller only
    * enqueues work on it (never destroys or synchronises it itself: use
-   * SP_StreamExecutor for that). The current device of the calling thread is
+   * SP_StreamExecutor for that). Work the plugin accepted for the device
+   * before the call is on the native stream when it returns (a plugin that
+   * issues work from a thread of its own issues what it holds first), so a
+   * caller asks again right before each time it enqueues on the handle. The current device of the calling thread is
    * not changed: a caller that needs it sets it from compute_capability's
    * `ordinal`. Sets `status` and returns NULL on failure. */
   void* (*native_stream)(const SP_Device* device, SP_Stream stream,

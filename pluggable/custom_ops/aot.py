@@ -24,7 +24,7 @@ from .._core import lib as core_lib
 from .._core import status as new_status
 from ..framework import config, dtypes, errors, op_catalog, registry
 from ..framework.tensor import Tensor
-from ..runtime import dispatch, hooks, placement
+from ..runtime import dispatch, hooks, native_stream, placement
 from ..runtime.status import raise_status
 from ..runtime.tensors import convert_to_tensor
 from . import compiler, cuda, graph_op, security
@@ -549,7 +549,7 @@ class CustomOp:
         params = ffi.new("void*[]", [ffi.cast("void*", _address(t._h))
                                      for t in ins + outs + ws] or [ffi.NULL])
         rc = self._main(full.n, params, full.ndims, full.shapes, full.dtypes,
-                        ffi.cast("void*", ns.handle), inst.extra)
+                        ffi.cast("void*", native_stream.handoff(dev)), inst.extra)
         if rc != 0:
             raise self._fail(rc, [t.shape for t in ts], dev)
         return outs

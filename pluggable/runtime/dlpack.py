@@ -161,7 +161,7 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     # One event per device, recorded again for each export: a wait takes the
     # latest recording, which follows the exporter's work on the same stream
     # even when another thread recorded it.
-    if ev is None or int(cudart.cudaEventRecord(ev, ns.handle)[0]) != 0 or \
+    if ev is None or int(cudart.cudaEventRecord(ev, native_stream.handoff(dev))[0]) != 0 or \
             int(cudart.cudaStreamWaitEvent(consumer, ev, 0)[0]) != 0:
         dev.wait_for_work()
 
@@ -266,8 +266,8 @@ def _cuda_array_interface(self: Tensor) -> dict:
     ns = native_stream.native_stream(dev)
     iface = {"shape": tuple(self._shape), "typestr": typestr, "strides": None,
              "data": (int(ffi.cast("uintptr_t", mem.opaque)), False), "version": 3}
-    if ns is not None:
-        iface["stream"] = ns.handle or 1  # the NULL stream is the legacy default (1)
+    if ns is not None:  # the NULL stream is the legacy default (1)
+        iface["stream"] = native_stream.handoff(dev) or 1
     return iface
 
 
@@ -403,7 +403,7 @@ def _follow_legacy_stream(dev: Device) -> None:
             f"after CUDA's legacy default stream ({why}) and cuda-python is not installed",
             device=dev.name)
     ev = native_stream.per_device(dev, "_dlpack_import_event", _order_event)
-    handle = native_stream.native_stream(dev).handle
+    handle = native_stream.handoff(dev)
     ordinal = native_stream.native_ordinal(dev)
     current = int(cudart.cudaGetDevice()[1])
     if current != ordinal:  # the legacy stream is the current device's

@@ -41,8 +41,24 @@ def memory_kind(dev: Any) -> int | None:
 def native_stream(dev: Any) -> NativeStream | None:
     """The native handle behind `dev`'s default stream, or None when its
     plugin has none (no extension, or no native_stream function). Asked of
-    the plugin once per device: a device keeps its default stream for life."""
+    the plugin once per device: a device keeps its default stream for life.
+    Work enqueued on the handle by another library goes through
+    ``handoff(dev)``, which asks again."""
     return per_device(dev, "_native_stream", _ask_native_stream)
+
+
+def handoff(dev: Any) -> int:
+    """The native handle of `dev`'s default stream, for work another library
+    enqueues on it right after the call. Asked of the plugin each time: its
+    ``native_stream`` puts on the native stream whatever it still holds for
+    the stream (the CUDA plugin queues launches for a thread of its own), so
+    the work enqueued next comes after everything the device was given
+    before. Needs the extension (``native_stream(dev)`` is not None)."""
+    fns = plugin_fns(dev)
+    st = status()
+    h = fns.native_stream(dev._sp, dev._c.stream, st)
+    raise_status(st, f"native_stream of {dev.short_name}", dev.name)
+    return int(ffi.cast("uintptr_t", h))
 
 
 def per_device(dev: Any, key: str, ask: Any) -> Any:

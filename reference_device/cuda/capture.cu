@@ -20,6 +20,7 @@
 #include "cublaslt_loader.h"
 #include "conv.h"
 #include "cuda_common.h"
+#include "launch_queue.h"
 #include "gemv.h"
 #include "stream_capture.h"
 
@@ -86,9 +87,14 @@ void begin_capture(const SP_Device*, SP_Stream stream, TF_Status* status) {
     (void)conv_prepare_stream(s);
   }
   prepare_blaslt();
+  // Nothing is queued while the device captures: the captured kernels are
+  // launched by the capturing thread, into the graph.
+  s->dev->capturing.fetch_add(1);
+  flush_device(s->dev);
   cudaError_t e = cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeRelaxed);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
+    s->dev->capturing.fetch_sub(1);
     set_cuda_status(status, e, "cudaStreamBeginCapture");
   }
 }
@@ -103,6 +109,7 @@ void end_capture(const SP_Device*, SP_Stream stream, SP_Graph* graph, TF_Status*
   DeviceGuard guard(s->ordinal);
   cudaGraph_t g = nullptr;
   cudaError_t e = cudaStreamEndCapture(s->stream, &g);
+  s->dev->capturing.fetch_sub(1);
   if (e != cudaSuccess || g == nullptr) {
     (void)cudaGetLastError();
     if (g != nullptr) (void)cudaGraphDestroy(g);
@@ -140,6 +147,7 @@ void instantiate(const SP_Device*, SP_Graph graph, SP_GraphExec* exec, TF_Status
 
 void launch(const SP_Device*, SP_Stream stream, SP_GraphExec exec, TF_Status* status) {
   CudaStream* s = stream_of(stream);
+  flush_device(s->dev);
   DeviceGuard guard(exec->ordinal);
   if (!guard.ok(status, exec->ordinal)) return;
   cudaError_t e = cudaGraphLaunch(exec->exec, s->stream);

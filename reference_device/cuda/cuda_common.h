@@ -19,6 +19,8 @@
 
 namespace pgcuda {
 
+class LaunchQueue;  // launch_queue.h
+
 // Everything the plugin knows about one GPU; SP_Device.device_handle points
 // at one of these.
 struct CudaDevice {
@@ -75,6 +77,12 @@ struct CudaDevice {
   TF_Code abandon_code = TF_OK;
   std::string abandon_message;
 
+  // Launches issued by the plugin's launcher thread (launch_queue.h); null
+  // when they are not queued. `capturing` counts the device's streams that
+  // capture a graph: nothing is queued while it is not 0.
+  LaunchQueue* queue = nullptr;
+  std::atomic<int> capturing{0};
+
   // Allocator statistics of allocate/deallocate.
   std::atomic<int64_t> num_allocs{0};
   std::atomic<int64_t> bytes_in_use{0};
@@ -103,6 +111,9 @@ struct CudaStream {
   bool has_error = false;
   TF_Code error_code = TF_OK;
   std::string error_message;
+  // Set by the launcher when a queued launch on this stream failed; the next
+  // event recorded on the stream takes it (CudaEvent::failed).
+  std::atomic<bool> launch_failed{false};
 
   std::mutex mu;  // guards everything below (may be held across CUDA calls)
   // cuBLAS handle bound to `stream` (created on first use) and its workspace.
@@ -127,6 +138,11 @@ struct CudaEvent {
   int ordinal = 0;
   std::atomic<bool> recorded{false};
   CudaDevice* dev = nullptr;
+  // Queue position of the record when it was queued (launch_queue.h), 0
+  // when it was made at once; the event reads PENDING until it is issued.
+  std::atomic<uint64_t> queued{0};
+  // Work on the stream between the previous record and this one failed.
+  std::atomic<bool> failed{false};
 };
 
 // The object behind an SP_Timer.

@@ -233,16 +233,17 @@ void launch_binary(OpCall& c, const Shape& sa, const Shape& sb, const Shape& so,
   const int64_t work = vec ? (n + (16 / sizeof(T)) - 1) / (16 / sizeof(T)) : n;
   const unsigned grid = grid_for_stream(
       work, c.sm_count(), n * static_cast<int64_t>(2 * sizeof(T) + sizeof(Out)), c.l2_bytes());
-  cudaStream_t s = c.stream();
+  const dim3 blocks(grid), threads(kThreads);
+  auto flat = [&](auto kernel) { c.launch(name, kernel, blocks, threads, pa, pb, po, n); };
   if (na == n && nb == n) {
-    if (vec) binary_flat_kernel<T, Out, Op, 0, true><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
-    else binary_flat_kernel<T, Out, Op, 0, false><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
+    if (vec) flat(binary_flat_kernel<T, Out, Op, 0, true>);
+    else flat(binary_flat_kernel<T, Out, Op, 0, false>);
   } else if (na == 1 && nb == n) {
-    if (vec) binary_flat_kernel<T, Out, Op, 1, true><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
-    else binary_flat_kernel<T, Out, Op, 1, false><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
+    if (vec) flat(binary_flat_kernel<T, Out, Op, 1, true>);
+    else flat(binary_flat_kernel<T, Out, Op, 1, false>);
   } else if (nb == 1 && na == n) {
-    if (vec) binary_flat_kernel<T, Out, Op, 2, true><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
-    else binary_flat_kernel<T, Out, Op, 2, false><<<grid, kThreads, 0, s>>>(pa, pb, po, n);
+    if (vec) flat(binary_flat_kernel<T, Out, Op, 2, true>);
+    else flat(binary_flat_kernel<T, Out, Op, 2, false>);
   } else {
     BcastParams p;
     if (!collapse_broadcast(sa, sb, so, &p)) {
@@ -263,24 +264,23 @@ void launch_binary(OpCall& c, const Shape& sa, const Shape& sb, const Shape& so,
       const int64_t chunk = (inner + gy - 1) / gy;
       const dim3 grid2(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
       if (n <= INT32_MAX) {
-        binary_bcast_rows_kernel<T, Out, Op, int32_t><<<grid2, kThreads, 0, s>>>(
-            pa, pb, po, static_cast<int32_t>(rows), static_cast<int32_t>(inner),
-            static_cast<int32_t>(chunk), p);
+        c.launch(name, binary_bcast_rows_kernel<T, Out, Op, int32_t>, grid2, threads, pa, pb, po,
+                 static_cast<int32_t>(rows), static_cast<int32_t>(inner),
+                 static_cast<int32_t>(chunk), p);
       } else {
-        binary_bcast_rows_kernel<T, Out, Op, int64_t><<<grid2, kThreads, 0, s>>>(
-            pa, pb, po, rows, inner, chunk, p);
+        c.launch(name, binary_bcast_rows_kernel<T, Out, Op, int64_t>, grid2, threads, pa, pb, po,
+                 rows, inner, chunk, p);
       }
     } else {
-      const unsigned g = grid_for(n, c.sm_count());
+      const dim3 g(grid_for(n, c.sm_count()));
       if (n <= INT32_MAX) {
-        binary_bcast_kernel<T, Out, Op, int32_t><<<g, kThreads, 0, s>>>(
-            pa, pb, po, static_cast<int32_t>(n), p);
+        c.launch(name, binary_bcast_kernel<T, Out, Op, int32_t>, g, threads, pa, pb, po,
+                 static_cast<int32_t>(n), p);
       } else {
-        binary_bcast_kernel<T, Out, Op, int64_t><<<g, kThreads, 0, s>>>(pa, pb, po, n, p);
+        c.launch(name, binary_bcast_kernel<T, Out, Op, int64_t>, g, threads, pa, pb, po, n, p);
       }
     }
   }
-  c.check_launch(name);
 }
 
 // Reads the two inputs of a broadcasting binary op and allocates its output
@@ -342,14 +342,14 @@ void launch_unary(OpCall& c, const void* in, void* o, int64_t n, const char* nam
   const unsigned grid = grid_for_stream(vec ? (n + V - 1) / V : n, c.sm_count(),
                                         n * static_cast<int64_t>(sizeof(T) + sizeof(Out)),
                                         c.l2_bytes());
+  const dim3 blocks(grid), threads(kThreads);
   if (vec) {
-    unary_kernel<T, Out, Op, true><<<grid, kThreads, 0, c.stream()>>>(
-        static_cast<const T*>(in), static_cast<Out*>(o), n);
+    c.launch(name, unary_kernel<T, Out, Op, true>, blocks, threads, static_cast<const T*>(in),
+             static_cast<Out*>(o), n);
   } else {
-    unary_kernel<T, Out, Op, false><<<grid, kThreads, 0, c.stream()>>>(
-        static_cast<const T*>(in), static_cast<Out*>(o), n);
+    c.launch(name, unary_kernel<T, Out, Op, false>, blocks, threads, static_cast<const T*>(in),
+             static_cast<Out*>(o), n);
   }
-  c.check_launch(name);
 }
 
 }  // namespace

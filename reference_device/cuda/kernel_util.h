@@ -15,12 +15,14 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "cuda_common.h"
 #include "kernels.h"
+#include "launch_queue.h"
 #include "profiler.h"
 #include "tf_tensor.h"
 
@@ -85,34 +87,40 @@ inline CudaStream* fetch_stream(TF_OpKernelContext* ctx, TF_Status* st) {
 }
 
 // ---------------------------------------------------------------------------
+// A kernel launch kept in a LaunchQueue item: the kernel, its launch shape
+// and its arguments, launched by the thread that issues the item.
+template <typename... P>
+struct QueuedKernel {
+  void (*kernel)(P...);
+  dim3 grid, block;
+  size_t smem;
+  std::tuple<P...> args;
+
+  static void run(const LaunchQueue::Item& it) {
+    const QueuedKernel* k = reinterpret_cast<const QueuedKernel*>(it.payload);
+    std::apply(
+        [&](const P&... a) {
+          void* argv[sizeof...(P) + 1] = {const_cast<void*>(static_cast<const void*>(&a))...};
+          (void)cudaLaunchKernel(reinterpret_cast<const void*>(k->kernel), k->grid, k->block,
+                                 argv, k->smem, it.stream);
+        },
+        k->args);
+  }
+};
+
+// ---------------------------------------------------------------------------
 // The context of one compute call: gets the stream, makes its device current
 // (restored on return) and reports failures to the framework.
+//
+// A call made with kMayDefer may hand its kernels to the device's launch
+// queue (launch()); any other call, and the first use of stream() or
+// cuda_stream() in a deferring one, first issues what the queue holds, so
+// work launched directly always comes after it (launch_queue.h).
 class OpCall {
  public:
-  explicit OpCall(TF_OpKernelContext* ctx)
-      : ctx_(ctx),
-        st_(scratch_status()),
-        cs_(fetch_stream(ctx, st_)),
-        guard_(cs_ != nullptr ? cs_->ordinal : TF_GetDeviceId(ctx)) {
-    if (cs_ == nullptr) {
-      if (TF_GetCode(st_) == TF_OK) {
-        TF_SetStatus(st_, TF_INTERNAL, "kernel has no CUDA stream");
-      }
-      TF_OpKernelContext_Failure(ctx_, st_);
-      ok_ = false;
-      return;
-    }
-    if (guard_.error() != cudaSuccess) {
-      set_cuda_status(st_, guard_.error(), "cudaSetDevice(%d)", cs_->ordinal);
-      TF_OpKernelContext_Failure(ctx_, st_);
-      ok_ = false;
-      return;
-    }
-    if (profiling()) {  // times the work this call enqueues (profiler.h)
-      TF_StringView name = TF_GetOpKernelName(ctx_);
-      prof_ = prof_begin(name.data, name.len, cs_, 0);
-    }
-  }
+  enum Defer { kMayDefer };
+  explicit OpCall(TF_OpKernelContext* ctx) : OpCall(ctx, false) {}
+  OpCall(TF_OpKernelContext* ctx, Defer) : OpCall(ctx, true) {}
   ~OpCall() {
     if (prof_ >= 0) prof_end(prof_, cs_);
   }
@@ -122,8 +130,14 @@ class OpCall {
   bool ok() const { return ok_; }
   TF_OpKernelContext* ctx() const { return ctx_; }
   TF_Status* status() const { return st_; }
-  CudaStream* cuda_stream() const { return cs_; }
-  cudaStream_t stream() const { return cs_->stream; }
+  CudaStream* cuda_stream() const {
+    direct();
+    return cs_;
+  }
+  cudaStream_t stream() const {
+    direct();
+    return cs_->stream;
+  }
   int sm_count() const { return cs_->dev != nullptr ? cs_->dev->sm_count : 1; }
   int64_t l2_bytes() const { return cs_->dev != nullptr ? cs_->dev->l2_bytes : 0; }
   int ordinal() const { return cs_->ordinal; }
@@ -213,13 +227,86 @@ class OpCall {
     return check_status();
   }
 
+  // Launches `kernel` on the call's stream, through the device's launch
+  // queue when the call may defer (a failed launch is then the stream's
+  // deferred error), else at once and checked. Returns false after
+  // recording a failure.
+  template <typename... P, typename... A>
+  bool launch(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, A... args) {
+    return launch_smem(name, kernel, grid, block, 0, args...);
+  }
+  // The same with `smem` bytes of dynamic shared memory.
+  template <typename... P, typename... A>
+  bool launch_smem(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                   A... args) {
+    if (queue_ != nullptr) {
+      using Call = QueuedKernel<P...>;
+      static_assert(sizeof(Call) <= LaunchQueue::kPayloadBytes, "kernel arguments too large");
+      static_assert(std::is_trivially_destructible<Call>::value, "queued arguments are copied");
+      LaunchQueue::Item* it = queue_->reserve();
+      new (it->payload) Call{kernel, grid, block, smem,
+                             std::tuple<P...>(static_cast<P>(args)...)};
+      it->run = &Call::run;
+      it->stream = cs_->stream;
+      it->cs = cs_;
+      it->name = name;
+      queue_->publish();
+      return true;
+    }
+    kernel<<<grid, block, smem, cs_->stream>>>(static_cast<P>(args)...);
+    return check_launch(name);
+  }
+
  private:
+  OpCall(TF_OpKernelContext* ctx, bool may_defer)
+      : ctx_(ctx),
+        st_(scratch_status()),
+        cs_(fetch_stream(ctx, st_)),
+        guard_(cs_ != nullptr ? cs_->ordinal : TF_GetDeviceId(ctx)) {
+    if (cs_ == nullptr) {
+      if (TF_GetCode(st_) == TF_OK) {
+        TF_SetStatus(st_, TF_INTERNAL, "kernel has no CUDA stream");
+      }
+      TF_OpKernelContext_Failure(ctx_, st_);
+      ok_ = false;
+      return;
+    }
+    if (guard_.error() != cudaSuccess) {
+      set_cuda_status(st_, guard_.error(), "cudaSetDevice(%d)", cs_->ordinal);
+      TF_OpKernelContext_Failure(ctx_, st_);
+      ok_ = false;
+      return;
+    }
+    const bool prof = profiling();
+    LaunchQueue* q = queue_of(cs_->dev);
+    if (q != nullptr) {
+      if (may_defer && !prof && cs_->dev->capturing.load(std::memory_order_relaxed) == 0) {
+        queue_ = q;
+      } else {
+        q->flush();
+      }
+    }
+    if (prof) {  // times the work this call enqueues (profiler.h)
+      TF_StringView name = TF_GetOpKernelName(ctx_);
+      prof_ = prof_begin(name.data, name.len, cs_, 0);
+    }
+  }
+  // Before work goes on the stream directly: issues what the queue holds
+  // and stops deferring.
+  void direct() const {
+    if (queue_ != nullptr) {
+      queue_->flush();
+      queue_ = nullptr;
+    }
+  }
+
   TF_OpKernelContext* ctx_;
   TF_Status* st_;
   CudaStream* cs_;
   DeviceGuard guard_;
   bool ok_ = true;
   int64_t prof_ = -1;  // profiler handle of this call (-1: not recorded)
+  mutable LaunchQueue* queue_ = nullptr;  // set while launches may be queued
 };
 
 // ---------------------------------------------------------------------------

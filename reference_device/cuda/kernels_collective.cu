@@ -351,6 +351,7 @@ void issue(const NcclApi* api, Meeting& m, int sm_count, const Where& w, TF_Stat
                                            : nullptr;
   for (int i = 0; i < n && TF_GetCode(st) == TF_OK; ++i) {
     Participant& p = m.parts[i];
+    flush_device(p.cs->dev);  // another participant's call issues this one's work
     DeviceGuard guard(p.ordinal);
     cudaError_t e = before_call(m, p, i, n, false, p.cs->stream);
     if (e != cudaSuccess) {

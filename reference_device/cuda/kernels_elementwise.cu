@@ -310,7 +310,7 @@ template <template <typename> class OpT> struct PerType {
 template <typename OpSel, IntCheck CHECK, bool FLOAT_ONLY = false, bool SMALL_INTS = false>
 void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
   const char* name = static_cast<const char*>(kernel);
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   BinaryIO io;
   if (!binary_setup(c, name, TF_DataType(0), &io)) return;
@@ -350,7 +350,7 @@ void binary_compute(void* kernel, TF_OpKernelContext* ctx) {
 template <typename Op, bool FLOAT_ONLY>
 void grad_compute(void* kernel, TF_OpKernelContext* ctx) {
   const char* name = static_cast<const char*>(kernel);
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr a = c.input(0);
   if (!a) return;
@@ -386,7 +386,7 @@ void grad_compute(void* kernel, TF_OpKernelContext* ctx) {
 template <typename Op, bool FLOAT_ONLY>
 void unary_compute(void* kernel, TF_OpKernelContext* ctx) {
   const char* name = static_cast<const char*>(kernel);
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr x = c.input(0);
   if (!x) return;
@@ -466,7 +466,7 @@ uint64_t one_bits(TF_DataType dt) {
 
 template <bool ONES>
 void fill_like_compute(void*, TF_OpKernelContext* ctx) {
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr x = c.input(0);
   if (!x) return;
@@ -478,19 +478,13 @@ void fill_like_compute(void*, TF_OpKernelContext* ctx) {
   if (n == 0) return;
   void* o = TF_TensorData(out.get());
   const size_t elem = TF_DataTypeSize(dt);
-  if (!ONES) {
-    c.check_cuda(cudaMemsetAsync(o, 0, static_cast<size_t>(n) * elem, c.stream()),
-                 "cudaMemsetAsync(ZerosLike)");
-    return;
-  }
-  const uint64_t bits = one_bits(dt);
+  const uint64_t bits = ONES ? one_bits(dt) : 0;
   dispatch_size(elem, [&](auto tag) {
     using U = typename decltype(tag)::type;
-    fill_value_kernel<U><<<grid_for_stream(n, c.sm_count(), n * static_cast<int64_t>(sizeof(U)),
-                                           c.l2_bytes()),
-                           kThreads, 0, c.stream()>>>(
-        static_cast<U*>(o), static_cast<U>(bits), n);
-    c.check_launch("OnesLike");
+    c.launch(ONES ? "OnesLike" : "ZerosLike", fill_value_kernel<U>,
+             dim3(grid_for_stream(n, c.sm_count(), n * static_cast<int64_t>(sizeof(U)),
+                                  c.l2_bytes())),
+             dim3(kThreads), static_cast<U*>(o), static_cast<U>(bits), n);
   });
 }
 
@@ -593,7 +587,7 @@ __global__ void cast_kernel(const S* __restrict__ in, D* __restrict__ out, int64
 }
 
 void cast_compute(void*, TF_OpKernelContext* ctx) {
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr x = c.input(0);
   if (!x) return;
@@ -618,16 +612,16 @@ void cast_compute(void*, TF_OpKernelContext* ctx) {
       const bool vec = reinterpret_cast<uintptr_t>(in) % sizeof(Pack4<S>) == 0 &&
                        reinterpret_cast<uintptr_t>(o) % sizeof(Pack4<D>) == 0;
       const int64_t bytes = n * static_cast<int64_t>(sizeof(S) + sizeof(D));
+      const dim3 threads(kThreads);
       if (vec) {
-        cast_kernel<D, S, true><<<grid_for_stream((n + 3) / 4, c.sm_count(), bytes,
-                                                  c.l2_bytes()), kThreads, 0,
-                                  c.stream()>>>(static_cast<const S*>(in), static_cast<D*>(o), n);
+        c.launch("Cast", cast_kernel<D, S, true>,
+                 dim3(grid_for_stream((n + 3) / 4, c.sm_count(), bytes, c.l2_bytes())), threads,
+                 static_cast<const S*>(in), static_cast<D*>(o), n);
       } else {
-        cast_kernel<D, S, false><<<grid_for_stream(n, c.sm_count(), bytes, c.l2_bytes()),
-                                   kThreads, 0, c.stream()>>>(
-            static_cast<const S*>(in), static_cast<D*>(o), n);
+        c.launch("Cast", cast_kernel<D, S, false>,
+                 dim3(grid_for_stream(n, c.sm_count(), bytes, c.l2_bytes())), threads,
+                 static_cast<const S*>(in), static_cast<D*>(o), n);
       }
-      c.check_launch("Cast");
     });
   });
   if (!outer_ok || !inner_ok) {

@@ -46,7 +46,7 @@ void* data_format_create(TF_OpKernelConstruction* ctx) {
 
 void bias_add_compute(void* kernel, TF_OpKernelContext* ctx) {
   const bool nchw = kernel != nullptr && static_cast<const char*>(kernel)[1] == 'C';
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr x = c.input(0), bias = c.input(1);
   if (!x || !bias) return;

@@ -321,23 +321,21 @@ void launch_rows(OpCall& c, const T* in, T* out, int64_t rows, int64_t cols,
   using C = compute_t<T>;
   const int sm = c.sm_count();
   if (cols <= 16 && rows >= 4 * static_cast<int64_t>(sm) * kThreads / 32) {
-    rows_thread_kernel<T, R, MEAN><<<grid_for(rows, sm), kThreads, 0, c.stream()>>>(in, out, rows,
-                                                                                   cols);
-    c.check_launch(name);
+    c.launch(name, rows_thread_kernel<T, R, MEAN>, dim3(grid_for(rows, sm)), dim3(kThreads), in,
+             out, rows, cols);
     return;
   }
   if (cols <= 1024) {
     const int64_t blocks_needed = (rows + (kThreads / 32) - 1) / (kThreads / 32);
     const unsigned grid = static_cast<unsigned>(
         blocks_needed < static_cast<int64_t>(sm) * 16 ? blocks_needed : static_cast<int64_t>(sm) * 16);
-    rows_warp_kernel<T, T, T, R, MEAN><<<grid, kThreads, 0, c.stream()>>>(in, out, rows, cols, cols);
-    c.check_launch(name);
+    c.launch(name, rows_warp_kernel<T, T, T, R, MEAN>, dim3(grid), dim3(kThreads), in, out, rows,
+             cols, cols);
     return;
   }
   if (rows >= 2 * static_cast<int64_t>(sm)) {
     const unsigned grid = static_cast<unsigned>(rows < static_cast<int64_t>(sm) * 16 ? rows : static_cast<int64_t>(sm) * 16);
-    rows_block_kernel<T, R, MEAN><<<grid, kThreads, 0, c.stream()>>>(in, out, rows, cols);
-    c.check_launch(name);
+    c.launch(name, rows_block_kernel<T, R, MEAN>, dim3(grid), dim3(kThreads), in, out, rows, cols);
     return;
   }
   // Few long rows: split each row over several blocks, then combine.
@@ -346,21 +344,21 @@ void launch_rows(OpCall& c, const T* in, T* out, int64_t rows, int64_t cols,
   if (splits > by_size) splits = by_size;
   if (splits > 1024) splits = 1024;
   if (splits <= 1) {  // short enough for one block per row
-    rows_block_kernel<T, R, MEAN><<<static_cast<unsigned>(rows), kThreads, 0, c.stream()>>>(
-        in, out, rows, cols);
-    c.check_launch(name);
+    c.launch(name, rows_block_kernel<T, R, MEAN>, dim3(static_cast<unsigned>(rows)),
+             dim3(kThreads), in, out, rows, cols);
     return;
   }
   TensorPtr tmp = c.temp(tf_type_of<C>(), rows * splits);
   if (!tmp) return;
   C* partial = static_cast<C*>(TF_TensorData(tmp.get()));
-  rows_split_kernel<T, R><<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows)),
-                            kThreads, 0, c.stream()>>>(in, partial, cols);
-  if (!c.check_launch(name)) return;
+  if (!c.launch(name, rows_split_kernel<T, R>,
+                dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows)), dim3(kThreads),
+                in, partial, cols)) {
+    return;
+  }
   const unsigned grid2 = static_cast<unsigned>((rows + (kThreads / 32) - 1) / (kThreads / 32));
-  rows_warp_kernel<T, C, T, R, MEAN><<<grid2, kThreads, 0, c.stream()>>>(partial, out, rows,
-                                                                        splits, cols);
-  c.check_launch(name);
+  c.launch(name, rows_warp_kernel<T, C, T, R, MEAN>, dim3(grid2), dim3(kThreads), partial, out,
+           rows, splits, cols);
 }
 
 template <typename T, typename R, bool MEAN>
@@ -384,22 +382,21 @@ void launch_cols(OpCall& c, const T* in, T* out, int64_t outer, int64_t rlen, in
   }
   if (splits <= 1) {
     const int64_t blocks = tiles < cap ? tiles : cap;
-    cols_kernel<T, T, T, R, MEAN><<<static_cast<unsigned>(blocks), block, shmem, c.stream()>>>(
-        in, out, outer, rlen, inner, tiles_inner, rlen);
-    c.check_launch(name);
+    c.launch_smem(name, cols_kernel<T, T, T, R, MEAN>, dim3(static_cast<unsigned>(blocks)), block,
+                  shmem, in, out, outer, rlen, inner, tiles_inner, rlen);
     return;
   }
   TensorPtr tmp = c.temp(tf_type_of<C>(), outer * splits * inner);
   if (!tmp) return;
   C* partial = static_cast<C*>(TF_TensorData(tmp.get()));
-  cols_split_kernel<T, R><<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
-                            block, shmem, c.stream()>>>(in, partial, outer, rlen, inner,
-                                                        tiles_inner);
-  if (!c.check_launch(name)) return;
+  if (!c.launch_smem(name, cols_split_kernel<T, R>,
+                     dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), block,
+                     shmem, in, partial, outer, rlen, inner, tiles_inner)) {
+    return;
+  }
   const int64_t blocks = tiles < cap ? tiles : cap;
-  cols_kernel<T, C, T, R, MEAN><<<static_cast<unsigned>(blocks), block, shmem, c.stream()>>>(
-      partial, out, outer, splits, inner, tiles_inner, rlen);
-  c.check_launch(name);
+  c.launch_smem(name, cols_kernel<T, C, T, R, MEAN>, dim3(static_cast<unsigned>(blocks)), block,
+                shmem, partial, out, outer, splits, inner, tiles_inner, rlen);
 }
 
 struct ReduceState {
@@ -414,9 +411,8 @@ void run_reduce(OpCall& c, const char* name, TF_DataType dt, const Shape& s,
   T* out = static_cast<T*>(out_ptr);
   const int64_t n = s.num_elements();
   if (n == 0) {
-    empty_reduce_kernel<T, R, MEAN><<<grid_for(out_n, c.sm_count()), kThreads, 0, c.stream()>>>(
-        out, out_n);
-    c.check_launch(name);
+    c.launch(name, empty_reduce_kernel<T, R, MEAN>, dim3(grid_for(out_n, c.sm_count())),
+             dim3(kThreads), out, out_n);
     return;
   }
   // Collapse: drop size-1 dims, merge neighbours with the same flag.
@@ -501,7 +497,7 @@ void reduce_compute(void* kernel, TF_OpKernelContext* ctx) {
   const ReduceState* st = static_cast<const ReduceState*>(kernel);
   const char* name = st != nullptr ? st->name : "Reduce";
   const bool keep_dims = st != nullptr && st->keep_dims;
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr x = c.input(0);
   if (!x) return;
@@ -887,13 +883,13 @@ void launch_softmax_warp(OpCall& c, const T* in, T* out, int64_t rows, int64_t c
   if constexpr (std::is_same<T, float>::value && ELEMS % 4 == 0) {
     if (cols % 4 == 0 && (reinterpret_cast<uintptr_t>(in) & 15) == 0 &&
         (reinterpret_cast<uintptr_t>(out) & 15) == 0) {
-      softmax_warp_kernel<T, ELEMS, 4, LOG><<<grid, kThreads, 0, c.stream()>>>(
-          in, out, rows, static_cast<int>(cols));
+      c.launch(LOG ? "LogSoftmax" : "Softmax", softmax_warp_kernel<T, ELEMS, 4, LOG>, grid,
+               dim3(kThreads), in, out, rows, static_cast<int>(cols));
       return;
     }
   }
-  softmax_warp_kernel<T, ELEMS, 1, LOG><<<grid, kThreads, 0, c.stream()>>>(
-      in, out, rows, static_cast<int>(cols));
+  c.launch(LOG ? "LogSoftmax" : "Softmax", softmax_warp_kernel<T, ELEMS, 1, LOG>, grid,
+           dim3(kThreads), in, out, rows, static_cast<int>(cols));
 }
 
 // One block per row; every thread gets the block's result.
@@ -951,7 +947,7 @@ __global__ void softmax_block_kernel(const T* __restrict__ in, T* __restrict__ o
 template <bool LOG>
 void softmax_compute(void*, TF_OpKernelContext* ctx) {
   const char* name = LOG ? "LogSoftmax" : "Softmax";
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr x = c.input(0);
   if (!x) return;
@@ -991,14 +987,14 @@ void softmax_compute(void*, TF_OpKernelContext* ctx) {
       const int64_t blocks = rows < cap ? rows : cap;
       const size_t cache_bytes = static_cast<size_t>(cols) * sizeof(C);
       if (cache_bytes <= 32 * 1024) {
-        softmax_block_kernel<T, true, LOG><<<static_cast<unsigned>(blocks), kThreads,
-                                             cache_bytes, c.stream()>>>(src, dst, rows, cols);
+        c.launch_smem(name, softmax_block_kernel<T, true, LOG>,
+                      dim3(static_cast<unsigned>(blocks)), dim3(kThreads), cache_bytes, src, dst,
+                      rows, cols);
       } else {
-        softmax_block_kernel<T, false, LOG><<<static_cast<unsigned>(blocks), kThreads, 0,
-                                              c.stream()>>>(src, dst, rows, cols);
+        c.launch(name, softmax_block_kernel<T, false, LOG>, dim3(static_cast<unsigned>(blocks)),
+                 dim3(kThreads), src, dst, rows, cols);
       }
     }
-    c.check_launch(name);
   });
   if (!handled) c.fail(TF_UNIMPLEMENTED, "%s: dtype %s", name, dtype_name(dt));
 }

@@ -330,7 +330,7 @@ __global__ void fill_kernel(const T v, T* __restrict__ out, int64_t n) {
 }
 
 void fill_compute(void*, TF_OpKernelContext* ctx) {
-  OpCall c(ctx);
+  OpCall c(ctx, OpCall::kMayDefer);
   if (!c.ok()) return;
   TensorPtr dims_t = c.input(0);
   if (!dims_t) return;
@@ -365,13 +365,12 @@ void fill_compute(void*, TF_OpKernelContext* ctx) {
     T bits;
     memcpy(&bits, v, sizeof(T));
     if ((reinterpret_cast<uintptr_t>(o) & 15) == 0) {
-      fill_kernel<T, true><<<grid_for((n + V - 1) / V, c.sm_count()), kThreads, 0,
-                             c.stream()>>>(bits, static_cast<T*>(o), n);
+      c.launch("Fill", fill_kernel<T, true>, dim3(grid_for((n + V - 1) / V, c.sm_count())),
+               dim3(kThreads), bits, static_cast<T*>(o), n);
     } else {
-      fill_kernel<T, false><<<grid_for(n, c.sm_count()), kThreads, 0, c.stream()>>>(
-          bits, static_cast<T*>(o), n);
+      c.launch("Fill", fill_kernel<T, false>, dim3(grid_for(n, c.sm_count())), dim3(kThreads),
+               bits, static_cast<T*>(o), n);
     }
-    c.check_launch("Fill");
   });
 }
 

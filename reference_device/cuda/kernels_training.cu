@@ -37,6 +37,7 @@ void copy_variable(TF_OpKernelContext* ctx, TF_Tensor* source, TF_Tensor* dest) 
   }
   const size_t n = TF_TensorByteSize(source);
   if (n == 0) return;
+  flush_device(cs->dev);
   DeviceGuard guard(cs->ordinal);
   cudaError_t e = cudaMemcpyAsync(TF_TensorData(dest), TF_TensorData(source), n,
                                   cudaMemcpyDeviceToDevice, cs->stream);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cuda_common.h"
+#include "launch_queue.h"
 #include "pluggable_peer.h"
 
 namespace pgcuda {
@@ -61,6 +62,8 @@ void memcpy_peer(int dst_ordinal, void* dst, int src_ordinal, const void* src, u
     return;
   }
   if (size == 0) return;
+  flush_ordinal(src_ordinal);  // the copy comes after queued launches of both
+  flush_ordinal(dst_ordinal);
   if (src_ordinal != dst_ordinal) {
     enable_once(dst_ordinal, src_ordinal);
     enable_once(src_ordinal, dst_ordinal);

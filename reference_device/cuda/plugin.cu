@@ -6,6 +6,7 @@
 #include <new>
 
 #include "cuda_common.h"
+#include "launch_queue.h"
 #include "pluggable_host_copy.h"
 #include "pluggable_native_stream.h"
 #include "staging.h"
@@ -87,6 +88,11 @@ bool read_attr(int* value, cudaDeviceAttr attr, const char* attr_name,
 void free_device(CudaDevice* dev) {
   if (dev == nullptr) return;
   DeviceGuard guard(dev->ordinal);
+  if (dev->queue != nullptr) {
+    register_queue(dev->ordinal, nullptr);
+    delete dev->queue;  // issues what is left
+    dev->queue = nullptr;
+  }
   if (dev->alloc_stream != nullptr) {
     (void)cudaStreamSynchronize(dev->alloc_stream);
   }
@@ -236,6 +242,11 @@ void create_device(const SP_Platform*, SE_CreateDeviceParams* params,
     return;
   }
 
+  if (launch_thread_enabled()) {
+    dev->queue = new (std::nothrow) LaunchQueue(ordinal);  // null: launches at once
+    if (dev->queue != nullptr) register_queue(ordinal, dev);
+  }
+
   SP_Device* out = params->device;
   out->struct_size = SP_DEVICE_STRUCT_SIZE;
   out->ordinal = ordinal;
@@ -344,6 +355,7 @@ void* native_stream(const SP_Device* device, SP_Stream stream, TF_Status* status
     TF_SetStatus(status, TF_INVALID_ARGUMENT, "native_stream: NULL device or stream");
     return nullptr;
   }
+  flush_device(s->dev);  // the caller enqueues on the handle next
   TF_SetStatus(status, TF_OK, "");
   return static_cast<void*>(s->stream);
 }
@@ -380,6 +392,7 @@ void order_native(const SP_Device* device, SP_Stream stream, void* native,
     TF_SetStatus(status, TF_INVALID_ARGUMENT, "order_native: unknown order");
     return;
   }
+  flush_device(s->dev);
   cudaStream_t other = static_cast<cudaStream_t>(native);
   if (other == s->stream) {
     TF_SetStatus(status, TF_OK, "");

@@ -39,6 +39,7 @@
 #include "cuda_common.h"
 #include "cupti_tracer.h"
 #include "pluggable_profiler.h"
+#include "launch_queue.h"
 #include "profiler.h"
 #include "xplane_writer.h"
 
@@ -181,8 +182,10 @@ void prof_start(const TP_Profiler*, TF_Status*) {
 void synchronize_devices() {
   int prev = 0, n = 0;
   if (cudaGetDevice(&prev) != cudaSuccess || cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-  for (int i = 0; i < n; ++i)
+  for (int i = 0; i < n; ++i) {
+    flush_ordinal(i);
     if (cudaSetDevice(i) == cudaSuccess) (void)cudaDeviceSynchronize();
+  }
   (void)cudaGetLastError();
   if (n > 0) cudaSetDevice(prev);
 }

@@ -8,6 +8,7 @@
 #include "cublas_loader.h"
 #include "cudnn_loader.h"
 #include "cuda_common.h"
+#include "launch_queue.h"
 #include "profiler.h"
 #include "staging.h"
 #include "wait_work.h"
@@ -293,6 +294,13 @@ void get_stream_status(const SP_Device*, SP_Stream stream, TF_Status* status) {
 // ---------------------------------------------------------------------------
 // Events
 
+// Issues the launch queue of `ev`'s device up to `ev`'s record, if it was
+// queued and is not issued yet.
+void issue_record(CudaEvent* ev) {
+  const uint64_t pos = ev->queued.load(std::memory_order_acquire);
+  if (pos != 0) queue_of(ev->dev)->flush_to(pos);
+}
+
 void create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
   *event = nullptr;
   CudaDevice* dev = device_of(device);
@@ -317,17 +325,24 @@ void create_event(const SP_Device* device, SP_Event* event, TF_Status* status) {
 void destroy_event(const SP_Device*, SP_Event event) {
   CudaEvent* ev = reinterpret_cast<CudaEvent*>(event);
   if (ev == nullptr) return;
+  issue_record(ev);
   DeviceGuard guard(ev->ordinal);
   if (cudaEventDestroy(ev->event) != cudaSuccess) (void)cudaGetLastError();
   delete ev;
 }
 
+// A record still in the launch queue reads PENDING (without waiting for
+// it); a queued launch before it that failed makes it ERROR once reached.
 SE_EventStatus get_event_status(const SP_Device*, SP_Event event) {
   CudaEvent* ev = reinterpret_cast<CudaEvent*>(event);
   if (ev == nullptr || !ev->recorded.load()) return SE_EVENT_UNKNOWN;
+  const uint64_t pos = ev->queued.load(std::memory_order_acquire);
+  if (pos != 0 && !queue_of(ev->dev)->issued(pos)) return SE_EVENT_PENDING;
   DeviceGuard guard(ev->ordinal);
   cudaError_t e = cudaEventQuery(ev->event);
-  if (e == cudaSuccess) return SE_EVENT_COMPLETE;
+  if (e == cudaSuccess) {
+    return ev->failed.load(std::memory_order_relaxed) ? SE_EVENT_ERROR : SE_EVENT_COMPLETE;
+  }
   (void)cudaGetLastError();
   return e == cudaErrorNotReady ? SE_EVENT_PENDING : SE_EVENT_ERROR;
 }
@@ -340,8 +355,15 @@ void record_event(const SP_Device*, SP_Stream stream, SP_Event event,
     TF_SetStatus(status, TF_INVALID_ARGUMENT, "record_event: NULL stream or event");
     return;
   }
+  LaunchQueue* q = queue_of(s->dev);
+  if (q != nullptr && q->busy()) {  // after the queued work, so queued too
+    q->push_record(s, ev);
+    return;
+  }
   DeviceGuard guard(s->ordinal);
   if (!guard.ok(status, s->ordinal)) return;
+  ev->queued.store(0, std::memory_order_relaxed);
+  ev->failed.store(s->launch_failed.exchange(false), std::memory_order_relaxed);
   cudaError_t e = cudaEventRecord(ev->event, s->stream);
   if (e != cudaSuccess) {
     set_cuda_status(status, e, "cudaEventRecord");
@@ -358,6 +380,7 @@ void wait_for_event(const SP_Device* const, SP_Stream stream, SP_Event event,
     TF_SetStatus(status, TF_INVALID_ARGUMENT, "wait_for_event: NULL stream or event");
     return;
   }
+  issue_record(ev);
   DeviceGuard guard(s->ordinal);
   if (!guard.ok(status, s->ordinal)) return;
   cudaError_t e = cudaStreamWaitEvent(s->stream, ev->event, 0);
@@ -592,6 +615,7 @@ void block_host_for_event(const SP_Device*, SP_Event event, TF_Status* status) {
                  "block_host_for_event: the event was never recorded");
     return;
   }
+  issue_record(ev);
   DeviceGuard guard(ev->ordinal);
   if (!guard.ok(status, ev->ordinal)) return;
   TF_Code code = TF_OK;
@@ -742,12 +766,30 @@ TF_Bool host_callback(const SP_Device*, SP_Stream stream,
 
 // The host-copy extension (pluggable_host_copy.h): `host_src` has been read
 // completely when this returns, pageable or pinned.
-void memcpy_htod_consumed(const SP_Device*, SP_Stream stream, SP_DeviceMemoryBase* device_dst,
-                          const void* host_src, uint64_t size, TF_Status* status) {
+void memcpy_htod_consumed(const SP_Device* device, SP_Stream stream,
+                          SP_DeviceMemoryBase* device_dst, const void* host_src, uint64_t size,
+                          TF_Status* status) {
+  flush_device(device_of(device));
   stream_copy(stream, size, "MemcpyH2D", status, [&](CudaStream* s) {
     return host_to_device_consumed(s->dev, s->stream, device_dst->opaque, host_src, size);
   });
 }
+
+namespace {
+
+// `F`, called once the launches queued for its device are issued: the
+// stream executor's functions that put work on a stream or wait for it
+// (launch_queue.h).
+template <auto F> struct Flushed;
+template <typename R, typename... A, R (*F)(const SP_Device*, A...)>
+struct Flushed<F> {
+  static R call(const SP_Device* device, A... args) {
+    flush_device(device_of(device));
+    return F(device, args...);
+  }
+};
+
+}  // namespace
 
 void fill_stream_executor(SP_StreamExecutor* se) {
   se->struct_size = SP_STREAMEXECUTOR_STRUCT_SIZE;
@@ -760,31 +802,31 @@ void fill_stream_executor(SP_StreamExecutor* se) {
   se->get_allocator_stats = get_allocator_stats;
   se->device_memory_usage = device_memory_usage;
   se->create_stream = create_stream;
-  se->destroy_stream = destroy_stream;
-  se->create_stream_dependency = create_stream_dependency;
-  se->get_stream_status = get_stream_status;
+  se->destroy_stream = Flushed<destroy_stream>::call;
+  se->create_stream_dependency = Flushed<create_stream_dependency>::call;
+  se->get_stream_status = Flushed<get_stream_status>::call;
   se->create_event = create_event;
   se->destroy_event = destroy_event;
   se->get_event_status = get_event_status;
   se->record_event = record_event;
-  se->wait_for_event = wait_for_event;
+  se->wait_for_event = Flushed<wait_for_event>::call;
   se->create_timer = create_timer;
   se->destroy_timer = destroy_timer;
-  se->start_timer = start_timer;
-  se->stop_timer = stop_timer;
-  se->memcpy_dtoh = memcpy_dtoh;
-  se->memcpy_htod = memcpy_htod;
-  se->memcpy_dtod = memcpy_dtod;
-  se->sync_memcpy_dtoh = sync_memcpy_dtoh;
-  se->sync_memcpy_htod = sync_memcpy_htod;
-  se->sync_memcpy_dtod = sync_memcpy_dtod;
+  se->start_timer = Flushed<start_timer>::call;
+  se->stop_timer = Flushed<stop_timer>::call;
+  se->memcpy_dtoh = Flushed<memcpy_dtoh>::call;
+  se->memcpy_htod = Flushed<memcpy_htod>::call;
+  se->memcpy_dtod = Flushed<memcpy_dtod>::call;
+  se->sync_memcpy_dtoh = Flushed<sync_memcpy_dtoh>::call;
+  se->sync_memcpy_htod = Flushed<sync_memcpy_htod>::call;
+  se->sync_memcpy_dtod = Flushed<sync_memcpy_dtod>::call;
   se->block_host_for_event = block_host_for_event;
-  se->block_host_until_done = block_host_until_done;
-  se->synchronize_all_activity = synchronize_all_activity;
-  se->mem_zero = mem_zero;
-  se->memset = memset8;
-  se->memset32 = memset32;
-  se->host_callback = host_callback;
+  se->block_host_until_done = Flushed<block_host_until_done>::call;
+  se->synchronize_all_activity = Flushed<synchronize_all_activity>::call;
+  se->mem_zero = Flushed<mem_zero>::call;
+  se->memset = Flushed<memset8>::call;
+  se->memset32 = Flushed<memset32>::call;
+  se->host_callback = Flushed<host_callback>::call;
 }
 
 void fill_timer_fns(SP_TimerFns* fns) {

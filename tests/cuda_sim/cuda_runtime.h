@@ -5,7 +5,8 @@
 // tests/test_distribute_mp.py). A stream is
 // a worker thread that runs its tasks in order, some after a random delay;
 // "device memory" is host memory; an event completes when its stream reaches
-// it. Only what staging.cu, wait_work.cu and cuda_common.h use is declared.
+// it. Only what staging.cu, wait_work.cu, launch_queue.cu and cuda_common.h
+// use is declared.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -133,7 +134,17 @@ inline std::atomic<uint64_t>& sim_memcpy_calls() {
   return n;
 }
 
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// The calling thread's last error, as the runtime keeps it; a simulated
+// launch sets it to fail (launch_sim.cc).
+inline cudaError_t& sim_last_error() {
+  thread_local cudaError_t e = cudaSuccess;
+  return e;
+}
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = sim_last_error();
+  sim_last_error() = cudaSuccess;
+  return e;
+}
 inline const char* cudaGetErrorName(cudaError_t) { return "simulated"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "simulated"; }
 inline cudaError_t cudaGetDevice(int* d) {

@@ -15,19 +15,14 @@
 #include <thread>
 
 #include "wait_work.h"
+#include "sim_check.h"
 
 using namespace pgcuda;
 using std::chrono::milliseconds;
 
 namespace {
 
-int failures = 0;
-
-void check(bool ok, const char* what) {
-  if (ok) return;
-  ++failures;
-  fprintf(stderr, "wait_sim: %s\n", what);
-}
+using sim_check::check;
 
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -36,6 +31,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 int main() {
+  sim_check::program() = "wait_sim";
   CudaDevice dev;
   SimStream s(7);
   TF_Code code = TF_OK;
@@ -103,7 +99,5 @@ int main() {
         "an event wait after the abandoned work ended did not complete");
   cudaEventDestroy(later);
 
-  if (failures != 0) return 1;
-  printf("wait_sim: OK\n");
-  return 0;
+  return sim_check::result();
 }

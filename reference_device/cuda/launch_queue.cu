@@ -1,0 +1,244 @@
+// The launcher thread of a device and its queue (launch_queue.h).
+#include "launch_queue.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PG_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define PG_CPU_RELAX() __asm__ __volatile__("yield")
+#else
+#define PG_CPU_RELAX() ((void)0)
+#endif
+
+namespace pgcuda {
+
+constexpr int kMaxOrdinals = 64;
+std::atomic<CudaDevice*> g_devices[kMaxOrdinals];
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+bool launch_thread_enabled() {
+  static const bool on = [] {
+    const char* v = getenv("PLUGGABLE_CUDA_LAUNCH_THREAD");
+    return v == nullptr || strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+namespace {
+
+// At exit, before the CUDA runtime's own teardown (registered earlier, so
+// run later): the launchers stop and what they hold is issued by this
+// thread, so that no launch races the runtime's end.
+void stop_launchers() {
+  for (int i = 0; i < kMaxOrdinals; ++i) {
+    CudaDevice* dev = g_devices[i].load();
+    if (dev != nullptr && dev->queue != nullptr) dev->queue->stop();
+  }
+}
+
+}  // namespace
+
+void register_queue(int ordinal, CudaDevice* dev) {
+  if (ordinal < 0 || ordinal >= kMaxOrdinals) return;
+  g_devices[ordinal].store(dev);
+  static std::once_flag once;
+  if (dev != nullptr) std::call_once(once, [] { std::atexit(stop_launchers); });
+}
+
+void flush_ordinal(int ordinal) {
+  if (ordinal < 0 || ordinal >= kMaxOrdinals) return;
+  flush_device(g_devices[ordinal].load());
+}
+
+LaunchQueue::LaunchQueue(int ordinal) : ordinal_(ordinal), slots_(new Item[kSlots]) {}
+
+LaunchQueue::~LaunchQueue() { stop(); }
+
+void LaunchQueue::stop() {
+  {
+    std::lock_guard<std::mutex> lock(sleep_mu_);
+    stop_.store(true);
+  }
+  wake_.notify_one();
+  {
+    std::lock_guard<std::mutex> lock(push_mu_);  // no start() after this
+    if (thread_.joinable()) thread_.join();
+  }
+  flush();
+}
+
+void LaunchQueue::start() {
+  thread_ = std::thread([this] { loop(); });
+  started_ = true;
+}
+
+LaunchQueue::Item* LaunchQueue::reserve() {
+  push_mu_.lock();
+  if (!started_ && !stop_.load()) start();
+  const uint64_t t = tail_.load(std::memory_order_relaxed);
+  if (t - head_.load(std::memory_order_acquire) >= kSlots) {
+    flush_to(t - kSlots + 1);  // full: make room by issuing the oldest items
+  }
+  Item* it = &slots_[t & (kSlots - 1)];
+  it->run = nullptr;
+  it->event = nullptr;
+  it->name = nullptr;
+  return it;
+}
+
+uint64_t LaunchQueue::publish() {
+  const uint64_t pos = tail_.load(std::memory_order_relaxed) + 1;
+  // Sequentially consistent with the launcher's `sleeping_` store and its
+  // look at the tail before it waits, so a push never misses a sleeper.
+  tail_.store(pos, std::memory_order_seq_cst);
+  push_mu_.unlock();
+  n_queued_.fetch_add(1, std::memory_order_relaxed);
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    { std::lock_guard<std::mutex> lock(sleep_mu_); }
+    wake_.notify_one();
+    n_wakes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return pos;
+}
+
+void LaunchQueue::push_record(CudaStream* cs, CudaEvent* ev) {
+  Item* it = reserve();
+  it->stream = cs->stream;
+  it->cs = cs;
+  it->event = ev;
+  ev->failed.store(false, std::memory_order_relaxed);
+  ev->queued.store(tail_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  ev->recorded.store(true);
+  publish();
+}
+
+void LaunchQueue::flush_to(uint64_t pos) {
+  while (head_.load(std::memory_order_acquire) < pos) {
+    if (issue_mu_.try_lock()) {
+      if (head_.load(std::memory_order_relaxed) < pos) {
+        DeviceGuard guard(ordinal_);
+        issue_upto(pos, false);
+      }
+      issue_mu_.unlock();
+      return;
+    }
+    PG_CPU_RELAX();
+  }
+}
+
+void LaunchQueue::issue_upto(uint64_t end, bool launcher) {
+  uint64_t h = head_.load(std::memory_order_relaxed);
+  const uint64_t from = h;
+  for (; h < end; ++h) {
+    issue(slots_[h & (kSlots - 1)]);
+    head_.store(h + 1, std::memory_order_release);
+  }
+  (launcher ? n_launcher_ : n_flush_).fetch_add(h - from, std::memory_order_relaxed);
+}
+
+void LaunchQueue::issue(const Item& it) {
+  if (it.run != nullptr) {
+    it.run(it);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) {
+      char msg[320];
+      snprintf(msg, sizeof(msg), "launch of %s failed: %s (%s)",
+               it.name != nullptr ? it.name : "a kernel", cudaGetErrorName(e),
+               cudaGetErrorString(e));
+      stream_set_error(it.cs, code_for_cuda_error(e), msg);
+      it.cs->launch_failed.store(true);
+      n_failed_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  bool failed = it.cs->launch_failed.exchange(false);
+  const cudaError_t e = cudaEventRecord(it.event->event, it.stream);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    char msg[320];
+    snprintf(msg, sizeof(msg), "cudaEventRecord failed: %s (%s)", cudaGetErrorName(e),
+             cudaGetErrorString(e));
+    stream_set_error(it.cs, code_for_cuda_error(e), msg);
+    failed = true;
+  }
+  // Published to get_event_status by the head's release store after this.
+  it.event->failed.store(failed, std::memory_order_relaxed);
+}
+
+void LaunchQueue::loop() {
+  if (cudaSetDevice(ordinal_) != cudaSuccess) (void)cudaGetLastError();
+  int64_t idle_since = now_ns();
+  unsigned spins = 0;
+  for (;;) {
+    if (busy()) {
+      if (issue_mu_.try_lock()) {
+        issue_upto(tail_.load(std::memory_order_acquire), true);
+        issue_mu_.unlock();
+      } else {
+        PG_CPU_RELAX();
+      }
+      spins = 0;
+      idle_since = -1;
+      continue;
+    }
+    if (stop_.load()) return;
+    PG_CPU_RELAX();
+    if ((++spins & 255) != 0) continue;
+    const int64_t t = now_ns();
+    if (idle_since < 0) {
+      idle_since = t;
+      continue;
+    }
+    if (t - idle_since < kIdleSpinNs) continue;
+    std::unique_lock<std::mutex> lock(sleep_mu_);
+    sleeping_.store(true, std::memory_order_seq_cst);
+    while (!stop_.load() && tail_.load(std::memory_order_seq_cst) ==
+                                head_.load(std::memory_order_acquire)) {
+      wake_.wait(lock);
+    }
+    sleeping_.store(false, std::memory_order_seq_cst);
+    idle_since = -1;
+  }
+}
+
+LaunchQueue::Stats LaunchQueue::stats() const {
+  Stats s;
+  s.queued = n_queued_.load();
+  s.by_launcher = n_launcher_.load();
+  s.by_flush = n_flush_.load();
+  s.wakes = n_wakes_.load();
+  s.failed_launches = n_failed_.load();
+  return s;
+}
+
+}  // namespace pgcuda
+
+// The counters of GPU `ordinal`'s launch queue, for tests and benchmarks
+// (read with ctypes): queued, issued by the launcher, issued by flushes,
+// wake-ups, failed launches. Returns 0 when that device has no queue.
+extern "C" __attribute__((visibility("default"))) int PG_CudaLaunchQueueStats(
+    int ordinal, uint64_t* out) {
+  if (ordinal < 0 || ordinal >= pgcuda::kMaxOrdinals || out == nullptr) return 0;
+  const pgcuda::CudaDevice* dev = pgcuda::g_devices[ordinal].load();
+  if (dev == nullptr || dev->queue == nullptr) return 0;
+  const pgcuda::LaunchQueue::Stats s = dev->queue->stats();
+  out[0] = s.queued;
+  out[1] = s.by_launcher;
+  out[2] = s.by_flush;
+  out[3] = s.wakes;
+  out[4] = s.failed_launches;
+  return 1;
+}
