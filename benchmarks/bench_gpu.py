@@ -6,7 +6,9 @@ Measures, in one process on GPU:0:
   3. AddV2 on 64 Mi float32 elements, GB/s (3 * 4 * N bytes per call);
   4. 8192^3 MatMul in float32, TF32, float16 and bfloat16, TFLOP/s;
   5. allocate + free of 1 MiB through each framework, us/op;
-  6. DLPack round trips through a peer framework (zero copy), us/op;
+  6. DLPack round trips through a peer library (zero copy), each framework
+     with the same peer (CuPy, PyTorch, and JAX where a CUDA build of it is
+     installed), us/op;
   7. eager ops of a model's mix (bias add, reduction, softmax, cast, exp,
      transpose, small MatMul, conv2d, the MLP at batch 1/64/8192, read-back);
   8. the user-level calls of that mix (pg.reduce_sum, pg.cast, x @ w,
@@ -317,7 +319,11 @@ def bench_add(quick: bool) -> None:
 
 def bench_matmul(quick: bool) -> None:
     n = 4096 if quick else 8192
-    iters = 3 if quick else 10
+    # A timed repeat of 20 products of 4096^3 lasts 3.5 ms or more (float16 at
+    # 800 TFLOP/s), so the call and the synchronisation around it (10-30 us,
+    # which differ between the frameworks) weigh under 1%; with 3 products
+    # they were 5% of a float16 repeat, and the row measured them.
+    iters = 20 if quick else 10
     repeats = 3 if quick else 5
     flops = 2.0 * n ** 3 * iters
     rng = np.random.default_rng(2)
@@ -489,12 +495,15 @@ def _pg_address(t) -> int:
 
 
 def bench_dlpack(quick: bool) -> None:
-    """Export to and import from a peer through DLPack (1 MiB float32 on
-    GPU:0), us per exchange; each framework's row is its own tensor handed to
-    the peer and back (torch's peer is CuPy, the others' peer is torch). The
-    note says whether every exchange kept the memory address (zero copy)."""
+    """A 1 MiB float32 GPU tensor handed to a peer library through DLPack and
+    back (zero copy), us per round trip, for each framework with the same
+    peer, so that a row compares the frameworks' own exports and imports:
+    CuPy as the peer of pluggable and PyTorch, PyTorch as the peer of
+    pluggable and CuPy (no PyTorch column: it cannot be its own peer; the
+    note gives pluggable / CuPy), and JAX as the peer of all three where a
+    CUDA build of jax is installed. The note says whether every exchange
+    kept the memory address."""
     n = 200 if quick else 2000
-    size = 1 << 18
 
     def per_op(loop, sync):
         def run():
@@ -502,46 +511,52 @@ def bench_dlpack(quick: bool) -> None:
             sync()
         return median_time(run, 5, warmup=1) / n * 1e6
 
-    same = {}
+    def round_trip(x, to_peer, back, address, sync, same, name):
+        same[name] = address(back(to_peer(x))) == address(x)
 
-    def pg_case():
+        def loop():
+            for _ in range(n):
+                back(to_peer(x))
+        return per_op(loop, sync)
+
+    size = 1 << 18
+
+    def pg_tensor():
         with gpu_scope():
-            t = pg.constant(np.ones(size, np.float32))
-        back = pg.from_dlpack(torch.from_dlpack(t))
-        same["pluggable"] = _pg_address(back) == _pg_address(t)
+            return pg.constant(np.ones(size, np.float32))
 
-        def loop():
-            for _ in range(n):
-                pg.from_dlpack(torch.from_dlpack(t))
-        return per_op(loop, pg.synchronize)
+    def row(peer, to_peer, label, with_torch=True, with_cupy=True):
+        same = {}
+        p = guarded(f"pg dlpack {peer}", lambda: round_trip(
+            pg_tensor(), to_peer, pg.from_dlpack, _pg_address, pg.synchronize, same,
+            "pluggable")) if pg else None
+        t = guarded(f"torch dlpack {peer}", lambda: round_trip(
+            torch.ones(size, device="cuda"), to_peer, torch.from_dlpack,
+            lambda x: x.data_ptr(), torch_sync, same, "torch")) if with_torch else None
+        c = guarded(f"cupy dlpack {peer}", lambda: round_trip(
+            cp.ones(size, dtype=cp.float32), to_peer, cp.from_dlpack, lambda x: x.data.ptr,
+            cupy_sync, same, "cupy")) if with_cupy else None
+        zero = ", ".join(f"{k}: {'same address' if v else 'COPIED'}" for k, v in same.items())
+        note = f"export + import, no copy expected ({zero})"
+        if not with_torch and p and c:
+            note += f"; pluggable / CuPy {p / c:.2f}x"
+        add_row("dlpack", f"DLPack round trip via {label}, 1 MiB (N={n})", "us/op", p, t, c,
+                note=note)
 
-    def torch_case():
-        x = torch.ones(size, device="cuda")
-        same["torch"] = torch.from_dlpack(cp.from_dlpack(x)).data_ptr() == x.data_ptr()
-
-        def loop():
-            for _ in range(n):
-                torch.from_dlpack(cp.from_dlpack(x))
-        return per_op(loop, torch_sync)
-
-    def cupy_case():
-        x = cp.ones(size, dtype=cp.float32)
-        same["cupy"] = cp.from_dlpack(torch.from_dlpack(x)).data.ptr == x.data.ptr
-
-        def loop():
-            for _ in range(n):
-                cp.from_dlpack(torch.from_dlpack(x))
-        return per_op(loop, cupy_sync)
-
-    if torch is None:
-        print("[dlpack] skipped: needs PyTorch with CUDA as the peer", file=sys.stderr)
+    if torch is None or cp is None:
+        print("[dlpack] skipped: needs PyTorch and CuPy with CUDA as the peers", file=sys.stderr)
+    else:
+        row("cupy", cp.from_dlpack, "CuPy", with_cupy=False)
+        row("torch", torch.from_dlpack, "PyTorch", with_torch=False)
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU
+    try:
+        import jax
+        jax.devices("gpu")
+    except Exception as exc:
+        print(f"[dlpack] the JAX row is skipped: no CUDA build of jax ({exc})", file=sys.stderr)
         return
-    p = guarded("pg dlpack", pg_case) if pg else None
-    t = guarded("torch dlpack", torch_case) if cp else None
-    c = guarded("cupy dlpack", cupy_case) if cp else None
-    zero = ", ".join(f"{k}: {'same address' if v else 'COPIED'}" for k, v in same.items())
-    add_row("dlpack", f"DLPack round trip via a peer, 1 MiB (N={n})", "us/op", p, t, c,
-            note=f"export + import, no copy expected ({zero})")
+    row("jax", jax.dlpack.from_dlpack, f"JAX {jax.__version__}", with_torch=torch is not None,
+        with_cupy=cp is not None)
 
 
 # --- 7. eager ops --------------------------------------------------------------------

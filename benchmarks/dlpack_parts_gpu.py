@@ -1,6 +1,6 @@
 """The DLPack round trip between pluggable and PyTorch on the GPU, in parts.
 
-``bench_gpu.py``'s "DLPack round trip via a peer" row is
+``bench_gpu.py``'s "DLPack round trip via PyTorch" row is
 ``pg.from_dlpack(torch.from_dlpack(t))``; this script times each piece of it
 (median of 300 calls after 20, µs), beside PyTorch and CuPy handing a
 tensor to each other:
