@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 import pluggable as pg
+from dlpack_helpers import device_address as _device_address
+from dlpack_helpers import random_array
 from pluggable._core import ffi, lib
 from pluggable.runtime import dlpack, native_stream, placement
 
@@ -22,26 +24,12 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-def _random(dtype, shape) -> np.ndarray:
-    rng = np.random.default_rng()
-    if dtype is np.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if np.dtype(dtype).kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    info = np.iinfo(dtype)
-    return rng.integers(max(info.min, -1000), min(info.max, 1000), shape).astype(dtype)
-
-
-def _device_address(t: pg.Tensor) -> int:
-    mem = ffi.new("SP_DeviceMemoryBase*")
-    lib.pg_tensor_mem(t._h, mem)
-    return int(ffi.cast("uintptr_t", mem.opaque))
 
 
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("shape", [(), (0,), (5,), (3, 4), (2, 3, 4)])
 def test_numpy_reads_cpu_tensors_in_place(dtype, shape):
-    x = _random(dtype, shape)
+    x = random_array(shape, dtype)
     t = pg.constant(x)
     a = np.from_dlpack(t)
     assert a.dtype == x.dtype and a.shape == x.shape
@@ -53,7 +41,7 @@ def test_numpy_reads_cpu_tensors_in_place(dtype, shape):
 
 @pytest.mark.parametrize("dtype", NUMPY_DTYPES, ids=lambda d: np.dtype(d).name)
 def test_numpy_reads_my_device_tensors_in_place(dtype):
-    x = _random(dtype, (4, 5))
+    x = random_array((4, 5), dtype)
     with pg.device("MY_DEVICE:0"):
         t = pg.constant(x)  # an asynchronous copy to the device
     assert t._h is not None and t.__dlpack_device__() == (1, 0)
@@ -81,7 +69,7 @@ def test_export_waits_for_queued_work():
 
 def test_pg_imports_numpy_in_place():
     for dtype in NUMPY_DTYPES:
-        x = _random(dtype, (3, 4))
+        x = random_array((3, 4), dtype)
         t = pg.from_dlpack(x)
         assert t.dtype is pg.as_dtype(dtype) and t.device.endswith("CPU:0")
         assert _address(t.numpy()) == _address(x)
@@ -102,7 +90,7 @@ def test_bfloat16_round_trip_in_place():
 
 
 def test_strided_input_copied_only_when_allowed():
-    x = _random(np.float32, (4, 6))
+    x = random_array((4, 6), np.float32)
     s = x[:, ::2]
     t = pg.from_dlpack(s)
     np.testing.assert_array_equal(t.numpy(), s)
@@ -113,7 +101,7 @@ def test_strided_input_copied_only_when_allowed():
 
 
 def test_copy_true_copies_both_ways():
-    x = _random(np.int32, (5,))
+    x = random_array((5,), np.int32)
     t = pg.from_dlpack(x, copy=True)
     assert _address(t.numpy()) != _address(x)
     np.testing.assert_array_equal(t.numpy(), x)
@@ -123,7 +111,7 @@ def test_copy_true_copies_both_ways():
 
 
 def test_capsule_is_consumed_once():
-    x = _random(np.float32, (3,))
+    x = random_array((3,), np.float32)
     with pg.device("MY_DEVICE:0"):
         t = pg.identity(pg.constant(x))
     for versioned in (True, False):
@@ -137,7 +125,7 @@ def test_capsule_is_consumed_once():
 
 
 def test_legacy_consumers_get_a_legacy_capsule():
-    x = _random(np.float64, (2, 3))
+    x = random_array((2, 3), np.float64)
     with pg.device("MY_DEVICE:0"):
         t = pg.identity(pg.constant(x))
 
@@ -153,7 +141,7 @@ def test_legacy_consumers_get_a_legacy_capsule():
 
 
 def test_lifetime_outlives_the_producer():
-    x = _random(np.float32, (64,))
+    x = random_array((64,), np.float32)
     with pg.device("MY_DEVICE:0"):
         t = pg.identity(pg.constant(x))
     a = np.from_dlpack(t)
@@ -165,7 +153,7 @@ def test_lifetime_outlives_the_producer():
     np.testing.assert_array_equal(a, x)
     assert all((j.numpy() == 14.0).all() for j in junk)
 
-    y = _random(np.int64, (10,))
+    y = random_array((10,), np.int64)
     want = y.copy()
     u = pg.from_dlpack(y)
     del y
@@ -174,7 +162,7 @@ def test_lifetime_outlives_the_producer():
 
 
 def test_cpu_export_releases_the_array_once():
-    x = _random(np.float32, (8,))
+    x = random_array((8,), np.float32)
     t = pg.constant(x)
     base = sys.getrefcount(t._a)
     cap = t.__dlpack__(max_version=(1, 0))
@@ -196,7 +184,7 @@ def test_cpu_export_releases_the_array_once():
 def test_wrapped_device_memory_calls_the_deleter_once():
     """pg_dlpack_wrap on MY_DEVICE (host memory): kernels read the producer's
     memory in place and the producer's deleter runs once, after the work."""
-    x = _random(np.float32, (4, 4))
+    x = random_array((4, 4), np.float32)
     src = pg.constant(x)
     base = sys.getrefcount(src._a)
     cap = src.__dlpack__(max_version=(1, 0))
@@ -279,7 +267,7 @@ def test_device_without_memory_declaration_cannot_export(monkeypatch):
 
 
 def test_dl_device_and_copy_arguments():
-    x = _random(np.float32, (3,))
+    x = random_array((3,), np.float32)
     with pg.device("MY_DEVICE:0"):
         t = pg.identity(pg.constant(x))
     with pytest.raises(pg.errors.UnimplementedError):
@@ -346,7 +334,7 @@ def test_import_in_one_call_takes_the_capsule_once():
     is marked used, and the producer's deleter runs once, when the tensor
     goes."""
     dev = pg.get_device("MY_DEVICE:0")
-    a = _random(np.float32, (5, 7))
+    a = random_array((5, 7), np.float32)
     held = sys.getrefcount(a)
     cap = a.__dlpack__(max_version=(1, 0))
     assert sys.getrefcount(a) == held + 1  # the export holds the array
@@ -368,11 +356,11 @@ def test_import_in_one_call_leaves_other_capsules_to_the_general_path():
     """A strided array, a capsule of another DLPack device, or something that
     is not a capsule: no tensor, and the capsule stays usable."""
     dev = pg.get_device("MY_DEVICE:0")
-    strided = _random(np.float32, (6, 8))[:, ::2]
+    strided = random_array((6, 8), np.float32)[:, ::2]
     cap = strided.__dlpack__(max_version=(1, 0))
     assert dlpack._import_in_one_call(cap, dev) is None
     np.testing.assert_array_equal(pg.from_dlpack(cap).numpy(), strided)  # still unused
-    a = _random(np.float32, (4,))
+    a = random_array((4,), np.float32)
     cap = a.__dlpack__()
     info = ffi.new("pg_dlpack_info*")
     st = lib.TF_NewStatus()
@@ -393,7 +381,7 @@ def test_releasing_an_import_keeps_an_asynchronous_error_for_the_synchronisation
     queued before it stays for the next synchronisation and for the read
     of the failed value."""
     dev = pg.get_device("MY_DEVICE:0")
-    a = _random(np.float32, (4,))
+    a = random_array((4,), np.float32)
     with pg.device("MY_DEVICE:0"):
         bad = pg.raw_ops.CheckNumerics(tensor=pg.constant(np.array([1.0, np.nan])),
                                        message="left for the synchronisation")

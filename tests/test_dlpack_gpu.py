@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import pluggable as pg
-from pluggable._core import cuda_python, ffi, lib
+from dlpack_helpers import device_address as _address
+from dlpack_helpers import random_array as _random
+from pluggable._core import cuda_python
 from pluggable.runtime import native_stream
 
 if not pg.list_physical_devices("GPU"):
@@ -64,19 +66,6 @@ def ordering(request, monkeypatch):
     yield lambda *expected: calls == (list(expected) if request.param == "plugin" else [])
 
 
-def _address(t: pg.Tensor) -> int:
-    mem = ffi.new("SP_DeviceMemoryBase*")
-    lib.pg_tensor_mem(t._h, mem)
-    return int(ffi.cast("uintptr_t", mem.opaque))
-
-
-def _random(shape, dtype=np.float32) -> np.ndarray:
-    rng = np.random.default_rng()
-    if np.dtype(dtype).kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if np.dtype(dtype).kind == "b":
-        return rng.integers(0, 2, shape).astype(bool)
-    return rng.integers(-100, 100, shape).astype(dtype)
 
 
 def _slow_product(x: np.ndarray, n: int = 6) -> pg.Tensor:

@@ -23,31 +23,14 @@ jax = pytest.importorskip("jax", reason="JAX is not installed (pip install -e '.
 import jax.numpy as jnp  # noqa: E402
 
 import pluggable as pg  # noqa: E402
-from pluggable._core import ffi, lib  # noqa: E402
+from dlpack_helpers import device_address as _address  # noqa: E402
+from dlpack_helpers import random_array as _random  # noqa: E402
 
 MY = "MY_DEVICE:0"
 GPU = "GPU:0"
 
 DTYPES = [np.float32, np.float16, pg.bfloat16.as_numpy_dtype, np.int32, np.int8, np.uint8,
           np.bool_]
-
-
-def _address(t: pg.Tensor) -> int:
-    """The address of a device tensor's buffer (host memory for MY_DEVICE)."""
-    mem = ffi.new("SP_DeviceMemoryBase*")
-    lib.pg_tensor_mem(t._h, mem)
-    return int(ffi.cast("uintptr_t", mem.opaque))
-
-
-def _random(shape, dtype=np.float32) -> np.ndarray:
-    rng = np.random.default_rng()
-    dt = np.dtype(dtype)
-    if dt == np.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if dt.kind in "iu":
-        info = np.iinfo(dt)
-        return rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(dt)
-    return rng.standard_normal(shape).astype(dt)
 
 
 def _host(x) -> "jax.Array":
@@ -62,15 +45,24 @@ def _jax_gpu():
         return None
 
 
-# ------------------------------------------------------------------ host
+needs_gpu = pytest.mark.skipif(
+    not pg.list_physical_devices("GPU") or _jax_gpu() is None,
+    reason="no GPU device present, or jaxlib has no CUDA backend: the GPU cases need the "
+           "CUDA reference plugin, an NVIDIA GPU and jax with its CUDA plugin")
 
+
+# ------------------------------------------------------ host (and GPU)
+
+@pytest.mark.parametrize("device, dl_device", [(MY, (1, 0)),
+                                               pytest.param(GPU, (2, 0), marks=needs_gpu)])
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_jax_reads_my_device_tensors_in_place(dtype):
+def test_jax_reads_pg_tensors_in_place(device, dl_device, dtype):
     x = _random((13, 7), dtype)
-    with pg.device(MY):
+    with pg.device(device):
         t = pg.constant(x)
-    assert t.__dlpack_device__() == (1, 0)
+    assert t.__dlpack_device__() == dl_device
     j = jax.dlpack.from_dlpack(t)
+    assert j.device.platform == ("gpu" if device == GPU else "cpu")
     assert j.dtype == np.dtype(dtype) and j.shape == x.shape
     assert j.unsafe_buffer_pointer() == _address(t)
     np.testing.assert_array_equal(np.asarray(j), x)
@@ -154,12 +146,6 @@ def test_jax_round_trip_keeps_the_my_device_buffer():
 
 # ------------------------------------------------------------------- GPU
 
-needs_gpu = pytest.mark.skipif(
-    not pg.list_physical_devices("GPU") or _jax_gpu() is None,
-    reason="no GPU device present, or jaxlib has no CUDA backend: the GPU cases need the "
-           "CUDA reference plugin, an NVIDIA GPU and jax with its CUDA plugin")
-
-
 def _cupy():
     try:
         import cupy as cp
@@ -176,18 +162,6 @@ def _slow_product(x: np.ndarray, n: int = 6) -> pg.Tensor:
         for _ in range(n):
             t = pg.matmul(t, t) * np.float32(1.0 / x.shape[0])
     return t
-
-
-@needs_gpu
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_jax_reads_pg_gpu_tensors_in_place(dtype):
-    x = _random((17, 9), dtype)
-    with pg.device(GPU):
-        t = pg.constant(x)
-    assert t.__dlpack_device__() == (2, 0)
-    j = jax.dlpack.from_dlpack(t)
-    assert j.device == _jax_gpu() and j.unsafe_buffer_pointer() == _address(t)
-    np.testing.assert_array_equal(np.asarray(j), x)
 
 
 @needs_gpu

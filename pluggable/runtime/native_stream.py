@@ -77,15 +77,13 @@ def _ask_native_stream(dev: Any) -> NativeStream | None:
     fns = plugin_fns(dev)
     if fns is None or fns.native_stream == ffi.NULL:
         return None
-    st = status()
-    h = fns.native_stream(dev._sp, dev._c.stream, st)
-    raise_status(st, f"native_stream of {dev.short_name}", dev.name)
+    h = handoff(dev)
     cap = None
     if fns.compute_capability != ffi.NULL:
         mj, mn, o = ffi.new("int*"), ffi.new("int*"), ffi.new("int*")
         if fns.compute_capability(dev._sp, mj, mn, o):
             cap = (int(mj[0]), int(mn[0]))
-    return NativeStream(int(fns.kind), int(ffi.cast("uintptr_t", h)), cap)
+    return NativeStream(int(fns.kind), h, cap)
 
 
 def native_ordinal(dev: Any) -> int:
