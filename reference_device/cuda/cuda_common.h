@@ -10,6 +10,8 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -151,6 +153,13 @@ struct CudaTimer {
   cudaEvent_t stop = nullptr;
   int ordinal = 0;
 };
+
+// Whether environment variable `name` is unset or anything but "0" (the
+// plugin's switches are on unless set to 0).
+inline bool not_turned_off(const char* name) {
+  const char* v = getenv(name);
+  return v == nullptr || strcmp(v, "0") != 0;
+}
 
 inline CudaDevice* device_of(const SP_Device* d) {
   return d == nullptr ? nullptr : static_cast<CudaDevice*>(d->device_handle);

@@ -346,12 +346,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// Whether environment variable `name` is unset or anything but "0".
-bool not_turned_off(const char* name) {
-  const char* v = getenv(name);
-  return v == nullptr || strcmp(v, "0") != 0;
-}
-
 // Whether the pass 1 kernel `kernel` may be launched as a programmatic
 // dependent launch: PLUGGABLE_CUDA_PDL is not "0" and the code the device
 // runs was built for compute capability 9.0 or later (so it waits).

@@ -141,10 +141,7 @@ constexpr int64_t kSmallGemmMacs = int64_t(1) << 19;
 // small enough, unless PLUGGABLE_CUDA_SMALL_GEMM is "0" (read once). The
 // kernel computes float32 in full precision, also where TF32 is allowed.
 bool small_gemm_applies(const Gemm& g) {
-  static const bool on = [] {
-    const char* v = getenv("PLUGGABLE_CUDA_SMALL_GEMM");
-    return v == nullptr || strcmp(v, "0") != 0;
-  }();
+  static const bool on = not_turned_off("PLUGGABLE_CUDA_SMALL_GEMM");
   if (!on || g.M > kSmallGemmMacs || g.N > kSmallGemmMacs || g.K > kSmallGemmMacs) return false;
   const int64_t mn = g.M * g.N;
   if (mn > kSmallGemmMacs || mn * g.K > kSmallGemmMacs) return false;

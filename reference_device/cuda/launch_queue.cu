@@ -30,10 +30,7 @@ int64_t now_ns() {
 }  // namespace
 
 bool launch_thread_enabled() {
-  static const bool on = [] {
-    const char* v = getenv("PLUGGABLE_CUDA_LAUNCH_THREAD");
-    return v == nullptr || strcmp(v, "0") != 0;
-  }();
+  static const bool on = not_turned_off("PLUGGABLE_CUDA_LAUNCH_THREAD");
   return on;
 }
 
@@ -63,7 +60,8 @@ void flush_ordinal(int ordinal) {
   flush_device(g_devices[ordinal].load());
 }
 
-LaunchQueue::LaunchQueue(int ordinal) : ordinal_(ordinal), slots_(new Item[kSlots]) {}
+LaunchQueue::LaunchQueue(int ordinal, int64_t idle_spin_ns)
+    : ordinal_(ordinal), idle_spin_ns_(idle_spin_ns), slots_(new Item[kSlots]) {}
 
 LaunchQueue::~LaunchQueue() { stop(); }
 
@@ -110,6 +108,10 @@ uint64_t LaunchQueue::publish() {
     { std::lock_guard<std::mutex> lock(sleep_mu_); }
     wake_.notify_one();
     n_wakes_.fetch_add(1, std::memory_order_relaxed);
+    // A sleeping thread takes tens of microseconds to run again, and the
+    // device may be idle meanwhile: issue this item now (and anything before
+    // it); the launcher takes the pushes that come once it is awake.
+    flush_to(pos);
   }
   return pos;
 }
@@ -202,7 +204,7 @@ void LaunchQueue::loop() {
       idle_since = t;
       continue;
     }
-    if (t - idle_since < kIdleSpinNs) continue;
+    if (t - idle_since < idle_spin_ns_) continue;
     std::unique_lock<std::mutex> lock(sleep_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
     while (!stop_.load() && tail_.load(std::memory_order_seq_cst) ==

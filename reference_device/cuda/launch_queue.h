@@ -23,9 +23,11 @@
 // asynchronous failures.
 //
 // The launcher spins while work comes and sleeps after kIdleSpinNs without
-// any; the next push wakes it. A flush never waits for a sleeping launcher:
-// the flushing thread issues what is left itself (one thread issues at a
-// time, in queue order). Launches are never queued while the profiler
+// any; the next push wakes it and issues itself what is queued up to and
+// including its item, so the first launch after an idle spell does not wait
+// for the launcher to be scheduled again. A flush never waits for a
+// sleeping launcher: the flushing thread issues what is left itself (one
+// thread issues at a time, in queue order). Launches are never queued while the profiler
 // records or while a stream of the device captures a graph.
 #ifndef PLUGGABLE_CUDA_LAUNCH_QUEUE_H_
 #define PLUGGABLE_CUDA_LAUNCH_QUEUE_H_
@@ -68,7 +70,10 @@ class LaunchQueue {
     uint64_t failed_launches;  // launches that failed on issue
   };
 
-  explicit LaunchQueue(int ordinal);
+  // `idle_spin_ns`: how long the launcher spins without work before it
+  // sleeps (tests lengthen it where a sleeping launcher would change who
+  // issues an item).
+  explicit LaunchQueue(int ordinal, int64_t idle_spin_ns = kIdleSpinNs);
   ~LaunchQueue();  // stop()
   // Stops the launcher (for good) and issues what is left; later items are
   // issued by flushes only.
@@ -108,6 +113,7 @@ class LaunchQueue {
   void start();
 
   const int ordinal_;
+  const int64_t idle_spin_ns_;
   std::unique_ptr<Item[]> slots_;
   alignas(64) std::atomic<uint64_t> head_{0};  // next item to issue
   alignas(64) std::atomic<uint64_t> tail_{0};  // next free slot

@@ -5,7 +5,7 @@
 //     were queued, whoever issues them (the launcher or flushing threads),
 //   - a flush returns only once everything queued before it was issued,
 //   - the launcher issues work on its own, falls asleep when idle and is
-//     woken by the next push,
+//     woken by the next push, which issues its own item at once,
 //   - a queued event record is pending until issued, then recorded on its
 //     stream,
 //   - a failed launch becomes the stream's error and marks the next event
@@ -30,6 +30,11 @@ using std::chrono::milliseconds;
 namespace {
 
 using sim_check::check;
+
+// A queue whose launcher does not fall asleep during a test (a push onto a
+// sleeping launcher issues its item on the pushing thread, which would run
+// a held item there). The sleep test uses the real idle spin.
+constexpr int64_t kAwake = int64_t(600) * 1000000000;
 
 std::mutex log_mu;
 std::vector<uint64_t> issue_log;  // queue positions, in issue order
@@ -90,7 +95,7 @@ int main() {
   // Four threads push, with flushes among the pushes: every item is issued
   // once, and a flush covers the flushing thread's items.
   {
-    LaunchQueue q(0);
+    LaunchQueue q(0, kAwake);
     constexpr int kThreads = 4, kPerThread = 20000;
     std::atomic<int> bad_flush{0};
     std::vector<std::thread> threads;
@@ -119,7 +124,7 @@ int main() {
 
   // FIFO: positions are logged by the items themselves.
   {
-    LaunchQueue q(0);
+    LaunchQueue q(0, kAwake);
     std::atomic<bool> hold{true};
     std::vector<uint64_t> expect;
     // The first item holds the launcher, so the rest pile up behind it.
@@ -158,17 +163,27 @@ int main() {
           "the launcher did not issue queued items on its own");
     std::this_thread::sleep_for(milliseconds(20));  // > kIdleSpinNs: it sleeps
     const uint64_t wakes = q.stats().wakes;
+    const uint64_t by_flush = q.stats().by_flush;
     last = push(q, &cs);
-    check(wait_until([&] { return q.issued(last); }, 5000),
-          "a push did not wake the sleeping launcher");
+    // The push that finds the launcher asleep issues its item itself.
+    check(q.issued(last), "a push onto a sleeping launcher left its item queued");
+    check(q.stats().by_flush == by_flush + 1, "the pusher did not issue its own item");
     check(q.stats().wakes == wakes + 1, "the push after idling did not count a wake-up");
+    // The launcher is awake again and takes what comes next.
+    const uint64_t by_launcher = q.stats().by_launcher;
+    check(wait_until([&] {
+            last = push(q, &cs);
+            return q.stats().by_launcher > by_launcher;
+          }, 5000),
+          "the woken launcher did not issue later pushes");
+    check(wait_until([&] { return q.issued(last); }, 5000), "later pushes were not issued");
   }
   issue_log.clear();
 
   // Event records: pending until issued, then on the stream; a failed
   // launch marks the next record of its stream only.
   {
-    LaunchQueue q(0);
+    LaunchQueue q(0, kAwake);
     CudaEvent ev1, ev2, ev3;
     cudaEventCreateWithFlags(&ev1.event, 0);
     cudaEventCreateWithFlags(&ev2.event, 0);
@@ -215,7 +230,7 @@ int main() {
       hold = false;
     });
     {
-      LaunchQueue q(0);
+      LaunchQueue q(0, kAwake);
       push(q, &cs, 0, false, &hold);
       for (int i = 0; i < 100; ++i) push(q, &cs);
     }
