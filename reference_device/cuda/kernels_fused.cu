@@ -6,8 +6,8 @@
 // algorithm with that epilogue for a shape, it runs the plain cuBLASLt
 // matmul followed by one bias(+Relu) pass. Products with at most 8 rows take
 // the matrix-vector path (gemv.h), whose last pass adds the bias and applies
-// the Relu. The matmul plan (descriptors,
-// layouts, algorithm) is made once per kernel instance and shape.
+// the Relu. The cuBLASLt plan, with its algorithm chosen by timing, is made
+// once per shape for the process (lt_matmul.h).
 //
 // _FusedConv2D runs an implicit-GEMM convolution (grouped convolutions: a
 // direct one) whose store adds the bias and applies the Relu: one pass.
@@ -16,12 +16,11 @@
 // construction fails with UNIMPLEMENTED for anything else.
 #include <climits>
 #include <cstring>
-#include <mutex>
 #include <new>
 
-#include "cublaslt_loader.h"
 #include "gemv.h"
 #include "kernel_util.h"
+#include "lt_matmul.h"
 
 namespace pgcuda {
 namespace {
@@ -100,34 +99,9 @@ bool check_bias(OpCall& c, const char* op, const TF_Tensor* bias, TF_DataType dt
 // --------------------------------------------------------------------------
 // _FusedMatMul
 
-// A cuBLASLt matmul made for one (M, N, K, dtype).
-struct LtPlan {
-  bool valid = false;
-  int64_t M = 0, N = 0, K = 0;
-  TF_DataType dt = TF_FLOAT;
-  int ordinal = -1;
-  bool fused = false;  // the epilogue does bias (+ Relu); else a second pass
-  LtMatmulDesc desc = nullptr;
-  LtLayout a = nullptr, b = nullptr, d = nullptr;
-  LtAlgo algo;
-  size_t workspace = 0;
-};
-
 struct FusedMatMulState {
   bool ta = false, tb = false, relu = false, tf32 = false;
-  std::mutex mu;  // guards `plan` (set and used under it)
-  LtPlan plan;
 };
-
-void release_plan(const LtApi* api, LtPlan* p) {
-  if (api != nullptr) {
-    if (p->desc) api->desc_destroy(p->desc);
-    if (p->a) api->layout_destroy(p->a);
-    if (p->b) api->layout_destroy(p->b);
-    if (p->d) api->layout_destroy(p->d);
-  }
-  *p = LtPlan();
-}
 
 void* fused_matmul_create(TF_OpKernelConstruction* ctx) {
   const int ops = read_fused_ops(ctx, "_FusedMatMul");
@@ -141,99 +115,7 @@ void* fused_matmul_create(TF_OpKernelConstruction* ctx) {
   return st;
 }
 
-void fused_matmul_delete(void* p) {
-  FusedMatMulState* st = static_cast<FusedMatMulState*>(p);
-  if (st == nullptr) return;
-  TF_Status* s = TF_NewStatus();
-  release_plan(st->plan.valid ? load_blaslt(s) : nullptr, &st->plan);
-  TF_DeleteStatus(s);
-  delete st;
-}
-
-bool lt_types(TF_DataType dt, bool tf32, cudaDataType* data, int* compute) {
-  switch (dt) {
-    case TF_FLOAT:
-      *data = CUDA_R_32F;
-      *compute = tf32 ? kBlasCompute32FFastTF32 : kBlasCompute32F;
-      return true;
-    case TF_HALF:
-      *data = CUDA_R_16F;
-      *compute = kBlasCompute32F;
-      return true;
-    case TF_BFLOAT16:
-      *data = CUDA_R_16BF;
-      *compute = kBlasCompute32F;
-      return true;
-    default:
-      return false;
-  }
-}
-
-constexpr size_t kMaxLtWorkspace = size_t(32) << 20;
-
-// Asks cuBLASLt for an algorithm with `epilogue`; false if it has none.
-bool lt_heuristic(const LtApi* api, LtHandle h, LtPlan* p, uint32_t epilogue) {
-  if (api->desc_set(p->desc, kLtDescEpilogue, &epilogue, sizeof(epilogue)) != kBlasSuccess) {
-    return false;
-  }
-  LtPreference pref = nullptr;
-  if (api->pref_create(&pref) != kBlasSuccess) return false;
-  const uint64_t max_ws = kMaxLtWorkspace;
-  api->pref_set(pref, kLtPrefMaxWorkspaceBytes, &max_ws, sizeof(max_ws));
-  LtHeuristicResult result;
-  memset(&result, 0, sizeof(result));
-  int returned = 0;
-  const BlasStatus r =
-      api->heuristic(h, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &returned);
-  api->pref_destroy(pref);
-  if (r != kBlasSuccess || returned < 1 || result.state != kBlasSuccess) return false;
-  p->algo = result.algo;
-  p->workspace = result.workspace_size;
-  return true;
-}
-
-// Makes the plan for (M, N, K, dt); records a failure and returns false.
-bool make_plan(OpCall& c, const LtApi* api, LtHandle h, FusedMatMulState* st, int64_t M,
-               int64_t N, int64_t K, TF_DataType dt) {
-  release_plan(api, &st->plan);
-  LtPlan& p = st->plan;
-  cudaDataType data;
-  int compute;
-  if (!lt_types(dt, st->tf32, &data, &compute)) {
-    return c.fail(TF_UNIMPLEMENTED, "_FusedMatMul on GPU: dtype %s", dtype_name(dt));
-  }
-  // Row-major C[M, N] = op(A) op(B) is column-major C^T[N, M] = op(B)^T op(A)^T:
-  // cuBLASLt's first operand is our b, its second our a, its bias runs along
-  // the N rows of C^T.
-  const int op_b = st->tb ? kBlasOpT : kBlasOpN;
-  const int op_a = st->ta ? kBlasOpT : kBlasOpN;
-  bool ok = api->desc_create(&p.desc, compute, CUDA_R_32F) == kBlasSuccess &&
-            api->desc_set(p.desc, kLtDescTransA, &op_b, sizeof(op_b)) == kBlasSuccess &&
-            api->desc_set(p.desc, kLtDescTransB, &op_a, sizeof(op_a)) == kBlasSuccess &&
-            api->layout_create(&p.a, data, st->tb ? K : N, st->tb ? N : K,
-                               st->tb ? K : N) == kBlasSuccess &&
-            api->layout_create(&p.b, data, st->ta ? M : K, st->ta ? K : M,
-                               st->ta ? M : K) == kBlasSuccess &&
-            api->layout_create(&p.d, data, N, M, N) == kBlasSuccess;
-  if (!ok) {
-    release_plan(api, &p);
-    return c.fail(TF_INTERNAL, "_FusedMatMul: creating the cuBLASLt descriptors failed");
-  }
-  p.fused = lt_heuristic(api, h, &p, st->relu ? kLtEpilogueReluBias : kLtEpilogueBias);
-  if (!p.fused && !lt_heuristic(api, h, &p, kLtEpilogueDefault)) {
-    release_plan(api, &p);
-    return c.fail(TF_INTERNAL, "_FusedMatMul: cuBLASLt has no algorithm for [%lld, %lld] x "
-                  "[%lld, %lld] (%s)", static_cast<long long>(M), static_cast<long long>(K),
-                  static_cast<long long>(K), static_cast<long long>(N), dtype_name(dt));
-  }
-  p.M = M;
-  p.N = N;
-  p.K = K;
-  p.dt = dt;
-  p.ordinal = c.ordinal();
-  p.valid = true;
-  return true;
-}
+void fused_matmul_delete(void* p) { delete static_cast<FusedMatMulState*>(p); }
 
 void fused_matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
   FusedMatMulState* st = static_cast<FusedMatMulState*>(kernel);
@@ -278,46 +160,13 @@ void fused_matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
              pbias, st->relu, pc, M, N, K);
     return;
   }
-  if (M > INT_MAX || N > INT_MAX || K > INT_MAX) {
-    c.fail(TF_UNIMPLEMENTED, "_FusedMatMul: dimensions above %d are not supported", INT_MAX);
+  const LtProduct p{dt, st->ta, st->tb, st->tf32, M, N, K, /*bias=*/true, st->relu};
+  bool fused = false;
+  if (!lt_matmul(c, "_FusedMatMul", p, TF_TensorData(a.get()), TF_TensorData(b.get()), pbias, pc,
+                 &fused)) {
     return;
   }
-  const LtApi* api = load_blaslt(c.status());
-  LtHandle h = api != nullptr ? shared_blaslt_handle(api, c.status()) : nullptr;
-  if (h == nullptr) {
-    c.check_status();
-    return;
-  }
-  std::lock_guard<std::mutex> lock(st->mu);
-  LtPlan& p = st->plan;
-  if (!(p.valid && p.M == M && p.N == N && p.K == K && p.dt == dt && p.ordinal == c.ordinal()) &&
-      !make_plan(c, api, h, st, M, N, K, dt)) {
-    return;
-  }
-  TensorPtr ws;
-  void* workspace = nullptr;
-  if (p.workspace > 0) {
-    ws = c.temp(TF_INT8, static_cast<int64_t>(p.workspace));
-    if (!ws) return;
-    workspace = TF_TensorData(ws.get());
-  }
-  if (p.fused &&
-      api->desc_set(p.desc, kLtDescBiasPointer, &pbias, sizeof(pbias)) != kBlasSuccess) {
-    c.fail(TF_INTERNAL, "_FusedMatMul: setting the cuBLASLt bias pointer failed");
-    return;
-  }
-  const float alpha = 1.0f, beta = 0.0f;
-  const BlasStatus r = api->matmul(h, p.desc, &alpha, TF_TensorData(b.get()), p.a,
-                                   TF_TensorData(a.get()), p.b, &beta, pc, p.d, pc, p.d,
-                                   &p.algo, workspace, p.workspace, c.stream());
-  if (r != kBlasSuccess) {
-    const char* text = api->status_string != nullptr ? api->status_string(r) : nullptr;
-    c.fail(TF_INTERNAL, "cublasLtMatmul(M=%lld, N=%lld, K=%lld) failed: %s",
-           static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
-           text != nullptr ? text : "unknown cuBLAS status");
-    return;
-  }
-  if (!p.fused) launch_bias_act(c, dt, pc, pbias, M * N, N, st->relu, /*assign=*/false);
+  if (!fused) launch_bias_act(c, dt, pc, pbias, M * N, N, st->relu, /*assign=*/false);
 }
 
 // --------------------------------------------------------------------------
