@@ -15,6 +15,15 @@ Measures, in one process on GPU:0:
      pg.transpose, pg.reshape, pg.zeros, pg.nn.bias_add, pg.nn.softmax) on a
      64x64 float32 tensor, where the call's host cost is the figure.
 Dispatch includes `a * b` and `a * 2.0` with a Python scalar.
+
+The rows that time a framework's calls (sections 1, 3, 4, 5, 7 and 8) set
+every framework up first and then time them in turns: each timed round runs
+pluggable, PyTorch and CuPy once each, and a row's figure is each
+framework's median over the rounds. A drift of the machine during a row (GPU
+clocks, other work on the host) then weighs on every framework alike rather
+than on whichever ran last. The table's last column gives pluggable's time
+over PyTorch's round by round (lowest / median / highest): how far apart the
+two are against how much one framework's time moves within the row.
 Prints a markdown table (with each row's ratio to PyTorch) and optionally
 writes the rows as JSON. Every section runs on its own: a failing one prints
 its exception and the others still run.
@@ -27,6 +36,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 import traceback
@@ -45,19 +55,79 @@ HIGHER_IS_BETTER = {"GB/s": True, "TFLOP/s": True, "us/op": False}
 
 
 def add_row(section: str, name: str, unit: str, pg_v=None, torch_v=None, cupy_v=None,
-            note: str = "") -> None:
-    ROWS.append({"section": section, "name": name, "unit": unit, "pluggable": pg_v,
-                 "torch": torch_v, "cupy": cupy_v, "note": note})
+            note: str = "", rounds=None) -> None:
+    """One row of the table. `rounds` (the result of ``interleaved``) adds
+    the spread of pluggable's time over PyTorch's, round by round."""
+    row = {"section": section, "name": name, "unit": unit, "pluggable": pg_v,
+           "torch": torch_v, "cupy": cupy_v, "note": note}
+    if rounds is not None:
+        pairs = rounds.paired("pluggable", "torch")
+        if pairs:
+            row["round_time_ratios"] = pairs
+    ROWS.append(row)
 
 
-def per_call_us(body, sync, calls: int) -> float:
-    """µs per call of `body`: median of 5 runs of `calls` calls, each run
-    ending with `sync()`, after one warm-up run."""
+class Rounds(dict):
+    """Median seconds of a run per framework (the dict), and every timed
+    round's seconds in `samples` (framework -> list, one entry per round)."""
+
+    def __init__(self, samples: dict):
+        super().__init__({fw: statistics.median(ts) for fw, ts in samples.items() if ts})
+        self.samples = samples
+
+    def paired(self, a: str, b: str) -> list:
+        """a's time over b's in each round both ran, sorted."""
+        sa, sb = self.samples.get(a), self.samples.get(b)
+        if not sa or not sb or len(sa) != len(sb):
+            return []
+        return sorted(x / y for x, y in zip(sa, sb) if y > 0)
+
+
+def interleaved(label: str, makers: dict, repeats: int, warmup: int = 1) -> Rounds:
+    """Median seconds of one run per framework, the frameworks taking turns.
+
+    `makers` maps a framework ("pluggable", "torch", "cupy") to a function
+    that sets its case up and returns the run to time (a callable that ends
+    with the framework's synchronisation), or to None where the framework is
+    absent. After `warmup` untimed rounds, each of `repeats` rounds times every
+    framework's run once, in turn. A framework whose setup or run fails is
+    printed and left out of the result. The result also keeps each round's
+    times (``Rounds``)."""
+    runs = {}
+    for fw, make in makers.items():
+        run = guarded(f"{fw} {label}", make) if make is not None else None
+        if run is not None:
+            runs[fw] = run
+    times: dict = {fw: [] for fw in runs}
+    for i in range(warmup + repeats):
+        for fw in list(runs):
+            try:
+                t0 = time.perf_counter()
+                runs[fw]()
+                elapsed = time.perf_counter() - t0
+            except Exception as exc:
+                print(f"[{fw} {label}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                del runs[fw]
+                del times[fw]
+                continue
+            if i >= warmup:
+                times[fw].append(elapsed)
+    return Rounds(times)
+
+
+def frameworks(pg_make=None, torch_make=None, cupy_make=None) -> dict:
+    """The makers of `interleaved`, each kept only where its framework is
+    importable here."""
+    return {"pluggable": pg_make if pg else None, "torch": torch_make if torch else None,
+            "cupy": cupy_make if cp else None}
+
+
+def ran(loop, sync):
+    """The run of `loop` followed by `sync`."""
     def run():
-        for _ in range(calls):
-            body()
+        loop()
         sync()
-    return median_time(run, 5, warmup=1) / calls * 1e6
+    return run
 
 
 def guarded(label: str, fn):
@@ -87,12 +157,6 @@ def bench_dispatch(quick: bool) -> None:
     n_calls = 2000 if quick else 20000
     repeats = 5
 
-    def per_op(loop, sync):
-        def run():
-            loop()
-            sync()
-        return median_time(run, repeats, warmup=1) / n_calls * 1e6
-
     for label, size, op in [("AddV2, 1 float32", 1, "add"), ("Relu, 1024 float32", 1024, "relu"),
                             ("a * b, 1 float32", 1, "mul"),
                             ("a * 2.0 (Python scalar), 1 float32", 1, "scalar")]:
@@ -121,7 +185,7 @@ def bench_dispatch(quick: bool) -> None:
                         with gpu_scope():
                             for _ in range(n_calls):
                                 pg.raw_ops.Relu(features=a)
-            return per_op(loop, pg.synchronize)
+            return ran(loop, pg.synchronize)
 
         def torch_case():
             a = torch.ones(size, dtype=torch.float32, device="cuda")
@@ -142,7 +206,7 @@ def bench_dispatch(quick: bool) -> None:
                 def loop():
                     for _ in range(n_calls):
                         torch.relu(a)
-            return per_op(loop, torch_sync)
+            return ran(loop, torch_sync)
 
         def cupy_case():
             a = cp.ones(size, dtype=cp.float32)
@@ -163,13 +227,13 @@ def bench_dispatch(quick: bool) -> None:
                 def loop():
                     for _ in range(n_calls):
                         cp.maximum(a, 0)
-            return per_op(loop, cupy_sync)
+            return ran(loop, cupy_sync)
 
-        add_row("dispatch", f"{label} (N={n_calls})", "us/op",
-                guarded("pg " + label, pg_case) if pg else None,
-                guarded("torch " + label, torch_case) if torch else None,
-                guarded("cupy " + label, cupy_case) if cp else None,
-                note="output allocated each call; wall time incl. final sync")
+        t = interleaved(label, frameworks(pg_case, torch_case, cupy_case), repeats)
+        us = {fw: v / n_calls * 1e6 for fw, v in t.items()}
+        add_row("dispatch", f"{label} (N={n_calls})", "us/op", us.get("pluggable"),
+                us.get("torch"), us.get("cupy"),
+                note="output allocated each call; wall time incl. final sync", rounds=t)
 
 
 # --- 2. host <-> device bandwidth -----------------------------------------------
@@ -275,12 +339,6 @@ def bench_add(quick: bool) -> None:
     bytes_per_call = 3 * 4 * n
     host = np.random.default_rng(1).standard_normal(n, dtype=np.float32)
 
-    def gbps(loop, sync):
-        def run():
-            loop()
-            sync()
-        return bytes_per_call * iters / median_time(run, repeats, warmup=1) / 1e9
-
     def pg_case():
         with gpu_scope():
             a, b = pg.constant(host), pg.constant(host)
@@ -289,7 +347,7 @@ def bench_add(quick: bool) -> None:
             with gpu_scope():
                 for _ in range(iters):
                     pg.raw_ops.AddV2(x=a, y=b)
-        return gbps(loop, pg.synchronize)
+        return ran(loop, pg.synchronize)
 
     def torch_case():
         a = torch.from_numpy(host).cuda()
@@ -298,7 +356,7 @@ def bench_add(quick: bool) -> None:
         def loop():
             for _ in range(iters):
                 a + b
-        return gbps(loop, torch_sync)
+        return ran(loop, torch_sync)
 
     def cupy_case():
         a, b = cp.asarray(host), cp.asarray(host)
@@ -306,13 +364,12 @@ def bench_add(quick: bool) -> None:
         def loop():
             for _ in range(iters):
                 a + b
-        return gbps(loop, cupy_sync)
+        return ran(loop, cupy_sync)
 
-    add_row("elementwise", "AddV2 64 Mi float32", "GB/s",
-            guarded("pg add", pg_case) if pg else None,
-            guarded("torch add", torch_case) if torch else None,
-            guarded("cupy add", cupy_case) if cp else None,
-            note="3 * 4 * N bytes per call")
+    t = interleaved("add", frameworks(pg_case, torch_case, cupy_case), repeats)
+    rate = {fw: bytes_per_call * iters / v / 1e9 for fw, v in t.items()}
+    add_row("elementwise", "AddV2 64 Mi float32", "GB/s", rate.get("pluggable"),
+            rate.get("torch"), rate.get("cupy"), note="3 * 4 * N bytes per call", rounds=t)
 
 
 # --- 4. MatMul -----------------------------------------------------------------
@@ -330,12 +387,6 @@ def bench_matmul(quick: bool) -> None:
     a32 = rng.standard_normal((n, n), dtype=np.float32)
     b32 = rng.standard_normal((n, n), dtype=np.float32)
 
-    def tflops(loop, sync):
-        def run():
-            loop()
-            sync()
-        return flops / median_time(run, repeats, warmup=1) / 1e12
-
     import ml_dtypes
     cases = [("float32", np.float32, False), ("TF32", np.float32, True),
              ("float16", np.float16, False), ("bfloat16", ml_dtypes.bfloat16, False)]
@@ -343,34 +394,34 @@ def bench_matmul(quick: bool) -> None:
         a_h, b_h = a32.astype(npdt), b32.astype(npdt)
 
         def pg_case():
-            pg.config.enable_tensor_float_32_execution(tf32)
-            try:
-                with gpu_scope():
-                    a, b = pg.constant(a_h), pg.constant(b_h)
+            with gpu_scope():
+                a, b = pg.constant(a_h), pg.constant(b_h)
 
-                def loop():
+            def loop():
+                pg.config.enable_tensor_float_32_execution(tf32)
+                try:
                     with gpu_scope():
                         for _ in range(iters):
                             pg.raw_ops.MatMul(a=a, b=b)
-                return tflops(loop, pg.synchronize)
-            finally:
-                pg.config.enable_tensor_float_32_execution(False)
+                finally:
+                    pg.config.enable_tensor_float_32_execution(False)
+            return ran(loop, pg.synchronize)
 
         def torch_case():
             tdt = {"float32": torch.float32, "TF32": torch.float32,
                    "float16": torch.float16, "bfloat16": torch.bfloat16}[label]
-            old = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            try:
-                a = torch.from_numpy(a32).to("cuda", tdt)
-                b = torch.from_numpy(b32).to("cuda", tdt)
+            a = torch.from_numpy(a32).to("cuda", tdt)
+            b = torch.from_numpy(b32).to("cuda", tdt)
 
-                def loop():
+            def loop():
+                old = torch.backends.cuda.matmul.allow_tf32
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                try:
                     for _ in range(iters):
                         torch.matmul(a, b)
-                return tflops(loop, torch_sync)
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = old
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = old
+            return ran(loop, torch_sync)
 
         def cupy_case():
             if label in ("TF32", "bfloat16"):
@@ -380,13 +431,13 @@ def bench_matmul(quick: bool) -> None:
             def loop():
                 for _ in range(iters):
                     cp.matmul(a, b)
-            return tflops(loop, cupy_sync)
+            return ran(loop, cupy_sync)
 
-        add_row("matmul", f"MatMul {n}^3 {label}", "TFLOP/s",
-                guarded(f"pg matmul {label}", pg_case) if pg else None,
-                guarded(f"torch matmul {label}", torch_case) if torch else None,
-                guarded(f"cupy matmul {label}", cupy_case) if cp else None,
-                note="2*N^3 per product; random data")
+        t = interleaved(f"matmul {label}", frameworks(pg_case, torch_case, cupy_case), repeats)
+        rate = {fw: flops / v / 1e12 for fw, v in t.items()}
+        add_row("matmul", f"MatMul {n}^3 {label}", "TFLOP/s", rate.get("pluggable"),
+                rate.get("torch"), rate.get("cupy"), note="2*N^3 per product; random data",
+                rounds=t)
 
 
 # --- 5. allocation ---------------------------------------------------------------
@@ -396,12 +447,6 @@ def bench_alloc(quick: bool) -> None:
     repeats = 5
     size = 1 << 20
 
-    def per_op(loop, sync):
-        def run():
-            loop()
-            sync()
-        return median_time(run, repeats, warmup=1) / n_calls * 1e6
-
     def pg_alloc():
         dev = pg.get_device("GPU:0")
 
@@ -409,7 +454,7 @@ def bench_alloc(quick: bool) -> None:
             for _ in range(n_calls):
                 buf = dev.allocate(size)
                 del buf
-        return per_op(loop, pg.synchronize)
+        return ran(loop, pg.synchronize)
 
     def pg_fill():
         # Both on the host: the GPU kernel takes the value by value.
@@ -422,46 +467,46 @@ def bench_alloc(quick: bool) -> None:
                 for _ in range(n_calls):
                     t = pg.raw_ops.Fill(dims=dims, value=value)
                     del t
-        return per_op(loop, pg.synchronize)
+        return ran(loop, pg.synchronize)
 
     def torch_case():
         def loop():
             for _ in range(n_calls):
                 t = torch.empty(size, dtype=torch.uint8, device="cuda")
                 del t
-        return per_op(loop, torch_sync)
+        return ran(loop, torch_sync)
 
     def cupy_case():
         def loop():
             for _ in range(n_calls):
                 t = cp.empty(size, dtype=cp.uint8)
                 del t
-        return per_op(loop, cupy_sync)
+        return ran(loop, cupy_sync)
 
     def torch_full():
         def loop():
             for _ in range(n_calls):
                 t = torch.full((size,), 0, dtype=torch.uint8, device="cuda")
                 del t
-        return per_op(loop, torch_sync)
+        return ran(loop, torch_sync)
 
     def cupy_full():
         def loop():
             for _ in range(n_calls):
                 t = cp.full(size, 0, dtype=cp.uint8)
                 del t
-        return per_op(loop, cupy_sync)
+        return ran(loop, cupy_sync)
 
-    torch_v = guarded("torch empty", torch_case) if torch else None
-    cupy_v = guarded("cupy empty", cupy_case) if cp else None
+    t = interleaved("allocate", frameworks(pg_alloc, torch_case, cupy_case), repeats)
+    us = {fw: v / n_calls * 1e6 for fw, v in t.items()}
     add_row("allocation", "1 MiB allocate + free (dev.allocate)", "us/op",
-            guarded("pg allocate", pg_alloc) if pg else None, torch_v, cupy_v,
-            note="torch.empty / cp.empty in the other columns")
+            us.get("pluggable"), us.get("torch"), us.get("cupy"),
+            note="torch.empty / cp.empty in the other columns", rounds=t)
+    t = interleaved("fill", frameworks(pg_fill, torch_full, cupy_full), repeats)
+    us = {fw: v / n_calls * 1e6 for fw, v in t.items()}
     add_row("allocation", "1 MiB tensor via Fill (allocates + fills)", "us/op",
-            guarded("pg fill", pg_fill) if pg else None,
-            guarded("torch full", torch_full) if torch else None,
-            guarded("cupy full", cupy_full) if cp else None,
-            note="value in host memory; torch.full / cp.full in the other columns")
+            us.get("pluggable"), us.get("torch"), us.get("cupy"),
+            note="value in host memory; torch.full / cp.full in the other columns", rounds=t)
 
 
 # --- report ---------------------------------------------------------------------
@@ -664,18 +709,25 @@ def bench_ops(quick: bool) -> None:
 def side_by_side(section: str, names: dict, pg_cases, torch_cases, calls_of, label: str,
                  note: str) -> None:
     """One row per case of `names` (key -> label): pluggable's and
-    PyTorch's us per call, `calls_of(key)` calls a run (``per_call_us``);
-    a side whose cases cannot be made, or a case that fails, is left out."""
+    PyTorch's us per call, a run being `calls_of(key)` calls and the
+    framework's synchronisation, 5 rounds in turns (``interleaved``); a side
+    whose cases cannot be made, or a case that fails, is left out."""
     pgc = guarded(f"pg {section}", pg_cases) if pg else None
     tc = guarded(f"torch {section}", torch_cases) if torch else None
     for key, text in names.items():
         calls = calls_of(key)
-        pv = guarded(f"pg {key}", lambda: per_call_us(pgc[key], pg.synchronize, calls)) \
-            if pgc else None
-        tv = guarded(f"torch {key}", lambda: per_call_us(tc[key], torch_sync, calls)) \
-            if tc else None
-        add_row(section, label.format(label=text, calls=calls), "us/op", pv, tv, None,
-                note=note)
+
+        def looped(body, sync):
+            def loop():
+                for _ in range(calls):
+                    body()
+            return ran(loop, sync)
+        t = interleaved(key, frameworks(
+            (lambda: looped(pgc[key], pg.synchronize)) if pgc else None,
+            (lambda: looped(tc[key], torch_sync)) if tc else None), 5)
+        us = {fw: v / calls * 1e6 for fw, v in t.items()}
+        add_row(section, label.format(label=text, calls=calls), "us/op", us.get("pluggable"),
+                us.get("torch"), None, note=note, rounds=t)
 
 
 # --- 8. user-level calls -----------------------------------------------------------
@@ -753,11 +805,21 @@ def plot(path: str, env: dict, command: str) -> None:
 
 
 def print_table() -> None:
-    print("| benchmark | unit | pluggable | PyTorch | CuPy | pluggable / PyTorch |")
-    print("|---|---|---|---|---|---|")
+    print("| benchmark | unit | pluggable | PyTorch | CuPy | pluggable / PyTorch "
+          "| time ratio by round |")
+    print("|---|---|---|---|---|---|---|")
     for r in ROWS:
         print(f"| {r['name']} | {r['unit']} | {fmt(r['pluggable'])} | {fmt(r['torch'])} | "
-              f"{fmt(r['cupy'])} | {ratio(r)} |")
+              f"{fmt(r['cupy'])} | {ratio(r)} | {round_spread(r)} |")
+
+
+def round_spread(row) -> str:
+    """pluggable's time over PyTorch's in the row's rounds: lowest, median,
+    highest (rows timed in turns only)."""
+    pairs = row.get("round_time_ratios")
+    if not pairs:
+        return ""
+    return f"{pairs[0]:.3f} / {statistics.median(pairs):.3f} / {pairs[-1]:.3f}"
 
 
 def environment() -> dict:
