@@ -254,6 +254,9 @@ def test_handmade_capsule_imports():
     t = pg.from_dlpack(cap)
     keep[0][:] = 3.0
     np.testing.assert_array_equal(t.numpy(), np.full(6, 3.0, np.float32))
+    # The tensor reads the managed tensor (its deleter) when it is released:
+    # release it while `keep` still holds the struct and the memory.
+    del t
 
 
 def test_device_without_memory_declaration_cannot_export(monkeypatch):
