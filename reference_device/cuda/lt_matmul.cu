@@ -30,11 +30,11 @@ constexpr int kTimedRuns = 3;  // timed runs per candidate, after one untimed
 struct Key {
   int ordinal;
   int dt;
-  bool ta, tb, tf32, bias, relu;
+  bool ta, tb, tf32, relu;
   int64_t M, N, K;
   bool operator<(const Key& o) const {
-    return std::tie(ordinal, dt, ta, tb, tf32, bias, relu, M, N, K) <
-           std::tie(o.ordinal, o.dt, o.ta, o.tb, o.tf32, o.bias, o.relu, o.M, o.N, o.K);
+    return std::tie(ordinal, dt, ta, tb, tf32, relu, M, N, K) <
+           std::tie(o.ordinal, o.dt, o.ta, o.tb, o.tf32, o.relu, o.M, o.N, o.K);
   }
 };
 
@@ -135,7 +135,7 @@ bool make_plan(OpCall& c, const char* op, const LtApi* api, LtHandle h, const Lt
     return c.fail(TF_INTERNAL, "%s: creating the cuBLASLt descriptors failed", op);
   }
   LtHeuristicResult first;
-  pl->fused = p.bias && heuristics(api, h, pl, epilogue_of(p, true), 1, &first) == 1;
+  pl->fused = heuristics(api, h, pl, epilogue_of(p, true), 1, &first) == 1;
   if (!pl->fused && heuristics(api, h, pl, kLtEpilogueDefault, 1, &first) != 1) {
     pl->release(api);
     return c.fail(TF_INTERNAL, "%s: cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s)",
@@ -245,7 +245,7 @@ bool lt_matmul(OpCall& c, const char* op, const LtProduct& p, const void* a, con
   LtHandle h = api != nullptr ? shared_blaslt_handle(api, c.status()) : nullptr;
   if (h == nullptr) return c.check_status();
   const Key key{c.ordinal(), static_cast<int>(p.dt), p.ta, p.tb, p.tf32 && p.dt == TF_FLOAT,
-                p.bias, p.bias && p.relu, p.M, p.N, p.K};
+                p.relu, p.M, p.N, p.K};
   Plan* pl = nullptr;
   std::unique_ptr<Plan> own;  // a plan past the cache's size, for this call
   {

@@ -42,17 +42,16 @@ bool lt_autotune_enabled();
 
 // One row-major product D[M, N] = act(op(A) op(B) + bias): A is [M, K] ([K, M]
 // with ta), B is [K, N] ([N, K] with tb); float32 (TF32 where tf32),
-// float16 or bfloat16, accumulated in float. With `bias` false there is no
-// epilogue; `relu` applies only with a bias.
+// float16 or bfloat16, accumulated in float; act is Relu where `relu`.
 struct LtProduct {
   TF_DataType dt;
   bool ta, tb, tf32;
   int64_t M, N, K;  // each in [1, INT_MAX]
-  bool bias, relu;
+  bool relu;
 };
 
 // Runs the product on the call's stream. `bias_ptr` is the bias vector of N
-// elements (used when p.bias). On return `*epilogue_done` says whether the
+// elements. On return `*epilogue_done` says whether the
 // bias and the Relu were applied (cuBLASLt may have no algorithm with that
 // epilogue for a shape; the caller then applies them). `op` names the op in
 // errors. Records a failure and returns false on error.
