@@ -163,11 +163,10 @@ int main() {
           "the launcher did not issue queued items on its own");
     std::this_thread::sleep_for(milliseconds(20));  // > kIdleSpinNs: it sleeps
     const uint64_t wakes = q.stats().wakes;
-    const uint64_t by_flush = q.stats().by_flush;
     last = push(q, &cs);
-    // The push that finds the launcher asleep issues its item itself.
+    // The push that finds the launcher asleep returns with its item issued
+    // (by itself, or by the launcher if that woke first).
     check(q.issued(last), "a push onto a sleeping launcher left its item queued");
-    check(q.stats().by_flush == by_flush + 1, "the pusher did not issue its own item");
     check(q.stats().wakes == wakes + 1, "the push after idling did not count a wake-up");
     // The launcher is awake again and takes what comes next.
     const uint64_t by_launcher = q.stats().by_launcher;
