@@ -46,8 +46,9 @@ pg = G.pg
 
 
 def _median(f, sync, n: int = 300) -> float:
-    """graph_gpu.py's timing (median of `f(); sync()` after 20 warm-up calls), in us."""
-    return G._median_call(f, sync, 20, n) * 1e6
+    """graph_gpu.py's timing of one case (median of `f(); sync()` after 20
+    warm-up calls), in us."""
+    return G._median_calls_in_turns({"f": (f, sync)}, 20, n)["f"] * 1e6
 
 
 def _launch_only(f, sync, n: int = 300) -> float:

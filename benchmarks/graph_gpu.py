@@ -18,8 +18,9 @@ For each batch size (default 1 and 8192), in one process, it times per call:
                            a pluggable replay, whose outputs are copies).
 
 Every timed call ends with a synchronisation of the device used
-(``Device.synchronize`` or ``torch.cuda.synchronize``); the figure is the
-median over ``--repeats`` timed calls after warm-up. Each pluggable variant's result is checked against
+(``Device.synchronize`` or ``torch.cuda.synchronize``); the variants are
+timed in turns (each round calls every variant once), and a figure is the
+median over ``--repeats`` rounds after warm-up. Each pluggable variant's result is checked against
 torch eager (max abs diff; the run fails above ``--tol`` times the output's
 scale). Prints a markdown table with the ratios the graph-mode issue names
 (traced / torch eager at batch 1 <= 0.5, traced / torch CUDA graph at batch 1
@@ -36,6 +37,7 @@ usage: python3 benchmarks/graph_gpu.py --device GPU:0 [--batches 1,8192]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import platform
@@ -59,18 +61,20 @@ TARGETS = [  # (batch, peer, at most): traced / peer
     (1, "torch eager", 0.5), (1, "torch CUDA graph", 1.2), (8192, "torch eager", 1.0)]
 
 
-def _median_call(fn, sync, warmup: int, repeats: int) -> float:
-    """Median seconds of `fn(); sync()` over `repeats` calls after `warmup`."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+def _median_calls_in_turns(cases: dict, warmup: int, repeats: int) -> dict:
+    """Median seconds of `fn(); sync()` per case of `cases` (name -> (fn,
+    sync)) over `repeats` rounds after `warmup`, every round calling each
+    case once in turn: a drift of the host during the run weighs on every
+    variant alike."""
+    samples: dict = {name: [] for name in cases}
+    for i in range(warmup + repeats):
+        for name, (fn, sync) in cases.items():
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            if i >= warmup:
+                samples[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def make_weights(sizes, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -147,23 +151,28 @@ def bench_batch(batch: int, sizes, weights, args) -> dict:
         row["first_call_s"] = time.perf_counter() - t0
         pg.config.set_graph_capture("device")
         captured = pg.function(fn)
-        outs = {"pluggable eager": fn(x).numpy()}
-        row["pluggable eager"] = _median_call(lambda: fn(x), sync, 3, args.repeats)
-        pg.config.set_graph_capture("off")
-        outs["pluggable traced"] = planned(x).numpy()
-        row["pluggable traced"] = _median_call(lambda: planned(x), sync, 3, args.repeats)
-        pg.config.set_graph_capture("device")
         for _ in range(4):      # warm-up runs, then the capture
             captured(x)
         stats = captured.get_concrete_function(x).capture_stats() or {}
         row["captured"] = bool(stats.get("graphs"))
-        outs["pluggable traced+captured"] = captured(x).numpy()
-        row["pluggable traced+captured"] = _median_call(lambda: captured(x), sync, 3,
-                                                        args.repeats)
         if not row["captured"]:
             row["not_captured_because"] = stats.get("reason") or stats.get("failed")
+        outs = {"pluggable eager": fn(x).numpy(),
+                "pluggable traced+captured": captured(x).numpy()}
         pg.config.set_graph_capture("off")
+        outs["pluggable traced"] = planned(x).numpy()
+
+    def under(policy, f):
+        """`f(x)` under the capture policy the function was made for."""
+        def run():
+            pg.config.set_graph_capture(policy)
+            f(x)
+        return run
+    cases = {"pluggable eager": (lambda: fn(x), sync),
+             "pluggable traced": (under("off", planned), sync),
+             "pluggable traced+captured": (under("device", captured), sync)}
     ref = None
+    model = call = None
     if torch is not None and dev.upper().startswith("GPU"):
         torch.backends.cuda.matmul.allow_tf32 = False
         model = torch_mlp(weights)
@@ -171,10 +180,21 @@ def bench_batch(batch: int, sizes, weights, args) -> dict:
         tsync = torch.cuda.synchronize
         with torch.no_grad():
             ref = model(xt).cpu().numpy()
-            row["torch eager"] = _median_call(lambda: model(xt), tsync, 3, args.repeats)
         call = torch_graph(model, xt)
         outs["torch CUDA graph"] = call(xt).cpu().numpy()
-        row["torch CUDA graph"] = _median_call(lambda: call(xt), tsync, 3, args.repeats)
+        cases["torch eager"] = (lambda: model(xt), tsync)
+        cases["torch CUDA graph"] = (lambda: call(xt), tsync)
+    try:
+        # each side's scope entered once, as a loop of its own would: neither
+        # looks at the other's
+        with contextlib.ExitStack() as scopes:
+            scopes.enter_context(pg.device(dev))
+            if model is not None:
+                scopes.enter_context(torch.no_grad())
+            row.update(_median_calls_in_turns(cases, 3, args.repeats))
+    finally:
+        pg.config.set_graph_capture("off")
+    if model is not None:
         del model, call
         torch.cuda.empty_cache()
     if ref is None:  # no torch peer: check against numpy in float64
@@ -233,7 +253,8 @@ def print_table(rows: list[dict], trace: list[dict], args) -> None:
             "torch eager", "torch CUDA graph"]
     print(f"pluggable {pg.__file__}, device {args.device}, python {platform.python_version()}, "
           f"torch {torch.__version__ if torch is not None else 'absent (torch columns skipped)'}"
-          f", MLP {args.sizes} float32, median of {args.repeats} synchronised calls\n")
+          f", MLP {args.sizes} float32, median of {args.repeats} synchronised calls, "
+          "the variants in turns\n")
     print("| batch | " + " | ".join(f"{c} (us)" for c in cols)
           + " | traced / torch eager | traced / torch graph | max abs diff vs ref | same |")
     print("| ---: | " + " | ".join("---:" for _ in cols) + " | ---: | ---: | ---: | --- |")
