@@ -161,6 +161,17 @@ inline bool not_turned_off(const char* name) {
   return v == nullptr || strcmp(v, "0") != 0;
 }
 
+// Whether `stream` is capturing a graph; true where CUDA cannot say (the
+// caller then takes the path that is legal under capture).
+inline bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 inline CudaDevice* device_of(const SP_Device* d) {
   return d == nullptr ? nullptr : static_cast<CudaDevice*>(d->device_handle);
 }

@@ -163,9 +163,7 @@ bool may_time(OpCall& c, const LtProduct& p) {
   }
   CudaStream* s = c.cuda_stream();
   if (s->dev != nullptr && s->dev->capturing.load(std::memory_order_relaxed) != 0) return false;
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(s->stream, &st) == cudaSuccess &&
-         st == cudaStreamCaptureStatusNone;
+  return !stream_capturing(s->stream);
 }
 
 // Times the heuristic's candidates on the call's stream and keeps the fastest

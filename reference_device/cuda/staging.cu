@@ -150,15 +150,6 @@ bool is_pageable(const void* p) {
   return a.type == cudaMemoryTypeUnregistered;
 }
 
-bool capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return true;  // unknown: take the plain path
-  }
-  return status != cudaStreamCaptureStatusNone;
-}
-
 // Adds one chunk (staging_mu held); false if it cannot be had.
 bool add_slot(CudaDevice* dev) {
   const int i = dev->staging_slots;
@@ -320,7 +311,7 @@ bool try_staged(CudaDevice* dev, cudaStream_t stream, bool to_device, void* devi
 cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_device,
                              void* device_ptr, void* host, uint64_t size) {
   cudaError_t e = cudaSuccess;
-  const bool staged = size > kStageThreshold && is_pageable(host) && !capturing(stream) &&
+  const bool staged = size > kStageThreshold && is_pageable(host) && !stream_capturing(stream) &&
                       try_staged(dev, stream, to_device, device_ptr, host, size, &e);
   if (!staged) {
     // cudaMemcpyDefault: direction (and device, for peer copies) from UVA.
@@ -333,7 +324,7 @@ cudaError_t host_device_copy(CudaDevice* dev, cudaStream_t stream, bool to_devic
 
 cudaError_t host_to_device_consumed(CudaDevice* dev, cudaStream_t stream, void* device_ptr,
                                     const void* host, uint64_t size) {
-  if (capturing(stream)) return cudaErrorStreamCaptureUnsupported;
+  if (stream_capturing(stream)) return cudaErrorStreamCaptureUnsupported;
   const bool pageable = is_pageable(host);
   cudaError_t e = cudaSuccess;
   const bool staged = (!pageable || size > kStageThreshold) &&
