@@ -160,7 +160,7 @@ void fused_matmul_compute(void* kernel, TF_OpKernelContext* ctx) {
              pbias, st->relu, pc, M, N, K);
     return;
   }
-  const LtProduct p{dt, st->ta, st->tb, st->tf32, M, N, K, st->relu};
+  const LtProduct p{dt, st->ta, st->tb, st->tf32, M, N, K, /*bias=*/true, st->relu};
   bool fused = false;
   if (!lt_matmul(c, "_FusedMatMul", p, TF_TensorData(a.get()), TF_TensorData(b.get()), pbias, pc,
                  &fused)) {

@@ -1,5 +1,7 @@
 // MatMul and BatchMatMulV2: floating types through cuBLAS (cublasGemmEx and
-// cublasGemmStridedBatchedEx, loaded at run time), int32/int64 and floating
+// cublasGemmStridedBatchedEx, loaded at run time; a single product large
+// enough to time, through the cuBLASLt algorithm that timed faster than
+// cublasGemmEx for its shape where one did, lt_matmul.h), int32/int64 and floating
 // products of at most kSmallGemmMacs multiply-adds through a shared-memory
 // tiled kernel. A single product with at most 8 rows in
 // float32/float16/bfloat16 and no transpose_a takes the matrix-vector path
@@ -17,6 +19,7 @@
 #include "cublas_loader.h"
 #include "gemv.h"
 #include "kernel_util.h"
+#include "lt_matmul.h"
 
 namespace pgcuda {
 namespace {
@@ -179,20 +182,10 @@ bool run_tiled_gemm(OpCall& c, const Gemm& g, const char* op) {
   return c.check_launch(op);
 }
 
-bool run_gemm(OpCall& c, const Gemm& g, const char* op) {
-  if (g.M == 0 || g.N == 0 || g.batch == 0) return true;
+// The product through cublasGemmEx (one matrix) or
+// cublasGemmStridedBatchedEx.
+bool run_cublas(OpCall& c, const Gemm& g, const char* op) {
   const size_t elem = TF_DataTypeSize(g.dt);
-  if (g.K == 0) {
-    return c.check_cuda(cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.M * g.N * g.batch) * elem,
-                                        c.stream()),
-                        "cudaMemsetAsync(product with K=0)");
-  }
-  if (g.dt == TF_INT32 || g.dt == TF_INT64) return run_tiled_gemm(c, g, op);
-  if (g.batch == 1 && gemv_applies(g.dt, g.ta, g.tb, g.M, g.N, g.K)) {
-    return run_gemv(c, op, g.dt, g.tb, g.a, g.b, nullptr, false, g.c, g.M, g.N, g.K);
-  }
-  if (small_gemm_applies(g)) return run_tiled_gemm(c, g, op);
-
   cudaDataType dtype;
   int compute;
   const float alpha_f = 1.0f, beta_f = 0.0f;
@@ -261,6 +254,43 @@ bool run_gemm(OpCall& c, const Gemm& g, const char* op) {
                   m, n, k, static_cast<long long>(g.batch), blas_status_text(api, r).c_str());
   }
   return true;
+}
+
+struct CublasCall {
+  OpCall* c;
+  const Gemm* g;
+  const char* op;
+  static bool run(void* self) {
+    const CublasCall* k = static_cast<const CublasCall*>(self);
+    return run_cublas(*k->c, *k->g, k->op);
+  }
+};
+
+bool run_gemm(OpCall& c, const Gemm& g, const char* op) {
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return true;
+  if (g.K == 0) {
+    const size_t elem = TF_DataTypeSize(g.dt);
+    return c.check_cuda(cudaMemsetAsync(g.c, 0, static_cast<size_t>(g.M * g.N * g.batch) * elem,
+                                        c.stream()),
+                        "cudaMemsetAsync(product with K=0)");
+  }
+  if (g.dt == TF_INT32 || g.dt == TF_INT64) return run_tiled_gemm(c, g, op);
+  if (g.batch == 1 && gemv_applies(g.dt, g.ta, g.tb, g.M, g.N, g.K)) {
+    return run_gemv(c, op, g.dt, g.tb, g.a, g.b, nullptr, false, g.c, g.M, g.N, g.K);
+  }
+  if (small_gemm_applies(g)) return run_tiled_gemm(c, g, op);
+  if (g.batch == 1 && (g.dt == TF_FLOAT || g.dt == TF_HALF || g.dt == TF_BFLOAT16)) {
+    // Large single products: cublasGemmEx, or the cuBLASLt algorithm that
+    // timed faster than it for this shape (lt_matmul.h).
+    const LtProduct p{g.dt, g.ta, g.tb, g.tf32, g.M, g.N, g.K, /*bias=*/false, /*relu=*/false};
+    if (lt_worth_timing(p)) {
+      CublasCall call{&c, &g, op};
+      const LtAlternative alt{&CublasCall::run, &call};
+      bool epilogue_done = false;
+      return lt_matmul(c, op, p, g.a, g.b, nullptr, g.c, &epilogue_done, &alt);
+    }
+  }
+  return run_cublas(c, g, op);
 }
 
 void matmul_compute(void* kernel, TF_OpKernelContext* ctx) {

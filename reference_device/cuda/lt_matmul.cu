@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "cublaslt_loader.h"
 #include "lt_matmul.h"
@@ -25,16 +26,15 @@ namespace {
 
 constexpr size_t kMaxLtWorkspace = size_t(32) << 20;
 constexpr size_t kMaxPlans = 4096;
-constexpr int kTimedRuns = 3;  // timed runs per candidate, after one untimed
 
 struct Key {
   int ordinal;
   int dt;
-  bool ta, tb, tf32, relu;
+  bool ta, tb, tf32, bias, relu, alt;
   int64_t M, N, K;
   bool operator<(const Key& o) const {
-    return std::tie(ordinal, dt, ta, tb, tf32, relu, M, N, K) <
-           std::tie(o.ordinal, o.dt, o.ta, o.tb, o.tf32, o.relu, o.M, o.N, o.K);
+    return std::tie(ordinal, dt, ta, tb, tf32, bias, relu, alt, M, N, K) <
+           std::tie(o.ordinal, o.dt, o.ta, o.tb, o.tf32, o.bias, o.relu, o.alt, o.M, o.N, o.K);
   }
 };
 
@@ -45,7 +45,8 @@ struct Plan {
   LtAlgo algo;
   size_t workspace = 0;
   bool fused = false;    // the epilogue applies the bias (and the Relu)
-  bool decided = false;  // the algorithm is final for the process
+  bool use_alt = false;  // the caller's alternative runs the product
+  bool decided = false;  // the choice is final for the process
 
   void release(const LtApi* api) {
     if (desc) api->desc_destroy(desc);
@@ -106,18 +107,18 @@ int heuristics(const LtApi* api, LtHandle h, Plan* pl, uint32_t epilogue, int wa
 }
 
 uint32_t epilogue_of(const LtProduct& p, bool fused) {
-  if (!fused) return kLtEpilogueDefault;
+  if (!fused || !p.bias) return kLtEpilogueDefault;
   return p.relu ? kLtEpilogueReluBias : kLtEpilogueBias;
 }
 
-// Descriptors and the heuristic's first choice; false after recording a
-// failure (the plan is then released).
+// Descriptors and the heuristic's first choice; false on failure (recorded
+// on the call where `report`; the plan is then released).
 bool make_plan(OpCall& c, const char* op, const LtApi* api, LtHandle h, const LtProduct& p,
-               Plan* pl) {
+               Plan* pl, bool report) {
   cudaDataType data;
   int compute;
   if (!lt_types(p.dt, p.tf32, &data, &compute)) {
-    return c.fail(TF_UNIMPLEMENTED, "%s on GPU: dtype %s", op, dtype_name(p.dt));
+    return report && c.fail(TF_UNIMPLEMENTED, "%s on GPU: dtype %s", op, dtype_name(p.dt));
   }
   const int op_b = p.tb ? kBlasOpT : kBlasOpN;
   const int op_a = p.ta ? kBlasOpT : kBlasOpN;
@@ -132,13 +133,13 @@ bool make_plan(OpCall& c, const char* op, const LtApi* api, LtHandle h, const Lt
       api->layout_create(&pl->d, data, p.N, p.M, p.N) == kBlasSuccess;
   if (!ok) {
     pl->release(api);
-    return c.fail(TF_INTERNAL, "%s: creating the cuBLASLt descriptors failed", op);
+    return report && c.fail(TF_INTERNAL, "%s: creating the cuBLASLt descriptors failed", op);
   }
   LtHeuristicResult first;
-  pl->fused = heuristics(api, h, pl, epilogue_of(p, true), 1, &first) == 1;
+  pl->fused = p.bias && heuristics(api, h, pl, epilogue_of(p, true), 1, &first) == 1;
   if (!pl->fused && heuristics(api, h, pl, kLtEpilogueDefault, 1, &first) != 1) {
     pl->release(api);
-    return c.fail(TF_INTERNAL, "%s: cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s)",
+    return report && c.fail(TF_INTERNAL, "%s: cuBLASLt has no algorithm for [%lld, %lld] x [%lld, %lld] (%s)",
                   op, static_cast<long long>(p.M), static_cast<long long>(p.K),
                   static_cast<long long>(p.K), static_cast<long long>(p.N), dtype_name(p.dt));
   }
@@ -156,24 +157,44 @@ BlasStatus run(const LtApi* api, LtHandle h, const Plan* pl, const LtAlgo& algo,
 
 // Whether the call may wait for its stream to time candidates.
 bool may_time(OpCall& c, const LtProduct& p) {
-  if (!lt_autotune_enabled()) return false;
-  if (static_cast<double>(p.M) * static_cast<double>(p.N) * static_cast<double>(p.K) <
-      static_cast<double>(kLtTuneMacs)) {
-    return false;
-  }
+  if (!lt_worth_timing(p)) return false;
   CudaStream* s = c.cuda_stream();
   if (s->dev != nullptr && s->dev->capturing.load(std::memory_order_relaxed) != 0) return false;
   return !stream_capturing(s->stream);
 }
 
-// Times the heuristic's candidates on the call's stream and keeps the fastest
-// in the plan. Any failure while timing leaves the first choice (a failure
-// of the stream itself is reported by the stream, not here).
-void tune(OpCall& c, const LtApi* api, LtHandle h, const LtProduct& p, Plan* pl, const void* a,
-          const void* b, const void* bias_ptr, void* d) {
+// Events of the timing, destroyed with it.
+struct EventSet {
+  std::vector<cudaEvent_t> ev;
+  ~EventSet() {
+    for (cudaEvent_t e : ev) (void)cudaEventDestroy(e);
+  }
+  bool make(size_t n) {
+    ev.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreate(&e) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+      }
+      ev.push_back(e);
+    }
+    return true;
+  }
+};
+
+// Times the heuristic's candidates, and `alt` where given, on the call's
+// stream in turns (lt_matmul.h) and keeps the choice in the plan. Any
+// failure while timing leaves the untimed choice (a failure of the stream
+// itself is reported by the stream, not here; one of `alt` is recorded on
+// the call and returns false).
+bool tune(OpCall& c, const LtApi* api, LtHandle h, const LtProduct& p, Plan* pl, const void* a,
+          const void* b, const void* bias_ptr, void* d, const LtAlternative* alt) {
   LtHeuristicResult cand[kLtCandidates];
   const int n = heuristics(api, h, pl, epilogue_of(p, pl->fused), kLtCandidates, cand);
-  if (n < 2) return;
+  const int alt_i = alt != nullptr ? n : -1;  // the alternative's index
+  const int total = n + (alt != nullptr ? 1 : 0);
+  if (total < 2) return true;
   size_t ws_bytes = 0;
   for (int i = 0; i < n; ++i) {
     if (cand[i].workspace_size > ws_bytes) ws_bytes = cand[i].workspace_size;
@@ -182,48 +203,70 @@ void tune(OpCall& c, const LtApi* api, LtHandle h, const LtProduct& p, Plan* pl,
   void* workspace = nullptr;
   if (ws_bytes > 0) {
     ws = c.temp(TF_INT8, static_cast<int64_t>(ws_bytes));
-    if (!ws) return;
+    if (!ws) return false;  // recorded on the call
     workspace = TF_TensorData(ws.get());
   }
   if (pl->fused &&
       api->desc_set(pl->desc, kLtDescBiasPointer, &bias_ptr, sizeof(bias_ptr)) != kBlasSuccess) {
-    return;
+    return true;
   }
   cudaStream_t stream = c.stream();
-  cudaEvent_t start = nullptr, end = nullptr;
-  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&end) != cudaSuccess) {
-    if (start != nullptr) (void)cudaEventDestroy(start);
-    (void)cudaGetLastError();
-    return;
+  // Candidate i, or the alternative; false where it cannot run the product.
+  bool alt_ok = true;
+  auto run_one = [&](int i) {
+    if (i == alt_i) {
+      alt_ok = alt->run(alt->ctx);
+      return alt_ok;
+    }
+    return run(api, h, pl, cand[i].algo, a, b, d, workspace, ws_bytes, stream) == kBlasSuccess;
+  };
+  bool usable[kLtCandidates + 1];
+  for (int i = 0; i < total; ++i) {
+    usable[i] = run_one(i);  // untimed
+    if (!alt_ok) return false;
   }
-  int best = -1;
-  float best_ms = 0.0f;
+  EventSet events;
+  if (!events.make(static_cast<size_t>(2 * total * kLtRounds))) return true;
+  auto start = [&](int i, int r) { return events.ev[static_cast<size_t>(2 * (r * total + i))]; };
+  auto end = [&](int i, int r) { return events.ev[static_cast<size_t>(2 * (r * total + i) + 1)]; };
+  for (int r = 0; r < kLtRounds; ++r) {
+    for (int i = 0; i < total; ++i) {
+      if (!usable[i]) continue;
+      bool ok = cudaEventRecord(start(i, r), stream) == cudaSuccess && run_one(i) &&
+                cudaEventRecord(end(i, r), stream) == cudaSuccess;
+      if (!alt_ok) return false;
+      if (!ok) {
+        (void)cudaGetLastError();
+        return true;  // the stream failed: its status check reports it
+      }
+    }
+  }
+  float best_ms[kLtCandidates + 1];
+  for (int i = 0; i < total; ++i) {
+    best_ms[i] = -1.0f;
+    for (int r = 0; usable[i] && r < kLtRounds; ++r) {
+      float ms = 0.0f;
+      if (cudaEventSynchronize(end(i, r)) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, start(i, r), end(i, r)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+      }
+      if (best_ms[i] < 0.0f || ms < best_ms[i]) best_ms[i] = ms;
+    }
+  }
+  int best = -1;  // the fastest cuBLASLt candidate
   for (int i = 0; i < n; ++i) {
-    if (run(api, h, pl, cand[i].algo, a, b, d, workspace, ws_bytes, stream) != kBlasSuccess) {
-      continue;  // this candidate cannot run the product
-    }
-    bool ok = cudaEventRecord(start, stream) == cudaSuccess;
-    for (int r = 0; ok && r < kTimedRuns; ++r) {
-      ok = run(api, h, pl, cand[i].algo, a, b, d, workspace, ws_bytes, stream) == kBlasSuccess;
-    }
-    float ms = 0.0f;
-    if (!(ok && cudaEventRecord(end, stream) == cudaSuccess &&
-          cudaEventSynchronize(end) == cudaSuccess &&
-          cudaEventElapsedTime(&ms, start, end) == cudaSuccess)) {
-      best = -1;  // the stream failed: its status check reports it
-      break;
-    }
-    if (best < 0 || ms < best_ms) {
-      best = i;
-      best_ms = ms;
-    }
+    if (usable[i] && (best < 0 || best_ms[i] < best_ms[best])) best = i;
   }
-  (void)cudaEventDestroy(start);
-  (void)cudaEventDestroy(end);
-  if (best >= 0) {
+  if (alt != nullptr && usable[alt_i] &&
+      (best < 0 || best_ms[best] >= best_ms[alt_i] * (1.0 - kLtMargin))) {
+    pl->use_alt = true;
+  } else if (best >= 0) {
+    pl->use_alt = false;
     pl->algo = cand[best].algo;
     pl->workspace = cand[best].workspace_size;
   }
+  return true;
 }
 
 }  // namespace
@@ -233,17 +276,29 @@ bool lt_autotune_enabled() {
   return on;
 }
 
+bool lt_worth_timing(const LtProduct& p) {
+  return lt_autotune_enabled() &&
+         static_cast<double>(p.M) * static_cast<double>(p.N) * static_cast<double>(p.K) >=
+             static_cast<double>(kLtTuneMacs);
+}
+
 bool lt_matmul(OpCall& c, const char* op, const LtProduct& p, const void* a, const void* b,
-               const void* bias_ptr, void* d, bool* epilogue_done) {
+               const void* bias_ptr, void* d, bool* epilogue_done, const LtAlternative* alt) {
   *epilogue_done = false;
+  if (alt != nullptr && p.bias) {
+    return c.fail(TF_INTERNAL, "%s: a product with a bias epilogue has no alternative", op);
+  }
   if (p.M < 1 || p.N < 1 || p.K < 1 || p.M > INT_MAX || p.N > INT_MAX || p.K > INT_MAX) {
+    if (alt != nullptr) return alt->run(alt->ctx);
     return c.fail(TF_UNIMPLEMENTED, "%s: cuBLASLt takes dimensions in [1, %d]", op, INT_MAX);
   }
-  const LtApi* api = load_blaslt(c.status());
-  LtHandle h = api != nullptr ? shared_blaslt_handle(api, c.status()) : nullptr;
-  if (h == nullptr) return c.check_status();
+  TF_Status* lt_status = alt != nullptr ? TF_NewStatus() : c.status();
+  const LtApi* api = load_blaslt(lt_status);
+  LtHandle h = api != nullptr ? shared_blaslt_handle(api, lt_status) : nullptr;
+  if (alt != nullptr) TF_DeleteStatus(lt_status);
+  if (h == nullptr) return alt != nullptr ? alt->run(alt->ctx) : c.check_status();
   const Key key{c.ordinal(), static_cast<int>(p.dt), p.ta, p.tb, p.tf32 && p.dt == TF_FLOAT,
-                p.relu, p.M, p.N, p.K};
+                p.bias, p.bias && p.relu, alt != nullptr, p.M, p.N, p.K};
   Plan* pl = nullptr;
   std::unique_ptr<Plan> own;  // a plan past the cache's size, for this call
   {
@@ -254,7 +309,11 @@ bool lt_matmul(OpCall& c, const char* op, const LtProduct& p, const void* a, con
     } else {
       std::unique_ptr<Plan> fresh(new (std::nothrow) Plan());
       if (fresh == nullptr) return c.fail(TF_RESOURCE_EXHAUSTED, "%s: out of host memory", op);
-      if (!make_plan(c, op, api, h, p, fresh.get())) return false;
+      // Where cuBLASLt cannot run it, the alternative does, for the process.
+      if (!make_plan(c, op, api, h, p, fresh.get(), alt == nullptr) && alt == nullptr) {
+        return false;
+      }
+      fresh->use_alt = alt != nullptr;  // until timing says otherwise
       if (g_plans->size() < kMaxPlans) {
         pl = fresh.get();
         (*g_plans)[key] = std::move(fresh);
@@ -269,30 +328,37 @@ bool lt_matmul(OpCall& c, const char* op, const LtProduct& p, const void* a, con
   {
     std::lock_guard<std::mutex> lock(pl->mu);
     if (!pl->decided) {
-      if (may_time(c, p)) tune(c, api, h, p, pl, a, b, bias_ptr, d);
+      if (pl->desc != nullptr && may_time(c, p)) ok = tune(c, api, h, p, pl, a, b, bias_ptr, d, alt);
       pl->decided = true;
     }
-    TensorPtr ws;
-    void* workspace = nullptr;
-    if (pl->workspace > 0) {
-      ws = c.temp(TF_INT8, static_cast<int64_t>(pl->workspace));
-      ok = static_cast<bool>(ws);
-      if (ok) workspace = TF_TensorData(ws.get());
-    }
-    if (ok && pl->fused &&
-        api->desc_set(pl->desc, kLtDescBiasPointer, &bias_ptr, sizeof(bias_ptr)) != kBlasSuccess) {
-      ok = c.fail(TF_INTERNAL, "%s: setting the cuBLASLt bias pointer failed", op);
-    }
-    if (ok) {
-      const BlasStatus r = run(api, h, pl, pl->algo, a, b, d, workspace, pl->workspace, c.stream());
-      if (r != kBlasSuccess) {
-        const char* text = api->status_string != nullptr ? api->status_string(r) : nullptr;
-        ok = c.fail(TF_INTERNAL, "%s: cublasLtMatmul(M=%lld, N=%lld, K=%lld) failed: %s", op,
-                    static_cast<long long>(p.M), static_cast<long long>(p.N),
-                    static_cast<long long>(p.K), text != nullptr ? text : "unknown cuBLAS status");
+    if (ok && pl->use_alt) {
+      ok = alt->run(alt->ctx);
+    } else if (ok) {
+      TensorPtr ws;
+      void* workspace = nullptr;
+      if (pl->workspace > 0) {
+        ws = c.temp(TF_INT8, static_cast<int64_t>(pl->workspace));
+        ok = static_cast<bool>(ws);
+        if (ok) workspace = TF_TensorData(ws.get());
       }
+      if (ok && pl->fused &&
+          api->desc_set(pl->desc, kLtDescBiasPointer, &bias_ptr, sizeof(bias_ptr)) !=
+              kBlasSuccess) {
+        ok = c.fail(TF_INTERNAL, "%s: setting the cuBLASLt bias pointer failed", op);
+      }
+      if (ok) {
+        const BlasStatus r =
+            run(api, h, pl, pl->algo, a, b, d, workspace, pl->workspace, c.stream());
+        if (r != kBlasSuccess) {
+          const char* text = api->status_string != nullptr ? api->status_string(r) : nullptr;
+          ok = c.fail(TF_INTERNAL, "%s: cublasLtMatmul(M=%lld, N=%lld, K=%lld) failed: %s", op,
+                      static_cast<long long>(p.M), static_cast<long long>(p.N),
+                      static_cast<long long>(p.K),
+                      text != nullptr ? text : "unknown cuBLAS status");
+        }
+      }
+      *epilogue_done = ok && pl->fused;
     }
-    *epilogue_done = ok && pl->fused;
   }
   if (own != nullptr) own->release(api);
   return ok;
