@@ -532,3 +532,36 @@ def test_fast_path_remembers_geometry_shapes(monkeypatch):
         for _ in range(2):
             with pytest.raises(pg.errors.InvalidArgumentError):
                 pg.raw_ops.MaxPool(input=bad, **kw)
+
+
+@pytest.mark.parametrize("setting,getter", [
+    ("set_soft_device_placement", "get_soft_device_placement"),
+    ("set_log_device_placement", None),
+    ("enable_tensor_float_32_execution", "tensor_float_32_execution_enabled"),
+])
+def test_only_a_changed_setting_drops_the_cached_plans(setting, getter, rng):
+    """Setting a config value to what it already is keeps the dispatch
+    plans (a loop that sets TF32 before each step does not re-plan every
+    op); changing it drops them, and the next call plans again."""
+    from pluggable.framework import config
+    current = {"set_soft_device_placement": True, "set_log_device_placement": False,
+               "enable_tensor_float_32_execution": False}[setting]
+    if getter is not None:
+        assert getattr(pg.config, getter)() is current
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        a = pg.constant(x)
+        pg.raw_ops.Relu(features=a)
+        before = config.version[0]
+        getattr(pg.config, setting)(current)
+        assert config.version[0] == before and len(dispatch._plans) > 0
+        np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(), np.maximum(x, 0))
+        assert dispatch._plans_version[0] == before
+        try:
+            getattr(pg.config, setting)(not current)
+            assert config.version[0] == before + 1
+            np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(), np.maximum(x, 0))
+            assert dispatch._plans_version[0] == before + 1  # planned again
+        finally:
+            getattr(pg.config, setting)(current)
+    assert config.version[0] == before + 2

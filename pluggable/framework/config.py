@@ -35,8 +35,9 @@ def set_soft_device_placement(enabled: bool) -> None:
     such a call raises NotFoundError."""
     global _soft_placement
     with _lock:
-        _soft_placement = bool(enabled)
-        _bump()
+        if _soft_placement != bool(enabled):  # an unchanged setting keeps the caches
+            _soft_placement = bool(enabled)
+            _bump()
 
 
 def get_soft_device_placement() -> bool:
@@ -49,8 +50,9 @@ def set_log_device_placement(enabled: bool) -> None:
     records for ``placement_log()``."""
     global _log_placement
     with _lock:
-        _log_placement = bool(enabled)
-        _bump()
+        if _log_placement != bool(enabled):  # an unchanged setting keeps the caches
+            _log_placement = bool(enabled)
+            _bump()
 
 
 def get_log_device_placement() -> bool:
@@ -63,8 +65,9 @@ def enable_tensor_float_32_execution(enabled: bool) -> None:
     Kernels read it as the boolean attribute ``_allow_tf32``."""
     global _tf32
     with _lock:
-        _tf32 = bool(enabled)
-        _bump()
+        if _tf32 != bool(enabled):  # an unchanged setting keeps the caches
+            _tf32 = bool(enabled)
+            _bump()
 
 
 def tensor_float_32_execution_enabled() -> bool:
