@@ -257,7 +257,9 @@ void launch_binary(OpCall& c, const Shape& sa, const Shape& sb, const Shape& so,
       const int64_t want = static_cast<int64_t>(c.sm_count()) * 16;  // blocks to fill the GPU
       int64_t gx = rows < want ? rows : want;
       int64_t gy = (want + gx - 1) / gx;
-      const int64_t max_gy = (inner + 4 * kThreads - 1) / (4 * kThreads);  // >= 1024 each
+      // Chunks of at least one element per thread: a few long rows (a bias
+      // added to a batch of 64) are spread over as many blocks as fill the GPU.
+      const int64_t max_gy = (inner + kThreads - 1) / kThreads;
       if (gy > max_gy) gy = max_gy;
       if (gy > 65535) gy = 65535;
       if (gy < 1) gy = 1;

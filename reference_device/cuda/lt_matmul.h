@@ -14,7 +14,8 @@
 // The candidates take turns: after one untimed run each, kLtRounds rounds
 // time one run of every candidate (CUDA events), and each candidate's figure
 // is its fastest round, so a drift of the device during the timing falls on
-// all of them alike.
+// all of them alike. Every timed run starts with a cold L2 cache, as a
+// layer's weights are in a model's step.
 //
 // MatMul passes its own cublasGemmEx call as one more candidate
 // (LtAlternative). cuBLASLt's choice then replaces it only where it was at
