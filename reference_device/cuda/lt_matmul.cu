@@ -312,11 +312,13 @@ bool lt_matmul(OpCall& c, const char* op, const LtProduct& p, const void* a, con
     if (alt != nullptr) return alt->run(alt->ctx);
     return c.fail(TF_UNIMPLEMENTED, "%s: cuBLASLt takes dimensions in [1, %d]", op, INT_MAX);
   }
-  TF_Status* lt_status = alt != nullptr ? TF_NewStatus() : c.status();
-  const LtApi* api = load_blaslt(lt_status);
-  LtHandle h = api != nullptr ? shared_blaslt_handle(api, lt_status) : nullptr;
-  if (alt != nullptr) TF_DeleteStatus(lt_status);
-  if (h == nullptr) return alt != nullptr ? alt->run(alt->ctx) : c.check_status();
+  const LtApi* api = load_blaslt(c.status());
+  LtHandle h = api != nullptr ? shared_blaslt_handle(api, c.status()) : nullptr;
+  if (h == nullptr) {
+    if (alt == nullptr) return c.check_status();
+    TF_SetStatus(c.status(), TF_OK, "");  // no cuBLASLt here: the alternative runs it
+    return alt->run(alt->ctx);
+  }
   const Key key{c.ordinal(), static_cast<int>(p.dt), p.ta, p.tb, p.tf32 && p.dt == TF_FLOAT,
                 p.bias, p.bias && p.relu, alt != nullptr, p.M, p.N, p.K};
   Plan* pl = nullptr;
