@@ -43,7 +43,7 @@ import traceback
 
 import numpy as np
 
-from gpu_peers import cuda_cupy, cuda_torch, import_pluggable, median_time
+from gpu_peers import cuda_cupy, cuda_torch, import_pluggable, median_time, times_in_turns
 from user_calls import user_calls
 
 pg, PG_IMPORT_ERROR = import_pluggable()
@@ -99,28 +99,10 @@ def interleaved(label: str, makers: dict, repeats: int, warmup: int = 1) -> Roun
         run = guarded(f"{fw} {label}", make) if make is not None else None
         if run is not None:
             runs[fw] = run
-    times: dict = {fw: [] for fw in runs}
-    for i in range(warmup + repeats):
-        # Each round starts with the next framework: no framework always
-        # takes one place in the round (after one given framework's load,
-        # with clocks under a power limit).
-        order = list(runs)
-        order = order[i % len(order):] + order[:i % len(order)] if order else order
-        for fw in order:
-            if fw not in runs:
-                continue
-            try:
-                t0 = time.perf_counter()
-                runs[fw]()
-                elapsed = time.perf_counter() - t0
-            except Exception as exc:
-                print(f"[{fw} {label}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-                del runs[fw]
-                del times[fw]
-                continue
-            if i >= warmup:
-                times[fw].append(elapsed)
-    return Rounds(times)
+
+    def failed(fw, exc):
+        print(f"[{fw} {label}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return Rounds(times_in_turns(runs, repeats, warmup, on_error=failed))
 
 
 def frameworks(pg_make=None, torch_make=None, cupy_make=None) -> dict:

@@ -22,6 +22,35 @@ def median_time(fn, repeats: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
+def times_in_turns(runs: dict, repeats: int, warmup: int = 1, on_error=None) -> dict:
+    """The seconds of every timed round of each run of `runs` (name ->
+    callable): after `warmup` untimed rounds, each of `repeats` rounds calls
+    every run once, the first of them moving on by one each round, so that
+    a drift of the machine weighs on every run alike and no run always takes
+    one place in the round (after one given run's load, with clocks under a
+    power limit). A run that raises is re-raised, or, with `on_error`,
+    reported as on_error(name, exception) and left out of the result."""
+    runs = dict(runs)
+    times: dict = {name: [] for name in runs}
+    for i in range(warmup + repeats):
+        order = list(runs)
+        k = i % len(order) if order else 0
+        for name in order[k:] + order[:k]:
+            try:
+                t0 = time.perf_counter()
+                runs[name]()
+                elapsed = time.perf_counter() - t0
+            except Exception as exc:
+                if on_error is None:
+                    raise
+                on_error(name, exc)
+                del runs[name], times[name]
+                continue
+            if i >= warmup:
+                times[name].append(elapsed)
+    return times
+
+
 def import_pluggable():
     """(pluggable, None), or (None, the exception) when it cannot be
     imported from the installation or the checkout."""

@@ -49,6 +49,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import pluggable as pg  # noqa: E402
+from gpu_peers import times_in_turns  # noqa: E402
 
 try:
     import torch
@@ -63,18 +64,12 @@ TARGETS = [  # (batch, peer, at most): traced / peer
 
 def _median_calls_in_turns(cases: dict, warmup: int, repeats: int) -> dict:
     """Median seconds of `fn(); sync()` per case of `cases` (name -> (fn,
-    sync)) over `repeats` rounds after `warmup`, every round calling each
-    case once in turn: a drift of the host during the run weighs on every
-    variant alike."""
-    samples: dict = {name: [] for name in cases}
-    for i in range(warmup + repeats):
-        for name, (fn, sync) in cases.items():
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            if i >= warmup:
-                samples[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(v) for name, v in samples.items()}
+    sync)), the cases called in turns (``gpu_peers.times_in_turns``): a
+    drift of the host during the run weighs on every variant alike."""
+    runs = {name: (lambda fn=fn, sync=sync: (fn(), sync()))
+            for name, (fn, sync) in cases.items()}
+    return {name: statistics.median(v)
+            for name, v in times_in_turns(runs, repeats, warmup).items()}
 
 
 def make_weights(sizes, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:

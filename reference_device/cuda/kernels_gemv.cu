@@ -527,12 +527,7 @@ bool run_typed(OpCall& c, const char* op, bool transpose_b, const void* a, const
 
 unsigned int* gemv_prepare_stream(CudaStream* s) {
   if (s->gemv_tickets != nullptr) return s->gemv_tickets;
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(s->stream, &capturing) != cudaSuccess ||
-      capturing != cudaStreamCaptureStatusNone) {
-    (void)cudaGetLastError();
-    return nullptr;  // no allocation inside a capture: the two-launch path
-  }
+  if (stream_capturing(s->stream)) return nullptr;  // no allocation inside a capture: two launches
   void* p = nullptr;
   const size_t bytes = kGemvTickets * sizeof(unsigned int);
   if (cudaMalloc(&p, bytes) != cudaSuccess) {
