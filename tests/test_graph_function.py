@@ -392,6 +392,123 @@ def test_asynchronous_errors_surface_when_read():
         np.testing.assert_array_equal(ok.numpy(), [2.0, 4.0])
 
 
+_SPAN_EVENTS_CHILD = r"""
+import sys, numpy as np, pluggable as pg
+from pluggable._core import ffi
+dev = pg.get_device("MY_DEVICE:0")
+rng = np.random.default_rng(int(sys.argv[1]))
+records = [0]
+real = dev._se.record_event
+
+def _count(d, stream, ev, st):
+    records[0] += 1
+    real(d, stream, ev, st)
+
+counting = ffi.callback(ffi.typeof(real), _count)
+
+def body(x, y):
+    a = pg.raw_ops.Mul(x=x, y=y)
+    b = pg.raw_ops.AddV2(x=a, y=x)
+    c = pg.raw_ops.Sub(x=b, y=y)
+    return pg.raw_ops.Mul(x=c, y=c), pg.raw_ops.Neg(x=a)
+
+f = pg.function(body)
+xa, ya = rng.standard_normal(16), rng.standard_normal(16)
+want = (((xa * ya + xa) - ya) ** 2, -(xa * ya))
+with pg.device("MY_DEVICE:0"):
+    x, y = pg.constant(xa), pg.constant(ya)
+    f(x, y)
+    pg.synchronize()
+    counts, right = [], []
+    for run in (lambda: f(x, y), lambda: body(x, y), lambda: f(x, y)):
+        records[0] = 0
+        dev._se.record_event = counting
+        try:
+            out = run()
+        finally:
+            dev._se.record_event = real
+        counts.append(records[0])
+        right.append(all(np.allclose(o.numpy(), w, rtol=1e-12, atol=0) for o, w in zip(out, want)))
+    stats = f.get_concrete_function(x, y).plan_stats()
+print(*counts, all(right), stats["kernel_steps"], stats["spans"], stats["runs"])
+"""
+
+
+def test_a_graph_run_records_one_completion_event_per_device(rng):
+    """The planned executor launches a function's kernels on one device as
+    one span with a single completion event (eager ops record one each);
+    counted by wrapping MY_DEVICE's record_event in a child process."""
+    seed = int(rng.integers(1 << 30))
+    proc = subprocess.run([sys.executable, "-c", _SPAN_EVENTS_CHILD, str(seed)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    graph1, eager, graph2, right, steps, spans, runs = proc.stdout.split()
+    assert right == "True", proc.stdout
+    assert int(steps) == 5, proc.stdout            # Mul, AddV2, Sub, Mul, Neg
+    assert (int(graph1), int(eager), int(graph2)) == (1, 5, 1), proc.stdout
+    assert int(spans) == int(runs) == 3, proc.stdout  # the first call and two more
+
+
+def test_an_asynchronous_failure_fails_every_output_of_the_graph_run(rng):
+    """The ops of a span share its completion event: a failure found by the
+    device's work fails the span's other outputs too (TensorFlow fails the
+    whole call), each error says so, and it is reported once."""
+    def body(x):
+        before = x + 1.0
+        checked = pg.raw_ops.CheckNumerics(tensor=x * 2.0, message="span check")
+        after = x - 1.0
+        return before, checked, after
+
+    f = pg.function(body)
+    data = rng.standard_normal(8).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        with pg.testing.expect_kernel("CheckNumerics", "MY_DEVICE"):
+            outs = f(pg.constant(data))
+        for got, want in zip(outs, (data + 1, data * 2, data - 1)):
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=rng.seed_text)
+        bad = data.copy()
+        bad[int(rng.integers(8))] = np.nan
+        outs = f(pg.constant(bad))
+        messages = []
+        for out in outs:
+            with pytest.raises(pg.errors.InvalidArgumentError, match="span check") as info:
+                out.numpy()
+            messages.append(str(info.value))
+        assert all("share one completion event" in m for m in messages), messages
+        assert "AddV2" in messages[0] and "Sub" in messages[2], messages
+        pg.synchronize()  # reported once: nothing is left for this thread
+        outs = f(pg.constant(data))
+        for got, want in zip(outs, (data + 1, data * 2, data - 1)):
+            np.testing.assert_array_equal(got.numpy(), want, err_msg=rng.seed_text)
+        assert f.get_concrete_function(pg.constant(data)).plan_stats()["spans"] == 3
+
+
+def test_a_step_failing_inside_a_span_leaves_the_device_working(rng):
+    """A kernel step that fails at launch (its input carries a failure)
+    after steps of its span were launched: the call raises, those steps'
+    work is closed by an event of its own, and the device goes on."""
+    from pluggable._core import lib
+
+    f = pg.function(lambda a, b: (a * 2.0, (a * 3.0) + b))
+    data = rng.standard_normal(4).astype(np.float32)
+    other = rng.standard_normal(4).astype(np.float32)
+    dev = pg.get_device("MY_DEVICE:0")
+    with pg.device("MY_DEVICE:0"):
+        a = pg.constant(data)
+        f(a, pg.constant(other))
+        failed = pg.raw_ops.CheckNumerics(tensor=pg.constant(np.full(4, np.nan, np.float32)),
+                                          message="planted upstream")
+        with pytest.raises(pg.errors.InvalidArgumentError, match="planted upstream"):
+            failed.numpy()
+        with pytest.raises(pg.errors.InvalidArgumentError, match="planted upstream"):
+            f(a, failed)
+        pg.synchronize()
+        assert lib.pg_device_unsettled_ops(dev._c) == 0
+        twice, total = f(a, pg.constant(other))
+        np.testing.assert_array_equal(twice.numpy(), data * 2, err_msg=rng.seed_text)
+        np.testing.assert_array_equal(total.numpy(), data * 3 + other, err_msg=rng.seed_text)
+
+
 def test_placement_soft_fallback_and_log(rng):
     f = pg.function(lambda x: pg.add(x, x) * 3)
     a = rng.integers(-20, 20, 6).astype(np.int8)

@@ -1,6 +1,6 @@
 /* A pool of reusable events per device.
  *
- * The core records an event after every op (opstate.c) and on the streams
+ * The core records an event after every op or graph span (opstate.c) and on the streams
  * that used a freed block (allocator.c); creating and destroying an event
  * each time would cost more than the op. Released events go back to the pool
  * (at most POOL_MAX are kept; more are destroyed). A plugin that answers

@@ -111,6 +111,21 @@ TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
                               TF_Tensor** outputs, const int64_t* expect,
                               pg_buffer* const* preset, TF_Status* status);
 
+/* The device a kernel instance launches on. */
+pg_device* pg_kernel_device(const pg_kernel* k);
+
+/* A step of a graph plan's run of consecutive kernels on one device (a
+ * *span*, plan.c): pg_kernel_run_planned without `expect`, called with the
+ * device's launch lock held (pg_op_launch_lock) for the whole span, so that
+ * no other op's work comes between its steps. With `shares_event` the op
+ * records no completion event of its own: its verdict is that of the next
+ * event in the device's log, the one the span's last step records (or
+ * pg_op_close_span, when a step fails before the last). `*logged` gets the
+ * log's length after the op (for pg_op_maintain_span; -1 on failure). */
+TF_Code pg_kernel_run_in_span(pg_kernel* k, TF_Tensor* const* inputs,
+                              TF_Tensor** outputs, pg_buffer* const* preset,
+                              int shares_event, int64_t* logged, TF_Status* status);
+
 /* Device memory through the caching allocator (allocator.c). */
 pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status);
 void pg_allocator_init(pg_device* dev);
@@ -150,9 +165,19 @@ void pg_op_launch_unlock(pg_device* dev);
 int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
                        int num_inputs, SP_Event event, TF_Tensor** outputs,
                        int num_outputs);
+/* pg_op_launched for an op of a span (see pg_kernel_run_in_span) that
+ * records no event: its verdict is that of the next event in the log. */
+int64_t pg_op_launched_in_span(pg_device* dev, const char* op, TF_Tensor* const* inputs,
+                               int num_inputs, TF_Tensor** outputs, int num_outputs);
+/* Ends a span whose last step failed: records an event that gives the
+ * span's logged ops their verdict. Call with the launch lock held. */
+void pg_op_close_span(pg_device* dev);
 /* Settles what it can, or synchronises a log grown too long (`len`, from
  * pg_op_launched). Call without the launch lock. */
 void pg_op_maintain(pg_device* dev, int64_t len);
+/* pg_op_maintain after a span that took the log from length `first` to
+ * `last` (as pg_op_launched returned them). */
+void pg_op_maintain_span(pg_device* dev, int64_t first, int64_t last);
 void pg_opstate_ref(pg_opstate* s);
 void pg_opstate_unref(pg_opstate* s);
 /* Sets `status` to the failure `s` carries (OK if none); settles `s` first,

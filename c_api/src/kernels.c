@@ -607,21 +607,28 @@ TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
   return out;
 }
 
-TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
-                              TF_Tensor** outputs, const int64_t* expect,
-                              pg_buffer* const* preset, TF_Status* status) {
+/* One op: the kernel's work, then (unless `shares_event`) an event that
+ * marks its end, and its state in the device's log. Outside a span
+ * (`in_span` 0) under the launch lock taken here, with maintenance after;
+ * in a span the caller holds the lock and maintains (see
+ * pg_kernel_run_in_span). */
+static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
+                      const int64_t* expect, pg_buffer* const* preset, int in_span,
+                      int shares_event, int64_t* logged_out, TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
+  if (logged_out != NULL) *logged_out = -1;
   for (int i = 0; i < k->num_outputs; ++i) outputs[i] = NULL;
   if (!pg_op_inputs_ok(inputs, k->num_inputs, status)) return TF_GetCode(status);
   pg_device* dev = k->dev;
   /* The event that will mark the end of the op's work (none if the plugin
-   * cannot make one: a synchronisation then settles the op). */
-  SP_Event ev = pg_event_acquire(dev, NULL);
+   * cannot make one: a synchronisation then settles the op; none either
+   * when the op shares the next one). */
+  SP_Event ev = shares_event ? NULL : pg_event_acquire(dev, NULL);
   TF_OpKernelContext ctx = {k, inputs, outputs, status,
                             atomic_fetch_add(&step_counter, 1) + 1, preset};
   __atomic_fetch_add(&k->def->calls, 1, __ATOMIC_RELAXED);
   pg_capture_note_inputs(dev, inputs, k->num_inputs);
-  pg_op_launch_lock(dev);
+  if (!in_span) pg_op_launch_lock(dev);
   k->def->compute_func(k->state, &ctx);
   if (ev != NULL) { /* even after a failure: work may have been enqueued */
     TF_Status st = {TF_OK, NULL, NULL}; /* on the stack: no malloc per op */
@@ -647,11 +654,14 @@ TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
     check_shapes(k, outputs, expect, status);
   /* Logged before the launch lock is released: a synchronisation that
    * drains this op's work then finds the op (see opstate.c). */
-  int64_t logged = TF_GetCode(status) == TF_OK
-                       ? pg_op_launched(dev, k->def->op_name, inputs,
-                                        k->num_inputs, ev, outputs, k->num_outputs)
-                       : -1;
-  pg_op_launch_unlock(dev);
+  int64_t logged = -1;
+  if (TF_GetCode(status) == TF_OK) {
+    logged = shares_event ? pg_op_launched_in_span(dev, k->def->op_name, inputs,
+                                                   k->num_inputs, outputs, k->num_outputs)
+                          : pg_op_launched(dev, k->def->op_name, inputs, k->num_inputs,
+                                           ev, outputs, k->num_outputs);
+  }
+  if (!in_span) pg_op_launch_unlock(dev);
   if (TF_GetCode(status) != TF_OK) {
     /* Work the failed launch enqueued ends at the event: wait for it before
      * the event goes back to the pool. */
@@ -667,8 +677,23 @@ TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
     }
     return TF_GetCode(status);
   }
-  pg_op_maintain(dev, logged);
+  if (logged_out != NULL) *logged_out = logged;
+  if (!in_span) pg_op_maintain(dev, logged);
   return TF_OK;
+}
+
+TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
+                              TF_Tensor** outputs, const int64_t* expect,
+                              pg_buffer* const* preset, TF_Status* status) {
+  return run_op(k, inputs, outputs, expect, preset, 0, 0, NULL, status);
+}
+
+pg_device* pg_kernel_device(const pg_kernel* k) { return k->dev; }
+
+TF_Code pg_kernel_run_in_span(pg_kernel* k, TF_Tensor* const* inputs,
+                              TF_Tensor** outputs, pg_buffer* const* preset,
+                              int shares_event, int64_t* logged, TF_Status* status) {
+  return run_op(k, inputs, outputs, NULL, preset, 1, shares_event, logged, status);
 }
 
 static void free_kernel(void* k) { pg_kernel_free(k); }

@@ -13,6 +13,12 @@
  *    stream. A plugin that follows the contract of stream_executor.h marks
  *    the event SE_EVENT_ERROR when work enqueued since the previous event
  *    on that stream failed: the event's *verdict* then names the failed op.
+ *  - A graph plan runs consecutive kernels on one device as a *span* under
+ *    one hold of the launch lock (plan.c): only the span's last op records
+ *    an event, and the ops before it are *covered*: their verdict is that
+ *    event's. An ERROR verdict then fails every op of the span (a graph run
+ *    fails as a whole, as in TensorFlow), each saying that the failure may
+ *    be another op's of the span.
  *  - States are kept in launch order in the device's log until they are
  *    *settled* (OK or FAILED), always a prefix of the log at a time, so
  *    parents settle before their children:
@@ -52,6 +58,9 @@ struct pg_opstate {
   atomic_int refs;
   _Atomic int state;        /* ST_* */
   int verdict;              /* V_*, under mu */
+  int covered;              /* the verdict is the next event's (a span) */
+  uint64_t span;            /* with a span's verdict: the serial of the span's
+                               last op (its failures' origin), else 0 */
   SP_Event event;           /* under mu; NULL once its verdict is read */
   pg_opstate* next;         /* the log, under mu */
   uint64_t serial;          /* identifies the op in notes */
@@ -177,6 +186,8 @@ void pg_op_launch_unlock(pg_device* dev) {
 
 /* Records an unreported failure for the launching thread. */
 static void add_note(pg_oplog* L, const pg_opstate* s) {
+  for (int i = 0; i < L->num_notes; ++i) /* one note per failure (a span's ops share it) */
+    if (L->notes[i].thread == s->thread && L->notes[i].origin == s->origin) return;
   if (L->num_notes == MAX_NOTES) { /* drop the oldest */
     free(L->notes[0].msg);
     memmove(&L->notes[0], &L->notes[1], (MAX_NOTES - 1) * sizeof(pg_note));
@@ -197,9 +208,13 @@ static void fail_own(pg_oplog* L, pg_device* dev, pg_opstate* s, TF_Code code,
   if (atomic_load(&s->state) != ST_PENDING) return;
   s->code = code != TF_OK ? code : TF_UNKNOWN;
   s->detail = dup_str(msg);
-  s->msg = format("%s on %s failed asynchronously: %s", s->op, dev->name, msg);
+  s->msg = s->span != 0
+               ? format("%s on %s failed asynchronously, or another op of its graph "
+                        "run on that device did (they share one completion event): %s",
+                        s->op, dev->name, msg)
+               : format("%s on %s failed asynchronously: %s", s->op, dev->name, msg);
   s->origin_op = s->op;
-  s->origin = s->serial;
+  s->origin = s->span != 0 ? s->span : s->serial;
   atomic_store_explicit(&s->state, ST_FAILED, memory_order_release);
   if (s->msg != NULL) add_note(L, s);
 }
@@ -260,6 +275,23 @@ static pg_opstate* read_verdicts(pg_device* dev, pg_oplog* L, pg_opstate* last) 
       SE_EventStatus e = dev->se->get_event_status(dev->device, s->event);
       if (e == SE_EVENT_PENDING) break;
       close_event(dev, L, s, e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE);
+    } else if (s->verdict == V_UNKNOWN && s->covered) {
+      /* The span's event, on the first op after `s` that is not covered. */
+      pg_opstate* c = s->next;
+      while (c != NULL && c->covered && c->event == NULL && c->verdict == V_UNKNOWN)
+        c = c->next;
+      if (c == NULL) break; /* the span is still being launched */
+      if (c->event != NULL) {
+        SE_EventStatus e = dev->se->get_event_status(dev->device, c->event);
+        if (e == SE_EVENT_PENDING) break;
+        close_event(dev, L, c, e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE);
+      }
+      if (c->verdict == V_UNKNOWN) break; /* no event: only a synchronisation tells */
+      for (pg_opstate* t = s; t != c; t = t->next) {
+        t->verdict = c->verdict;
+        t->span = c->serial;
+      }
+      c->span = c->serial;
     } else if (s->verdict == V_UNKNOWN) {
       break; /* no event could be recorded: only a synchronisation tells */
     }
@@ -287,9 +319,9 @@ static void remember_error(pg_oplog* L, TF_Code code, const char* msg) {
 
 static void reap(pg_device* dev, pg_oplog* L);
 
-int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
-                       int num_inputs, SP_Event event, TF_Tensor** outputs,
-                       int num_outputs) {
+static int64_t log_op(pg_device* dev, const char* op, TF_Tensor* const* inputs,
+                      int num_inputs, SP_Event event, int covered, TF_Tensor** outputs,
+                      int num_outputs) {
   pg_oplog* L = dev->oplog;
   int np = 0;
   for (int i = 0; i < num_inputs; ++i) {
@@ -311,6 +343,7 @@ int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
   }
   s->op = op;
   s->event = event;
+  s->covered = covered;
   s->thread = pg_thread_key();
   atomic_init(&s->refs, 1 + num_outputs);
   atomic_init(&s->state, ST_PENDING);
@@ -326,6 +359,56 @@ int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
   int64_t len = ++L->len;
   pthread_mutex_unlock(&L->mu);
   return len;
+}
+
+int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
+                       int num_inputs, SP_Event event, TF_Tensor** outputs,
+                       int num_outputs) {
+  return log_op(dev, op, inputs, num_inputs, event, 0, outputs, num_outputs);
+}
+
+int64_t pg_op_launched_in_span(pg_device* dev, const char* op, TF_Tensor* const* inputs,
+                               int num_inputs, TF_Tensor** outputs, int num_outputs) {
+  return log_op(dev, op, inputs, num_inputs, NULL, 1, outputs, num_outputs);
+}
+
+void pg_op_close_span(pg_device* dev) {
+  pg_oplog* L = dev->oplog;
+  SP_Event ev = pg_event_acquire(dev, NULL);
+  if (ev != NULL) {
+    TF_Status st = {TF_OK, NULL, NULL};
+    dev->se->record_event(dev->device, dev->stream, ev, &st);
+    if (st.code != TF_OK) {
+      pg_event_release(dev, ev);
+      ev = NULL;
+      TF_SetStatus(&st, TF_OK, "");
+    }
+  }
+  pthread_mutex_lock(&L->mu);
+  /* The launch lock is held: the log's newest state is the span's last
+   * logged op, unless a synchronisation has settled it already. */
+  pg_opstate* t = L->tail;
+  if (t != NULL && t->covered && t->event == NULL && t->verdict == V_UNKNOWN) {
+    t->event = ev; /* NULL: the span waits for a synchronisation */
+    t->covered = 0;
+    ev = NULL;
+  }
+  pthread_mutex_unlock(&L->mu);
+  if (ev != NULL) { /* nothing left to cover: the event goes back once done */
+    TF_Status* st = TF_NewStatus();
+    dev->se->block_host_for_event(dev->device, ev, st);
+    TF_DeleteStatus(st);
+    pg_event_release(dev, ev);
+  }
+}
+
+void pg_op_maintain_span(pg_device* dev, int64_t first, int64_t last) {
+  if (last < 0) return;
+  /* A reap is due where pg_op_maintain after any op of the span would have
+   * made one: at a multiple of 32 from REAP_AFTER on. */
+  int64_t due = last & ~(int64_t)31;
+  if (last < SYNC_AFTER && first >= 0 && due >= first && due >= REAP_AFTER) last = due;
+  pg_op_maintain(dev, last);
 }
 
 void pg_op_maintain(pg_device* dev, int64_t len) {

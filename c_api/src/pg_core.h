@@ -389,6 +389,7 @@ typedef struct pg_plan_stats {
   int64_t planned_misses;  /* outputs whose planned buffer was busy or small */
   int64_t planned_bytes;   /* bytes of all planned buffers */
   int64_t num_buffers;     /* planned buffers */
+  int64_t spans;           /* kernel spans run (one completion event each) */
 } pg_plan_stats;
 
 /* A plan with `num_slots` empty slots; NULL with `status` set on failure. */

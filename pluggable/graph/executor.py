@@ -502,7 +502,7 @@ class Executable:
                 "fast": self.fast, "runs": int(s.runs),
                 "planned_buffers": int(s.num_buffers), "planned_bytes": int(s.planned_bytes),
                 "unplanned_bytes": self._naive_bytes, "planned_hits": int(s.planned_hits),
-                "planned_misses": int(s.planned_misses)}
+                "planned_misses": int(s.planned_misses), "spans": int(s.spans)}
 
     def sub_executable(self, node: ir.Node, graph: ir.Graph,
                        inputs: list[Tensor]) -> "Executable":
