@@ -325,6 +325,11 @@ class Executable:
         self.fast = (all(not isinstance(s, _PyStep) for s in self._steps)
                      and all(o[0] == "c" for o in self._outputs)
                      and len(self._input_c) == len(self.optimized_graph.inputs))
+        # The fast path's handle arrays, made once (runs hold self._lock).
+        self._fast_ins = ffi.new("TF_Tensor*[]", len(self._input_c) or 1)
+        self._fast_outs = ffi.new("TF_Tensor*[]", len(self._outputs) or 1)
+        self._fast_in_order = [i for i, _ in self._input_c]
+        self._fast_out_meta = [(dev, dtype, shape) for _, _, dev, dtype, shape in self._outputs]
 
     def _add_c_step(self, step: _CStep, buffers: dict, release: list, st) -> int:
         if step.node is None:  # a copy between devices
@@ -429,13 +434,14 @@ class Executable:
                 trace.record(node_trace.NODE, name, t0, trace.clock(), **args)
 
     def _run_fast(self, inputs: list[Tensor]) -> list[Tensor]:
-        handles = [inputs[i]._h for i, _ in self._input_c]
-        outs = ffi.new("TF_Tensor*[]", len(self._outputs) or 1)
+        ins, outs = self._fast_ins, self._fast_outs
+        for j, i in enumerate(self._fast_in_order):
+            ins[j] = inputs[i]._h  # `inputs` keeps the handles alive for the call
         st = raw_status()
-        if lib.pg_plan_call(self._plan, handles or [ffi.NULL], outs, self._failed, st):
+        if lib.pg_plan_call(self._plan, ins, outs, self._failed, st):
             raise self._step_error(st)
         result = []
-        for i, (_, _, dev, dtype, shape) in enumerate(self._outputs):
+        for i, (dev, dtype, shape) in enumerate(self._fast_out_meta):
             h = outs[i]
             result.append(Tensor._from_handle(h, dev, dtype, shape or _dims(h)))
         return result
