@@ -23,8 +23,8 @@
  * A run launches consecutive kernel steps on one device as a *span*: under
  * one hold of the device's launch lock, with one completion event, recorded
  * after the span's last step (opstate.c: the ops before it share it). An
- * event costs a call into the plugin per op (about 2 us on a GPU), which is
- * much of a small kernel's launch. */
+ * event per op costs a call into the plugin per op (a cudaEventRecord on the
+ * GPU), much of a small kernel's launch. */
 #include "internal.h"
 
 enum { STEP_KERNEL, STEP_COPY };
