@@ -2,7 +2,8 @@
 
 The queue's logic runs everywhere against the host-only stand-in of the CUDA
 runtime (tests/cuda_sim/launch_sim.cc). On a GPU: elementwise kernels are
-queued and issued by the plugin's launcher thread, and everything that looks
+queued and issued by the plugin's launcher thread (and so are the event records
+after direct launches while it is awake), and everything that looks
 at their results afterwards (reads, kernels that launch themselves,
 synchronisation, DLPack and ``__cuda_array_interface__`` consumers, several
 threads) sees them done, against numpy; with PLUGGABLE_CUDA_LAUNCH_THREAD=0
@@ -175,6 +176,30 @@ def test_work_launched_directly_and_reads_come_after_queued_kernels():
         r2 = _chain_np(ref, b, 20)
         np.testing.assert_allclose(s.numpy(), r2.sum(axis=1), rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(c.numpy(), r2, rtol=1e-5, atol=1e-5)
+
+
+@needs_gpu
+def test_the_event_of_a_direct_launch_goes_to_an_awake_launcher():
+    """A product launched by the calling thread (cuBLAS) after queued
+    kernels: the queue is issued first, and the op's completion event record
+    is then queued for the launcher, which is awake (it spins between
+    pushes), instead of being issued on the calling thread."""
+    rng = np.random.default_rng()
+    n = int(rng.integers(300, 600))
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    with pg.device("GPU:0"):
+        x = pg.constant(a)
+        pg.raw_ops.MatMul(a=x, b=x).numpy()  # planned (and tuned) once
+        y = _chain(x, x, 10)                  # queued kernels: the launcher runs
+        before = _stats()
+        with pg.testing.expect_kernel("MatMul", "GPU", 1):
+            p = pg.raw_ops.MatMul(a=y, b=y)
+        d = _delta(before, _stats())
+        got = p.numpy()
+    ref = _chain_np(a, a, 10)
+    np.testing.assert_allclose(got, ref @ ref, rtol=1e-3, atol=1e-3)
+    assert d["queued"] >= 1, d  # the record (the product itself is not queued)
+    assert d["failed"] == 0, d
 
 
 @needs_gpu

@@ -66,6 +66,7 @@ LaunchQueue::LaunchQueue(int ordinal, int64_t idle_spin_ns)
 LaunchQueue::~LaunchQueue() { stop(); }
 
 void LaunchQueue::stop() {
+  running_.store(false, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(sleep_mu_);
     stop_.store(true);
@@ -81,6 +82,7 @@ void LaunchQueue::stop() {
 void LaunchQueue::start() {
   thread_ = std::thread([this] { loop(); });
   started_ = true;
+  running_.store(true, std::memory_order_release);
 }
 
 LaunchQueue::Item* LaunchQueue::reserve() {

@@ -13,9 +13,12 @@
 // that launch themselves. Queued items therefore come before anything later
 // on any stream of the device, as if they had been launched at once.
 //
-// Events: record_event while the queue holds items is queued too. Until the
-// launcher issues it the event reads SE_EVENT_PENDING; waiting for it
-// (block_host_for_event, wait_for_event) flushes first.
+// Events: record_event while the queue holds items is queued too, and so is
+// one made while the launcher is awake (unless the profiler records or a
+// stream of the device captures): the launcher then issues the record off
+// the calling thread. Until the launcher issues it the event reads
+// SE_EVENT_PENDING; waiting for it (block_host_for_event, wait_for_event)
+// flushes first.
 //
 // Errors: a launch that fails on the launcher sets its stream's deferred
 // error (reported by the next block_host_until_done), and the next event
@@ -93,6 +96,12 @@ class LaunchQueue {
   void flush_to(uint64_t pos);
   // Whether the item at position `pos` has been issued.
   bool issued(uint64_t pos) const { return head_.load(std::memory_order_acquire) >= pos; }
+  // Whether the launcher thread runs and is not asleep: an item pushed now
+  // is issued by it, without a wake-up.
+  bool awake() const {
+    return running_.load(std::memory_order_acquire) &&
+           !sleeping_.load(std::memory_order_acquire);
+  }
 
   // Reserves the next slot; the caller fills it and calls publish(). Holds
   // the push lock in between. Returns the slot.
@@ -125,6 +134,7 @@ class LaunchQueue {
   std::condition_variable wake_;
   std::thread thread_;
   bool started_ = false;  // under push_mu_
+  std::atomic<bool> running_{false};  // started_, for awake()
   std::atomic<uint64_t> n_queued_{0}, n_launcher_{0}, n_flush_{0}, n_wakes_{0}, n_failed_{0};
 };
 

@@ -355,8 +355,13 @@ void record_event(const SP_Device*, SP_Stream stream, SP_Event event,
     TF_SetStatus(status, TF_INVALID_ARGUMENT, "record_event: NULL stream or event");
     return;
   }
+  // Queued after queued work (so queued too), and while the launcher is
+  // awake, which then issues the record off this thread; not while the
+  // profiler records or a stream captures, as for launches (kernel_util.h).
   LaunchQueue* q = queue_of(s->dev);
-  if (q != nullptr && q->busy()) {  // after the queued work, so queued too
+  if (q != nullptr &&
+      (q->busy() || (q->awake() && !profiling() &&
+                     s->dev->capturing.load(std::memory_order_relaxed) == 0))) {
     q->push_record(s, ev);
     return;
   }
