@@ -335,6 +335,7 @@ def test_fast_path_with_attributes_given(monkeypatch):
     a = rng.standard_normal((3, 4)).astype(np.float32)
     b = rng.standard_normal((3, 4)).astype(np.float32)
     bias = rng.standard_normal(4).astype(np.float32)
+    dispatch.invalidate()  # fast-path entries of earlier tests (other settings) go
     with pg.device("MY_DEVICE:0"):
         x, y, z = pg.constant(a), pg.constant(b), pg.constant(bias)
         r = pg.raw_ops
@@ -542,26 +543,60 @@ def test_fast_path_remembers_geometry_shapes(monkeypatch):
 def test_only_a_changed_setting_drops_the_cached_plans(setting, getter, rng):
     """Setting a config value to what it already is keeps the dispatch
     plans (a loop that sets TF32 before each step does not re-plan every
-    op); changing it drops them, and the next call plans again."""
+    op); changing it makes the next call plan again, and changing it back
+    finds the plans made before (a loop that turns TF32 on for one step and
+    off again plans each op once per setting)."""
     from pluggable.framework import config
     current = {"set_soft_device_placement": True, "set_log_device_placement": False,
                "enable_tensor_float_32_execution": False}[setting]
     if getter is not None:
         assert getattr(pg.config, getter)() is current
     x = rng.standard_normal((3, 4)).astype(np.float32)
+    built = []
+    real_build = dispatch._build_plan
+
+    def counting(*args, **kwargs):
+        built.append(args[0].name)
+        return real_build(*args, **kwargs)
+
     with pg.device("MY_DEVICE:0"):
         a = pg.constant(x)
         pg.raw_ops.Relu(features=a)
         before = config.version[0]
-        getattr(pg.config, setting)(current)
-        assert config.version[0] == before and len(dispatch._plans) > 0
-        np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(), np.maximum(x, 0))
-        assert dispatch._plans_version[0] == before
+        dispatch._build_plan = counting
         try:
-            getattr(pg.config, setting)(not current)
-            assert config.version[0] == before + 1
-            np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(), np.maximum(x, 0))
-            assert dispatch._plans_version[0] == before + 1  # planned again
-        finally:
             getattr(pg.config, setting)(current)
-    assert config.version[0] == before + 2
+            assert config.version[0] == before and len(dispatch._plans) > 0
+            np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(), np.maximum(x, 0))
+            assert built == []
+            for _ in range(3):  # on and off three times: one new plan in all
+                try:
+                    getattr(pg.config, setting)(not current)
+                    assert config.version[0] != before
+                    np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(),
+                                                  np.maximum(x, 0))
+                finally:
+                    getattr(pg.config, setting)(current)
+                assert config.version[0] == before
+                np.testing.assert_array_equal(pg.raw_ops.Relu(features=a).numpy(),
+                                              np.maximum(x, 0))
+            assert built == ["Relu"], built
+        finally:
+            dispatch._build_plan = real_build
+
+
+def test_a_registration_gives_versions_never_seen_before():
+    """After a registration no settings' state gets an id it had before:
+    plans cached under earlier ids are never found again."""
+    from pluggable.framework import config
+    seen = {config.version[0]}
+    pg.config.enable_tensor_float_32_execution(True)
+    seen.add(config.version[0])
+    pg.config.enable_tensor_float_32_execution(False)
+    config.bump_version()  # what a registration does
+    try:
+        assert config.version[0] not in seen
+        pg.config.enable_tensor_float_32_execution(True)
+        assert config.version[0] not in seen
+    finally:
+        pg.config.enable_tensor_float_32_execution(False)

@@ -1,8 +1,12 @@
 """Process-wide settings of the runtime (public through ``pg.config``).
 
-``version`` counts every change of a setting and every registration of an op
-or a kernel; dispatch caches compare it, so a change is seen by the next call
-without the registering code knowing about dispatch."""
+``version`` identifies the state that cached dispatch decisions depend on:
+the settings and the *generation*, which every registration of an op or a
+kernel moves on. Dispatch caches key on it, so a change is seen by the next
+call without the registering code knowing about dispatch. A state seen
+before in the same generation (a setting turned on and back off) gets its
+earlier id again, so the decisions cached for it are found again; ids of
+earlier generations never come back."""
 from __future__ import annotations
 
 import logging
@@ -12,7 +16,10 @@ _lock = threading.Lock()
 _soft_placement = True
 _log_placement = False
 _tf32 = False
-version = [0]  # bumped on every change and registration; dispatch caches compare it
+generation = [0]  # moved on by every registration: earlier decisions are stale for good
+version = [0]     # the id of (generation, settings); dispatch caches key on it
+_ids: dict[tuple, int] = {(0, True, False, False): 0}  # state -> id, this generation
+_last_id = [0]
 
 placement_logger = logging.getLogger("pluggable.placement")
 _placement_records: list[tuple[str, str, str]] = []
@@ -20,13 +27,28 @@ _MAX_RECORDS = 10000
 
 
 def _bump() -> None:
-    version[0] += 1
+    """Sets ``version`` to the id of the current state (under _lock)."""
+    key = (generation[0], _soft_placement, _log_placement, _tf32)
+    v = _ids.get(key)
+    if v is None:
+        _last_id[0] += 1
+        v = _ids[key] = _last_id[0]
+    version[0] = v
 
 
 def bump_version() -> None:
     """Marks cached dispatch decisions as stale (a registration happened)."""
     with _lock:
+        generation[0] += 1
+        _ids.clear()  # the ids of earlier generations are never given again
         _bump()
+
+
+def live_versions() -> set:
+    """The ids of this generation's states: decisions cached under another
+    id are stale."""
+    with _lock:
+        return set(_ids.values())
 
 
 def set_soft_device_placement(enabled: bool) -> None:

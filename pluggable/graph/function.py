@@ -289,8 +289,9 @@ class ConcreteFunction:
                 ex = self._executables.get(key)
                 if ex is None:
                     ex = Executable(self.graph, list(devices))
+                    current = config.live_versions()  # other settings' stay, for a change back
                     self._executables = {k: v for k, v in self._executables.items()
-                                         if k[1] == key[1]}
+                                         if k[1] in current}
                     self._executables[key] = ex
                     live = {id(e) for e in self._executables.values()}
                     self._captures = {k: c for k, c in self._captures.items() if k in live}

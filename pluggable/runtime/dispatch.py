@@ -35,17 +35,19 @@ FAST_CACHE_SIZE = 64
 
 _plans = LRUCache(PLAN_CACHE_SIZE)
 _instances = LRUCache(INSTANCE_CACHE_SIZE)
-_plans_version = [0]  # config.version when the plan caches were last cleared
+_plans_generation = [0]  # config.generation when the plan caches were last cleared
 
 
 def invalidate() -> None:
-    """Forgets cached plans (a setting changed or something was registered:
-    ``config.version`` moved on). Kernel instances stay cached: they depend
-    only on the kernel, the device and the attributes."""
+    """Forgets cached plans (something was registered: ``config.generation``
+    moved on). Plans made under other settings stay: they are keyed by
+    ``config.version``, found again when the settings come back. Kernel
+    instances stay cached: they depend only on the kernel, the device and
+    the attributes."""
     _plans.clear()
     for op in list(registry.OPS.values()):
         op.fast.clear()
-    _plans_version[0] = config.version[0]
+    _plans_generation[0] = config.generation[0]
 
 
 UNSET = object()
@@ -495,8 +497,8 @@ def _execute(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
            _attrs_key(given) if given else (), config.version[0])
     p = _plans.get(key)
     if p is None:
-        if _plans_version[0] != key[4]:
-            invalidate()  # drop plans made before the last change
+        if _plans_generation[0] != config.generation[0]:
+            invalidate()  # drop plans made before the last registration
         p = _build_plan(op, inputs, given, scope)
         _plans.put(key, p)
         if _is_simple(p) and not config._log_placement:
