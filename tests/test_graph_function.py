@@ -565,6 +565,57 @@ def test_concurrent_calls_from_threads(rng):
         np.testing.assert_allclose(results[i], want[i], rtol=1e-6)
 
 
+def test_a_failing_eager_op_of_another_thread_never_fails_a_graph_run(rng):
+    """While one thread replays a traced function on MY_DEVICE, another
+    launches ops there that fail asynchronously: the function's span holds
+    the device's launch lock, so no failing op comes between its kernels and
+    every graph output is good, every failing op's value fails."""
+    f = pg.function(_chain)
+    a = rng.standard_normal(64).astype(np.float32)
+    b = rng.uniform(0.1, 1, 64).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        want = _chain(pg.constant(a), pg.constant(b)).numpy()
+        f(pg.constant(a), pg.constant(b))  # traced and planned here
+    problems, stop = [], threading.Event()
+    counts = {"graph": 0, "failed": 0}
+
+    def replay():
+        try:
+            with pg.device("MY_DEVICE:0"):
+                x, y = pg.constant(a), pg.constant(b)
+                while not stop.is_set() and counts["graph"] < 400:
+                    outs = [f(x, y) for _ in range(8)]
+                    for out in outs:
+                        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+                    counts["graph"] += len(outs)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            problems.append(exc)
+
+    def fail():
+        bad = np.full(16, np.nan, np.float32)
+        try:
+            with pg.device("MY_DEVICE:0"):
+                while counts["graph"] < 400 and not problems:
+                    ys = [pg.raw_ops.CheckNumerics(tensor=pg.constant(bad), message="other thread")
+                          for _ in range(4)]
+                    for y in ys:
+                        with pytest.raises(pg.errors.InvalidArgumentError, match="other thread"):
+                            y.numpy()
+                        counts["failed"] += 1
+        except Exception as exc:  # noqa: BLE001 - reported below
+            problems.append(exc)
+        finally:
+            stop.set()
+
+    threads = [threading.Thread(target=replay), threading.Thread(target=fail)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not problems, problems
+    assert counts["graph"] >= 8 and counts["failed"] >= 4, counts
+
+
 TWO_DEVICES = textwrap.dedent("""
     import numpy as np, pluggable as pg
     rng = np.random.default_rng()
