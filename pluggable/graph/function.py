@@ -232,8 +232,6 @@ class ConcreteFunction:
         self.input_specs = [s for _, s in specs]
         self.input_names = [n for n, _ in specs]
         self._structure = structure
-        # One tensor returned on its own: no structure to pack.
-        self._one_leaf = structure is not None and not isinstance(structure, (dict, tuple, list))
         self._executables: dict = {}
         self._captures: dict = {}   # id(executable) -> device_capture.CaptureState
         self._last: Executable | None = None
@@ -274,8 +272,6 @@ class ConcreteFunction:
             outs = ex.run(tensors)
         else:
             outs = self._capture_state(ex).run(tensors)
-        if self._one_leaf and len(outs) == 1:
-            return outs[0]
         if self._structure is None:
             return None
         return nest.pack_as(self._structure, outs)

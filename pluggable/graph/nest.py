@@ -38,6 +38,8 @@ def flatten_with_paths(x: Any, path: str = "") -> list[tuple[str, Any]]:
 
 def pack_as(structure: Any, leaves: list) -> Any:
     """`structure` with its leaves replaced by `leaves`, in order."""
+    if not isinstance(structure, (dict, tuple, list)) and len(leaves) == 1:
+        return leaves[0]  # a lone leaf (a function returning one tensor)
     it = iter(leaves)
     out = _pack(structure, it)
     rest = list(it)

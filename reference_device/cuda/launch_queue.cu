@@ -66,7 +66,6 @@ LaunchQueue::LaunchQueue(int ordinal, int64_t idle_spin_ns)
 LaunchQueue::~LaunchQueue() { stop(); }
 
 void LaunchQueue::stop() {
-  running_.store(false, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(sleep_mu_);
     stop_.store(true);
@@ -81,13 +80,12 @@ void LaunchQueue::stop() {
 
 void LaunchQueue::start() {
   thread_ = std::thread([this] { loop(); });
-  started_ = true;
-  running_.store(true, std::memory_order_release);
+  started_.store(true, std::memory_order_release);
 }
 
 LaunchQueue::Item* LaunchQueue::reserve() {
   push_mu_.lock();
-  if (!started_ && !stop_.load()) start();
+  if (!started_.load(std::memory_order_relaxed) && !stop_.load()) start();
   const uint64_t t = tail_.load(std::memory_order_relaxed);
   if (t - head_.load(std::memory_order_acquire) >= kSlots) {
     flush_to(t - kSlots + 1);  // full: make room by issuing the oldest items

@@ -99,7 +99,7 @@ class LaunchQueue {
   // Whether the launcher thread runs and is not asleep: an item pushed now
   // is issued by it, without a wake-up.
   bool awake() const {
-    return running_.load(std::memory_order_acquire) &&
+    return started_.load(std::memory_order_acquire) && !stop_.load() &&
            !sleeping_.load(std::memory_order_acquire);
   }
 
@@ -133,8 +133,7 @@ class LaunchQueue {
   std::mutex sleep_mu_;
   std::condition_variable wake_;
   std::thread thread_;
-  bool started_ = false;  // under push_mu_
-  std::atomic<bool> running_{false};  // started_, for awake()
+  std::atomic<bool> started_{false};  // set under push_mu_; read by awake() too
   std::atomic<uint64_t> n_queued_{0}, n_launcher_{0}, n_flush_{0}, n_wakes_{0}, n_failed_{0};
 };
 
