@@ -37,9 +37,9 @@ markdown table for each way with the ratios the graph-mode issue names
 (traced / torch eager at batch 1 <= 0.5, traced / torch CUDA graph at batch 1
 <= 1.2, traced / torch eager at batch 8192 <= 1.0; "traced" is the faster of
 the planned and the captured pluggable runs); a target counts as met only
-where it is met both ways. ``--json PATH`` writes the rows. Without PyTorch (or without CUDA for it) the torch columns
-are left out and said so. On a device without capture the captured column
-says "not captured".
+where it is met both ways. ``--json PATH`` writes the rows. Without PyTorch
+(or without CUDA for it) the torch columns are left out and said so. On a
+device without capture the captured column says "not captured".
 
 usage: python3 benchmarks/graph_gpu.py --device GPU:0 [--batches 1,8192]
            [--repeats 50] [--burst 20] [--json PATH]
@@ -71,6 +71,11 @@ except Exception:  # not installed, or broken: the torch columns are skipped
 
 TARGETS = [  # (batch, peer, at most): traced / peer
     (1, "torch eager", 0.5), (1, "torch CUDA graph", 1.2), (8192, "torch eager", 1.0)]
+
+
+def _burst_rounds(args) -> int:
+    """Rounds of the back-to-back figures: a tenth of --repeats, at least 10."""
+    return max(10, args.repeats // 10)
 
 
 def _median_calls_in_turns(cases: dict, warmup: int, repeats: int, burst: int = 1) -> dict:
@@ -202,8 +207,8 @@ def bench_batch(batch: int, sizes, weights, args) -> dict:
             if model is not None:
                 scopes.enter_context(torch.no_grad())
             row.update(_median_calls_in_turns(cases, 3, args.repeats))
-            row["back to back"] = _median_calls_in_turns(
-                cases, 1, max(10, args.repeats // 10), args.burst)
+            row["back to back"] = _median_calls_in_turns(cases, 1, _burst_rounds(args),
+                                                         args.burst)
     finally:
         pg.config.set_graph_capture("off")
     if model is not None:
@@ -276,7 +281,7 @@ def print_table(rows: list[dict], trace: list[dict], args) -> None:
     ways = (("one call", f"one call of each variant a round, median of {args.repeats}",
              lambda r: r),
             ("back to back", f"{args.burst} calls of each variant a round, median of "
-             f"{max(10, args.repeats // 10)}", lambda r: r["back to back"]))
+             f"{_burst_rounds(args)}", lambda r: r["back to back"]))
     for name, what, times_of in ways:
         print(f"{name} ({what}):\n")
         print("| batch | " + " | ".join(f"{c} (us)" for c in cols)
