@@ -49,6 +49,16 @@ SP_Event pg_event_acquire(pg_device* dev, TF_Status* status) {
   return ev;
 }
 
+SP_Event pg_event_record_end(pg_device* dev, SP_Event ev) {
+  if (ev == NULL) return NULL;
+  TF_Status st = {TF_OK, NULL, NULL}; /* on the stack: no malloc per op */
+  dev->se->record_event(dev->device, dev->stream, ev, &st);
+  if (st.code == TF_OK) return ev; /* (an OK status holds no message) */
+  pg_event_release(dev, ev);
+  TF_SetStatus(&st, TF_OK, ""); /* frees the message */
+  return NULL;
+}
+
 void pg_event_release(pg_device* dev, SP_Event ev) {
   pg_event_pool* p = dev->events;
   if (ev == NULL) return;

@@ -139,6 +139,11 @@ void pg_buffer_record_stream(pg_buffer* buf, SP_Stream stream,
 void pg_events_init(pg_device* dev);
 SP_Event pg_event_acquire(pg_device* dev, TF_Status* status);
 void pg_event_release(pg_device* dev, SP_Event ev);
+/* Records `ev` (from pg_event_acquire; may be NULL) at the end of the
+ * device's default stream, the mark of an op's (or a span's) end. Returns
+ * `ev`, or NULL after releasing it where the plugin could not record it: a
+ * synchronisation then settles the work before it. */
+SP_Event pg_event_record_end(pg_device* dev, SP_Event ev);
 /* Waits for the work queued so far on the device's default stream without
  * reporting or clearing the stream's error, which stays for the next
  * synchronisation (opstate.c): an event recorded at the stream's end, or

@@ -630,15 +630,7 @@ static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** output
   pg_capture_note_inputs(dev, inputs, k->num_inputs);
   if (!in_span) pg_op_launch_lock(dev);
   k->def->compute_func(k->state, &ctx);
-  if (ev != NULL) { /* even after a failure: work may have been enqueued */
-    TF_Status st = {TF_OK, NULL, NULL}; /* on the stack: no malloc per op */
-    dev->se->record_event(dev->device, dev->stream, ev, &st);
-    if (st.code != TF_OK) { /* (an OK status holds no message) */
-      pg_event_release(dev, ev);
-      ev = NULL;
-      TF_SetStatus(&st, TF_OK, ""); /* frees the message */
-    }
-  }
+  ev = pg_event_record_end(dev, ev); /* even after a failure: work may have been enqueued */
   if (TF_GetCode(status) == TF_OK) {
     for (int i = 0; i < k->num_outputs; ++i) {
       if (outputs[i] == NULL) {
@@ -994,15 +986,7 @@ TF_Code pg_host_op_launch(pg_device* dev, const char* op,
                   op, dev->name);
     return TF_INTERNAL;
   }
-  if (ev != NULL) {
-    TF_Status* st = TF_NewStatus();
-    dev->se->record_event(dev->device, dev->stream, ev, st);
-    if (TF_GetCode(st) != TF_OK) {
-      pg_event_release(dev, ev);
-      ev = NULL;
-    }
-    TF_DeleteStatus(st);
-  }
+  ev = pg_event_record_end(dev, ev);
   int64_t logged = pg_op_launched(dev, op, inputs, num_inputs, ev, outputs,
                                   num_outputs);
   pg_op_launch_unlock(dev);

@@ -374,16 +374,7 @@ int64_t pg_op_launched_in_span(pg_device* dev, const char* op, TF_Tensor* const*
 
 void pg_op_close_span(pg_device* dev) {
   pg_oplog* L = dev->oplog;
-  SP_Event ev = pg_event_acquire(dev, NULL);
-  if (ev != NULL) {
-    TF_Status st = {TF_OK, NULL, NULL};
-    dev->se->record_event(dev->device, dev->stream, ev, &st);
-    if (st.code != TF_OK) {
-      pg_event_release(dev, ev);
-      ev = NULL;
-      TF_SetStatus(&st, TF_OK, "");
-    }
-  }
+  SP_Event ev = pg_event_record_end(dev, pg_event_acquire(dev, NULL));
   pthread_mutex_lock(&L->mu);
   /* The launch lock is held: the log's newest state is the span's last
    * logged op, unless a synchronisation has settled it already. */
