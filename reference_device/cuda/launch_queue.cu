@@ -207,9 +207,17 @@ void LaunchQueue::loop() {
     if (t - idle_since < idle_spin_ns_) continue;
     std::unique_lock<std::mutex> lock(sleep_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
-    while (!stop_.load() && tail_.load(std::memory_order_seq_cst) ==
-                                head_.load(std::memory_order_acquire)) {
-      wake_.wait(lock);
+    // Asleep until the next push, whether or not its item is still queued:
+    // a push onto a sleeping launcher issues its own item before the
+    // launcher runs again, and waiting for a non-empty queue would put it
+    // back to sleep then, so that every push of a burst after an idle
+    // spell would wake it and issue its own item, and none be left to it.
+    const uint64_t seen = tail_.load(std::memory_order_seq_cst);
+    if (seen == head_.load(std::memory_order_acquire)) {
+      while (!stop_.load() && tail_.load(std::memory_order_seq_cst) == seen) {
+        wake_.wait(lock);
+      }
+      n_woken_.fetch_add(1, std::memory_order_relaxed);
     }
     sleeping_.store(false, std::memory_order_seq_cst);
     idle_since = -1;
@@ -222,6 +230,7 @@ LaunchQueue::Stats LaunchQueue::stats() const {
   s.by_launcher = n_launcher_.load();
   s.by_flush = n_flush_.load();
   s.wakes = n_wakes_.load();
+  s.woken = n_woken_.load();
   s.failed_launches = n_failed_.load();
   return s;
 }
@@ -243,4 +252,13 @@ extern "C" __attribute__((visibility("default"))) int PG_CudaLaunchQueueStats(
   out[3] = s.wakes;
   out[4] = s.failed_launches;
   return 1;
+}
+
+// Whether GPU `ordinal`'s launcher thread runs and is awake (1), asleep or
+// not started (0); -1 when that device has no queue. For tests.
+extern "C" __attribute__((visibility("default"))) int PG_CudaLaunchQueueAwake(int ordinal) {
+  if (ordinal < 0 || ordinal >= pgcuda::kMaxOrdinals) return -1;
+  const pgcuda::CudaDevice* dev = pgcuda::g_devices[ordinal].load();
+  if (dev == nullptr || dev->queue == nullptr) return -1;
+  return dev->queue->awake() ? 1 : 0;
 }

@@ -28,7 +28,9 @@
 // The launcher spins while work comes and sleeps after kIdleSpinNs without
 // any; the next push wakes it and issues itself what is queued up to and
 // including its item, so the first launch after an idle spell does not wait
-// for the launcher to be scheduled again. A flush never waits for a
+// for the launcher to be scheduled again. The launcher wakes up for any push
+// made since it fell asleep, even one already issued, and spins again for
+// the pushes that follow. A flush never waits for a
 // sleeping launcher: the flushing thread issues what is left itself (one
 // thread issues at a time, in queue order). Launches are never queued while the profiler
 // records or while a stream of the device captures a graph.
@@ -70,6 +72,7 @@ class LaunchQueue {
     uint64_t by_launcher;      // items the launcher issued
     uint64_t by_flush;         // items issued by flushing threads
     uint64_t wakes;            // pushes that woke a sleeping launcher
+    uint64_t woken;            // times the launcher woke up (a push since it slept)
     uint64_t failed_launches;  // launches that failed on issue
   };
 
@@ -134,7 +137,8 @@ class LaunchQueue {
   std::condition_variable wake_;
   std::thread thread_;
   std::atomic<bool> started_{false};  // set under push_mu_; read by awake() too
-  std::atomic<uint64_t> n_queued_{0}, n_launcher_{0}, n_flush_{0}, n_wakes_{0}, n_failed_{0};
+  std::atomic<uint64_t> n_queued_{0}, n_launcher_{0}, n_flush_{0}, n_wakes_{0}, n_woken_{0},
+      n_failed_{0};
 };
 
 // Whether launches may be queued at all (PLUGGABLE_CUDA_LAUNCH_THREAD is not
