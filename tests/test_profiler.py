@@ -233,6 +233,44 @@ def test_session_rules_and_nothing_left_installed(tmp_path):
     assert not pg.profiler.session.running()
 
 
+def test_a_start_that_fails_part_way_leaves_no_plugin_profiler_recording(tmp_path, rng,
+                                                                          monkeypatch):
+    """The plugin profilers start before the host tracer; when the host
+    tracer then fails, every plugin profiler started is stopped again and no
+    session is left half open: the next session starts and records."""
+    from pluggable.plugins.profilers import PluginProfiler, ready_profilers
+    from pluggable.profiler.host_tracer import HostTracer
+    pg.list_physical_devices()
+    expected = sorted(p.device_type for p in ready_profilers())
+    assert "MY_DEVICE" in expected
+    stopped = []
+    real_stop = PluginProfiler.stop
+
+    def counting_stop(self):
+        stopped.append(self.device_type)
+        real_stop(self)
+
+    def failing_start(self):
+        raise RuntimeError("the host tracer could not install")
+
+    monkeypatch.setattr(PluginProfiler, "stop", counting_stop)
+    monkeypatch.setattr(HostTracer, "start", failing_start)
+    with pytest.raises(RuntimeError, match="could not install"):
+        pg.profiler.start(tmp_path)
+    assert sorted(stopped) == expected
+    assert not pg.profiler.session.running()
+    assert hooks.installed() == () and not hooks.active[0]
+    monkeypatch.undo()
+    a = rng.standard_normal(32).astype(np.float32)
+    with pg.profiler.Profile(tmp_path) as p:
+        with pg.device("MY_DEVICE:0"):
+            out = pg.raw_ops.Neg(x=pg.constant(a)).numpy()
+    np.testing.assert_array_equal(out, -a)
+    assert not p.result.errors, p.result.errors
+    names = [e["name"] for e in _events(p.result.space, "/device:CUSTOM:MY_DEVICE:0")]
+    assert "Neg" in names, names
+
+
 def test_device_tracer_level_zero_records_host_only(tmp_path, rng):
     a = rng.standard_normal(16).astype(np.float32)
     with pg.profiler.Profile(tmp_path, pg.profiler.ProfilerOptions(device_tracer_level=0)) as p:

@@ -104,15 +104,31 @@ class Session:
 
     def start(self) -> None:
         self.to_epoch_ns = _clock_offset()
-        if self.options.device_tracer_level > 0:
-            for prof in plugin_profilers.ready_profilers():
-                try:
-                    prof.start()
-                    self.started.append(prof)
-                except plugin_profilers.ProfilerError as exc:
-                    self._fail(prof, str(exc))
-        self.start_ns = clock()
-        self.tracer.start()
+        try:
+            if self.options.device_tracer_level > 0:
+                for prof in plugin_profilers.ready_profilers():
+                    try:
+                        prof.start()
+                        self.started.append(prof)
+                    except plugin_profilers.ProfilerError as exc:
+                        self._fail(prof, str(exc))
+            self.start_ns = clock()
+            self.tracer.start()
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _abandon(self) -> None:
+        """Undoes a start that failed part way (an interrupt, a host tracer
+        that could not install): the plugin profilers started so far stop,
+        so that none keeps recording without a session to collect it."""
+        self.tracer.stop()
+        for prof in self.started:
+            try:
+                prof.stop()
+            except plugin_profilers.ProfilerError as exc:
+                self._fail(prof, str(exc))
+        self.started.clear()
 
     def _wait_for_devices(self) -> None:
         for dev in placement.plugin_devices():
