@@ -30,10 +30,10 @@
 // including its item, so the first launch after an idle spell does not wait
 // for the launcher to be scheduled again. The launcher wakes up for any push
 // made since it fell asleep, even one already issued, and spins again for
-// the pushes that follow. A flush never waits for a
-// sleeping launcher: the flushing thread issues what is left itself (one
-// thread issues at a time, in queue order). Launches are never queued while the profiler
-// records or while a stream of the device captures a graph.
+// the pushes that follow. A flush never waits for a sleeping launcher: the
+// flushing thread issues what is left itself (one thread issues at a time,
+// in queue order). Launches are never queued while the profiler records or
+// while a stream of the device captures a graph.
 #ifndef PLUGGABLE_CUDA_LAUNCH_QUEUE_H_
 #define PLUGGABLE_CUDA_LAUNCH_QUEUE_H_
 
