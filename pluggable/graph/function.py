@@ -232,6 +232,8 @@ class ConcreteFunction:
         self.input_specs = [s for _, s in specs]
         self.input_names = [n for n, _ in specs]
         self._structure = structure
+        # the structure is one tensor: the call returns the graph's one output
+        self._lone = structure is not None and not isinstance(structure, (dict, tuple, list))
         self._executables: dict = {}
         self._captures: dict = {}   # id(executable) -> device_capture.CaptureState
         self._last: Executable | None = None
@@ -272,6 +274,8 @@ class ConcreteFunction:
             outs = ex.run(tensors)
         else:
             outs = self._capture_state(ex).run(tensors)
+        if self._lone:
+            return outs[0]
         if self._structure is None:
             return None
         return nest.pack_as(self._structure, outs)
@@ -420,7 +424,14 @@ class Function:
         if self.input_signature is not None:
             return self._signature_call(args, kwargs)
         tensors: list = []
-        key = (placement.current(), tuple([_leaf_key(a, tensors) for a in args]),
+        leaves = []
+        for a in args:
+            if type(a) is Tensor:  # the common case, inline (as _leaf_key keys it)
+                tensors.append(a)
+                leaves.append((_T, a._dtype, a._shape))
+            else:
+                leaves.append(_leaf_key(a, tensors))
+        key = (placement.current(), tuple(leaves),
                tuple((k, _leaf_key(kwargs[k], tensors)) for k in sorted(kwargs)) if kwargs
                else ())
         cf = self._cache.get(key)
