@@ -12,7 +12,9 @@ machine may be shared, and the best batch is the one least disturbed):
      CPU:0), eagerly, through the executor, and with its two device
      partitions captured and replayed (set_graph_capture("partitions"));
   4. tracing time per node of the 200-node chain (get_concrete_function),
-     then optimising and planning it with its first run, per node.
+     then optimising and planning it with its first run, per node;
+  5. a function of a single one-element op (x + 0.5), eagerly, through the
+     executor and replayed: the fixed cost of a call; us per call.
 Every timed call ends with pg.synchronize(), so device work is counted.
 Prints a markdown table; --json PATH writes the rows.
 
@@ -147,6 +149,11 @@ def main() -> None:
         for k in ("eager", "planned", "replayed"):
             rows.append((f"MLP with a CPU op between layers, batch 32, {names[k]}", t[k] * 1e6,
                          "us/step", t[k] / t["eager"]))
+        c = pg.constant(np.float32(0.5))
+        t = _three_ways(lambda v: pg.add(v, c), x1, 2000, args.repeats)
+        for k in ("eager", "planned", "replayed"):
+            rows.append((f"one 1-element op as a function (a call's fixed cost), {k}",
+                         t[k] * 1e6, "us/call", t[k] / t["eager"]))
     print(f"pluggable {pg.__file__}, device {DEV}, best of {args.repeats} batches\n")
     print("| what | time | unit | vs eager |\n| --- | ---: | --- | ---: |")
     for what, v, unit, ratio in rows:
