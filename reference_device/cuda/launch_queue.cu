@@ -183,6 +183,7 @@ void LaunchQueue::issue(const Item& it) {
 void LaunchQueue::loop() {
   if (cudaSetDevice(ordinal_) != cudaSuccess) (void)cudaGetLastError();
   int64_t idle_since = now_ns();
+  int64_t spell = idle_spin_ns_;  // how long to spin without work before sleeping
   unsigned spins = 0;
   for (;;) {
     if (busy()) {
@@ -194,6 +195,7 @@ void LaunchQueue::loop() {
       }
       spins = 0;
       idle_since = -1;
+      spell = idle_spin_ns_;
       continue;
     }
     if (stop_.load()) return;
@@ -204,7 +206,7 @@ void LaunchQueue::loop() {
       idle_since = t;
       continue;
     }
-    if (t - idle_since < idle_spin_ns_) continue;
+    if (t - idle_since < spell) continue;
     std::unique_lock<std::mutex> lock(sleep_mu_);
     sleeping_.store(true, std::memory_order_seq_cst);
     // Asleep until the next push, whether or not its item is still queued:
@@ -218,6 +220,7 @@ void LaunchQueue::loop() {
         wake_.wait(lock);
       }
       n_woken_.fetch_add(1, std::memory_order_relaxed);
+      spell = idle_spin_ns_ < kWokenSpinNs ? idle_spin_ns_ : kWokenSpinNs;
     }
     sleeping_.store(false, std::memory_order_seq_cst);
     idle_since = -1;

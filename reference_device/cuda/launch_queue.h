@@ -29,8 +29,9 @@
 // any; the next push wakes it and issues itself what is queued up to and
 // including its item, so the first launch after an idle spell does not wait
 // for the launcher to be scheduled again. The launcher wakes up for any push
-// made since it fell asleep, even one already issued, and spins again for
-// the pushes that follow. A flush never waits for a sleeping launcher: the
+// made since it fell asleep, even one already issued, and spins for the
+// pushes that follow: kWokenSpinNs for a first one, then kIdleSpinNs after
+// each item it issues. A flush never waits for a sleeping launcher: the
 // flushing thread issues what is left itself (one thread issues at a time,
 // in queue order). Launches are never queued while the profiler records or
 // while a stream of the device captures a graph.
@@ -54,6 +55,10 @@ class LaunchQueue {
   static constexpr size_t kPayloadBytes = 512;  // a broadcast's 16-dim geometry fits
   static constexpr uint64_t kSlots = 1024;  // a power of two
   static constexpr int64_t kIdleSpinNs = 2000000;
+  // How long a woken launcher spins for a first item before it sleeps again
+  // (at most the idle spin): a push that woke it may leave it nothing, and
+  // a program that launches one op now and then should not cost a core.
+  static constexpr int64_t kWokenSpinNs = 500000;
 
   // One queued item: a kernel launch (`run` launches it from `payload` on
   // `stream`) or, with `run` null, a record of `event` on `stream`.
