@@ -232,8 +232,6 @@ class ConcreteFunction:
         self.input_specs = [s for _, s in specs]
         self.input_names = [n for n, _ in specs]
         self._structure = structure
-        # the structure is one tensor: the call returns the graph's one output
-        self._lone = structure is not None and not isinstance(structure, (dict, tuple, list))
         self._executables: dict = {}
         self._captures: dict = {}   # id(executable) -> device_capture.CaptureState
         self._last: Executable | None = None
@@ -274,8 +272,6 @@ class ConcreteFunction:
             outs = ex.run(tensors)
         else:
             outs = self._capture_state(ex).run(tensors)
-        if self._lone:
-            return outs[0]
         if self._structure is None:
             return None
         return nest.pack_as(self._structure, outs)
