@@ -156,7 +156,8 @@ def test_eager_tensors_are_captured_without_a_copy(rng):
         w = pg.constant(rng.standard_normal((4, 4)).astype(np.float32))
         f = pg.function(lambda x: pg.matmul(x, w))
         x = pg.constant(rng.standard_normal((2, 4)).astype(np.float32))
-        np.testing.assert_allclose(f(x).numpy(), x.numpy() @ w.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(f(x).numpy(), x.numpy() @ w.numpy(), rtol=1e-5,
+                                   atol=1e-5)
     cf = f.get_concrete_function(x)
     const = [n for n in cf.graph.nodes if n.op == "Const"][0]
     assert const.attrs["value"] is w

@@ -91,7 +91,8 @@ def test_python_operators(device):
         np.testing.assert_allclose((1.0 / y).numpy(), 1 / b, rtol=1e-6)
         np.testing.assert_allclose((-x).numpy(), -a)
         np.testing.assert_allclose(abs(x).numpy(), np.abs(a))
-        np.testing.assert_allclose((x @ pg.transpose(x)).numpy(), a @ a.T, rtol=1e-5)
+        np.testing.assert_allclose((x @ pg.transpose(x)).numpy(), a @ a.T, rtol=1e-5,
+                                   atol=1e-5)
         i = pg.constant(np.array([7, -7], np.int32))
         np.testing.assert_allclose((i / 2).numpy(), np.array([3.5, -3.5]))
 
