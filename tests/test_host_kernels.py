@@ -465,7 +465,8 @@ def test_select_picks_rows_with_a_vector_condition(rng):
 def test_add_n_sums_every_element_of_the_list(rng, n):
     values = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(n)]
     (got,) = on_device("AddN", {"inputs": values})
-    np.testing.assert_allclose(got, np.sum(values, axis=0, dtype=np.float64), rtol=1e-6)
+    np.testing.assert_allclose(got, np.sum(values, axis=0, dtype=np.float64), rtol=1e-6,
+                               atol=1e-6)
 
 
 def test_long_lists_and_empty_outputs(rng):
