@@ -6,7 +6,9 @@
 #     kernel names under CUPTI) and the existing GPU fusion/capture tests,
 #   - compute-sanitizer's memcheck and racecheck over the raw-op tests,
 #   - benchmarks/gemv_gpu.py (per layer against cuBLAS and torch linear),
-#   - benchmarks/graph_gpu.py at batch 1 (the traced MLP against PyTorch).
+#   - benchmarks/graph_gpu.py at batch 1 (the traced MLP against PyTorch),
+#   - benchmarks/gemv_chain_gpu.cu (outside the framework: the MLP's chain
+#     as one launch per layer against one persistent launch).
 # Logs go to OUTDIR (default /tmp/gpu_gemv_check); a summary is printed last.
 #
 #   bash benchmarks/gpu_gemv_check.sh [OUTDIR]
@@ -46,5 +48,10 @@ timeout 240 python3 benchmarks/graph_gpu.py --device GPU:0 --batches 1 \
   --json "$OUT/graph.json" > "$OUT/graph.txt" 2>&1
 summary "graph bench" "rc=$? $((SECONDS - t0))s"
 cat "$OUT/graph.txt"
+t0=$SECONDS
+{ nvcc -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 benchmarks/gemv_chain_gpu.cu \
+    -o "$OUT/gemv_chain" && timeout 60 "$OUT/gemv_chain"; } > "$OUT/gemv_chain.txt" 2>&1
+summary "gemv chain probe" "rc=$? $((SECONDS - t0))s"
+cat "$OUT/gemv_chain.txt"
 echo
 cat "$OUT/summary.txt"
