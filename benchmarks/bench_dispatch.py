@@ -3,10 +3,13 @@
 ``--api``, the user-level calls of a model's op mix (``pg.reduce_sum``,
 ``pg.cast``, ``x @ w``, ``pg.transpose``, ``pg.reshape``, ``pg.zeros``,
 ``pg.nn.bias_add``, ``pg.nn.softmax``: benchmarks/user_calls.py) on a 4x8
-float32 MY_DEVICE tensor,
-timed with timeit.
+float32 MY_DEVICE tensor, and with ``--collectives`` the in-process
+``pg.distribute.all_reduce`` of 256 float32 over one device
+(``all_reduce[1]``: the framework's part alone) and over two
+(``all_reduce[2]``; the children see two MY_DEVICE devices), a twentieth
+of ``--calls`` each, timed with timeit.
 
-    python3 benchmarks/bench_dispatch.py --peer /tmp/pluggable-main [--api]
+    python3 benchmarks/bench_dispatch.py --peer /tmp/pluggable-main [--api] [--collectives]
 
 Each round runs every checkout once, in a fresh interpreter whose
 ``pluggable`` is imported from that checkout (both must be built in place),
@@ -45,14 +48,22 @@ with pg.device("MY_DEVICE:0"):
     bias = pg.constant(rng.standard_normal(8).astype(np.float32))
     add = pg.raw_ops.AddV2
     cases = {"AddV2": lambda: add(x=a, y=b), **user_calls(pg, x, w, bias)}
-    out = {}
-    for name in names:
-        f = cases[name]
-        f()
-        pg.synchronize()
-        t = timeit.Timer(f).timeit(number=n)
-        pg.synchronize()
-        out[name] = t / n * 1e6
+if "all_reduce[2]" in names:
+    parts = []
+    for d in ("MY_DEVICE:0", "MY_DEVICE:1"):
+        with pg.device(d):
+            parts.append(pg.constant(np.ones(256, np.float32)))
+    cases["all_reduce[1]"] = lambda: pg.distribute.all_reduce(parts[:1])
+    cases["all_reduce[2]"] = lambda: pg.distribute.all_reduce(parts)
+out = {}
+for name in names:
+    f = cases[name]
+    k = max(n // 20, 100) if name.startswith("all_reduce") else n
+    f()
+    pg.synchronize()
+    t = timeit.Timer(f).timeit(number=k)
+    pg.synchronize()
+    out[name] = t / k * 1e6
 print(json.dumps(out))
 """
 
@@ -62,6 +73,8 @@ API = list(user_calls.NAMES)
 def run_once(checkout: pathlib.Path, calls: int, names: list[str]) -> dict:
     path = [str(checkout)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
+    if "all_reduce[2]" in names:
+        env["PLUGGABLE_MY_DEVICE_COUNT"] = "2"
     proc = subprocess.run([sys.executable, "-c", CHILD, str(checkout), str(calls),
                            ",".join(names), str(HERE)],
                           cwd=str(checkout), env=env, capture_output=True, text=True,
@@ -78,8 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=100000)
     ap.add_argument("--api", action="store_true",
                     help="also time the user-level calls (4x8 float32)")
+    ap.add_argument("--collectives", action="store_true",
+                    help="also time pg.distribute.all_reduce over one and two devices")
     args = ap.parse_args(argv)
-    names = ["AddV2"] + (API if args.api else [])
+    names = (["AddV2"] + (API if args.api else [])
+             + (["all_reduce[1]", "all_reduce[2]"] if args.collectives else []))
     checkouts = {"this": ROOT, "peer": pathlib.Path(args.peer).resolve()}
     times: dict[str, dict[str, list[float]]] = {k: {n: [] for n in names} for k in checkouts}
     for r in range(args.rounds):

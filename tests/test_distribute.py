@@ -70,6 +70,13 @@ CASES = {
                 for d, o in zip(DEVS, outs):
                     assert o.device.endswith(d), (o.device, d)
                     same(o.numpy(), want, (dt, op, d))
+        # back-to-back calls with fresh inputs, all in flight before any
+        # result is read (the prepared ops and their key inputs are reused)
+        batches = [[sample(np.float32, (33,)) for _ in DEVS] for _ in range(20)]
+        pending = [pg.distribute.all_reduce(place(xs), "sum") for xs in batches]
+        for i, (xs, outs) in enumerate(zip(batches, pending)):
+            for o in outs:
+                same(o.numpy(), reference(xs, "sum"), ("in flight", i))
         # empty tensors
         for fn in (pg.distribute.all_reduce, pg.distribute.reduce_scatter,
                    pg.distribute.all_gather):

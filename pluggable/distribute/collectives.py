@@ -3,7 +3,11 @@
 Each function takes one tensor per device (a list), checks them, and calls
 the collective op (``CollectiveReduceV2`` and friends) once per device,
 concurrently: the first participant in the calling thread, the others on
-threads of a pool, as TensorFlow's executor runs its collective kernels. A
+threads of a pool, as TensorFlow's executor runs its collective kernels.
+Each participant's op is prepared once per op, device, dtype, attributes
+and group (``dispatch.Prepared``, with its group_size and group_key inputs
+made once and the instance key in a host tensor of the calling thread), so
+a call skips the general dispatch path and the wrapping of its keys. A
 plugin's kernel may return at once, having enqueued its part (the host
 plugin's rendezvous lives on the devices' streams), or wait on the host
 until every participant has arrived (the CUDA plugin, which then issues
@@ -22,15 +26,17 @@ the list.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-from ..framework import registry
+from ..framework import dtypes, registry
 from ..framework.errors import InvalidArgumentError, NotFoundError, UnimplementedError
 from ..framework.tensor import Tensor
 from ..ops import raw_ops
+from ..runtime import dispatch
 from ..runtime.placement import device as device_scope
 from ..runtime.placement import get_device
 from . import group as process_group
@@ -38,6 +44,11 @@ from . import group as process_group
 # op name -> (merge_op, final_op) of CollectiveReduceV2
 REDUCTIONS = {"sum": ("Add", "Id"), "mean": ("Add", "Div"), "prod": ("Mul", "Id"),
               "min": ("Min", "Id"), "max": ("Max", "Id")}
+# The ops' attributes besides timeout_seconds: the ordering-token list is
+# empty, and each reduction names TensorFlow's merge_op/final_op.
+ORDERED = (("Nordering_token", 0),)
+REDUCE_ATTRS = {op: (("merge_op", merge), ("final_op", final)) + ORDERED
+                for op, (merge, final) in REDUCTIONS.items()}
 
 # pg.distribute's group keys start here, away from small keys chosen by hand
 # for raw collective ops; instance keys count up (int32, wrapping).
@@ -58,6 +69,55 @@ def _keys(devices: Sequence[str]) -> tuple[int, int]:
         group = tuple(sorted(devices))
         gk = _group_keys.setdefault(group, _GROUP_KEY_BASE + len(_group_keys))
         return gk, next(_instance_keys) % (2**31 - 1) + 1
+
+
+# (op, device, dtype, attributes, timeout, group size, group key) -> the prepared op
+# and its group_size and group_key inputs; at most _MAX_PREPARED, emptied
+# when full.
+_prepared: dict[tuple, tuple[dispatch.Prepared, Tensor, Tensor]] = {}
+_MAX_PREPARED = 256
+_local = threading.local()    # this thread's instance_key input
+# (op, device type, dtype, registry generation) that check_kernels passed
+_kernels_checked: set[tuple] = set()
+
+
+def prepare(op_name: str, dev: Any, attrs: tuple, timeout: float, group_size: int,
+            group_key: int) -> tuple[dispatch.Prepared, Tensor, Tensor]:
+    """`op_name` with attributes `attrs` ((name, value) pairs) and
+    `timeout` on device `dev`, prepared once (``dispatch.Prepared``), and
+    host tensors of its group_size and group_key inputs, made once."""
+    return (dispatch.Prepared(op_name, dev, dict(attrs, timeout_seconds=float(timeout))),
+            dispatch.host_input(group_size, dtypes.int32),
+            dispatch.host_input(group_key, dtypes.int32))
+
+
+def instance_input(instance_key: int) -> Tensor:
+    """This thread's instance_key input, holding `instance_key`. The
+    collective kernels read it while they are called, so a thread may set
+    it again for its next call."""
+    try:
+        t = _local.instance
+    except AttributeError:
+        t = _local.instance = dispatch.host_input(0, dtypes.int32)
+    t._a[()] = instance_key
+    return t
+
+
+def _run(op_name: str, dev: Any, attrs: tuple, timeout: float, n: int, gk: int, ik: int,
+         inputs: list, shape: list | None = None) -> Tensor:
+    """One participant's call: `inputs` (the input tensor, or none for a
+    broadcast receiver, whose output shape is `shape`) then the key inputs."""
+    key = (op_name, dev, inputs[0]._dtype if inputs else None, attrs, timeout, n, gk)
+    ready = _prepared.get(key)
+    if ready is None:
+        if len(_prepared) >= _MAX_PREPARED:
+            _prepared.clear()
+        ready = _prepared.setdefault(key, prepare(op_name, dev, attrs, timeout, n, gk))
+    prepared, size_t, key_t = ready
+    keys = [size_t, key_t, instance_input(ik)]
+    if shape is not None:
+        return prepared(keys + [dispatch.host_input(shape, dtypes.int32)])[0]
+    return prepared(inputs + keys)[0]
 
 
 def _per_process(tensors: Any) -> bool:
@@ -107,6 +167,10 @@ def check_kernels(fn: str, op: str, devices: Sequence[Any], dtype: Any) -> None:
     timeout). The rendezvous lives inside one plugin, so all devices must be
     of one type."""
     types = {d.device_type for d in devices}
+    if len(types) == 1:
+        checked = (op, next(iter(types)), dtype, registry.generation[0])
+        if checked in _kernels_checked:
+            return
     if len(types) > 1:
         raise _err(fn, f"the devices are of several types ({sorted(types)}); a collective "
                    "runs across the devices of one plugin")
@@ -115,6 +179,9 @@ def check_kernels(fn: str, op: str, devices: Sequence[Any], dtype: Any) -> None:
         raise NotFoundError(f"pg.distribute.{fn}: no {op} kernel for {dtype.name} on {kind}; "
                             f"registered: {registry.describe_kernels(op)}. Collectives run on "
                             "devices whose plugin implements them (MY_DEVICE and GPU)", op=op)
+    if len(_kernels_checked) >= _MAX_PREPARED:
+        _kernels_checked.clear()
+    _kernels_checked.add(checked)
 
 
 def _timeout(timeout: float | None) -> float:
@@ -152,13 +219,8 @@ def _concurrently(jobs: list[Callable[[], Tensor]]) -> list[Tensor]:
 
 
 def _each(tensors: list[Tensor], call) -> list[Tensor]:
-    """call(tensor) under each tensor's device, the participants concurrently."""
-    def job(t: Tensor) -> Callable[[], Tensor]:
-        def run() -> Tensor:
-            with device_scope(t.device):
-                return call(t)
-        return run
-    return _concurrently([job(t) for t in tensors])
+    """call(tensor) for each tensor, the participants concurrently."""
+    return _concurrently([functools.partial(call, t) for t in tensors])
 
 
 def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
@@ -176,12 +238,10 @@ def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
     tensors = _check_tensors("all_reduce", tensors)
     check_kernels("all_reduce", "CollectiveReduceV2", [t.device_object for t in tensors],
                    tensors[0].dtype)
-    merge, final = REDUCTIONS[op]
     gk, ik = _keys([t.device for t in tensors])
-    n = len(tensors)
-    return _each(tensors, lambda t: raw_ops.CollectiveReduceV2(
-        input=t, group_size=n, group_key=gk, instance_key=ik, ordering_token=[],
-        merge_op=merge, final_op=final, timeout_seconds=_timeout(timeout)))
+    n, attrs, secs = len(tensors), REDUCE_ATTRS[op], _timeout(timeout)
+    return _each(tensors, lambda t: _run("CollectiveReduceV2", t._dev, attrs, secs, n, gk, ik,
+                                         [t]))
 
 
 def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
@@ -202,11 +262,10 @@ def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
     if not shape or shape[0] % n != 0:
         raise _err("reduce_scatter", f"the first dimension of shape {list(shape)} must be "
                    f"divisible by the number of devices ({n})")
-    merge, final = REDUCTIONS[op]
     gk, ik = _keys([t.device for t in tensors])
-    return _each(tensors, lambda t: raw_ops.CollectiveReduceScatterV2(
-        input=t, group_size=n, group_key=gk, instance_key=ik, ordering_token=[],
-        merge_op=merge, final_op=final, timeout_seconds=_timeout(timeout)))
+    attrs, secs = REDUCE_ATTRS[op], _timeout(timeout)
+    return _each(tensors, lambda t: _run("CollectiveReduceScatterV2", t._dev, attrs, secs, n, gk,
+                                         ik, [t]))
 
 
 def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
@@ -225,17 +284,17 @@ def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
                    f"{list(tensors[0].shape)}")
     axis %= rank
     gk, ik = _keys([t.device for t in tensors])
-    n = len(tensors)
+    n, secs = len(tensors), _timeout(timeout)
+    perm = [axis] + [d for d in range(rank) if d != axis]
 
     def gather(t: Tensor) -> Tensor:
         if axis != 0:   # gather along the first axis, then move it back
-            perm = [axis] + [d for d in range(rank) if d != axis]
-            t = raw_ops.Transpose(x=t, perm=perm)
-        y = raw_ops.CollectiveGatherV2(input=t, group_size=n, group_key=gk, instance_key=ik,
-                                       ordering_token=[], timeout_seconds=_timeout(timeout))
+            with device_scope(t.device_object):
+                t = raw_ops.Transpose(x=t, perm=perm)
+        y = _run("CollectiveGatherV2", t._dev, ORDERED, secs, n, gk, ik, [t])
         if axis != 0:
-            inverse = [perm.index(d) for d in range(rank)]
-            y = raw_ops.Transpose(x=y, perm=inverse)
+            with device_scope(y.device_object):
+                y = raw_ops.Transpose(x=y, perm=[perm.index(d) for d in range(rank)])
         return y
     return _each(tensors, gather)
 
@@ -264,14 +323,15 @@ def broadcast(tensor: Tensor, devices: Sequence[str] | None = None,
     src = tensor.device
     group = names if src in names else [src] + names
     gk, ik = _keys(group)
-    n, shape = len(group), list(tensor.shape)
-    common = dict(group_size=n, group_key=gk, instance_key=ik, timeout_seconds=_timeout(timeout))
+    n, shape, secs = len(group), list(tensor.shape), _timeout(timeout)
+    by_name = {d.name: d for d in objects}
+    recv_attrs = (("T", tensor.dtype),)
+
     def job(name: str) -> Callable[[], Tensor]:
-        def run() -> Tensor:
-            with device_scope(name):
-                if name == src:
-                    return raw_ops.CollectiveBcastSendV2(input=tensor, **common)
-                return raw_ops.CollectiveBcastRecvV2(shape=shape, T=tensor.dtype, **common)
-        return run
+        if name == src:
+            return lambda: _run("CollectiveBcastSendV2", tensor._dev, (), secs, n, gk, ik,
+                                [tensor])
+        return lambda: _run("CollectiveBcastRecvV2", by_name[name], recv_attrs, secs, n, gk, ik,
+                            [], shape)
     results = dict(zip(group, _concurrently([job(name) for name in group])))
     return [results[name] for name in names]

@@ -48,14 +48,8 @@ from ..runtime import dispatch
 from ..runtime.placement import device as device_scope
 from . import nccl
 from .backend import Backend, register_backend
-from .collectives import REDUCTIONS, check_kernels
+from .collectives import ORDERED, REDUCE_ATTRS, REDUCTIONS, check_kernels, instance_input, prepare
 from .store import TCPStore
-
-# The attributes of the ops (besides timeout_seconds): the ordering-token
-# list is empty, and each reduction names TensorFlow's merge_op/final_op.
-_ORDERED = (("Nordering_token", 0),)
-_REDUCE_ATTRS = {op: (("merge_op", merge), ("final_op", final)) + _ORDERED
-                 for op, (merge, final) in REDUCTIONS.items()}
 
 # Group keys of this backend's communicators: away from the in-process
 # collectives' keys (1 << 30 and up) and from small keys chosen by hand.
@@ -77,7 +71,6 @@ class NcclBackend(Backend):
         self._setup = threading.Lock()
         self._comms: dict[str, tuple[Any, int]] = {}    # device name -> (device, group key)
         self._instances = itertools.count(1)
-        self._local = threading.local()      # this thread's instance_key input
         # (op, device name, dtype, attributes) -> (the prepared op, the
         # group_size and group_key inputs), once the kernel check passed and
         # the communicator exists.
@@ -211,19 +204,12 @@ class NcclBackend(Backend):
         if ready is None:
             check_kernels(fn, op_name, [dev], t.dtype)
             group_key = self._group_key(fn, t, timeout)
-            given = dict(attrs, timeout_seconds=float(timeout))
-            ready = self._ready[ready_key] = (
-                dispatch.Prepared(op_name, dev, given),
-                dispatch.host_input(self.world_size, dtypes.int32),
-                dispatch.host_input(group_key, dtypes.int32))
+            ready = self._ready[ready_key] = prepare(op_name, dev, attrs, timeout,
+                                                     self.world_size, group_key)
         elif self._broken is not None:
             self._check_alive(fn)
         prepared, size_t, key_t = ready
-        try:
-            instance = self._local.instance
-        except AttributeError:
-            instance = self._local.instance = dispatch.host_input(0, dtypes.int32)
-        instance._a[()] = next(self._instances) % (2**31 - 1) + 1
+        instance = instance_input(next(self._instances) % (2**31 - 1) + 1)
         if recv_shape is not None:
             shape = dispatch.host_input(list(recv_shape), dtypes.int32)
             return prepared([size_t, key_t, instance, shape])[0]
@@ -243,7 +229,7 @@ class NcclBackend(Backend):
             out = self._reduce(fn, op_name, as_int, op, timeout)
             with device_scope(t.device_object):
                 return raw_ops.Cast(x=out, DstT=dtypes.bool_)
-        return self._op(fn, op_name, t, timeout, _REDUCE_ATTRS[op])
+        return self._op(fn, op_name, t, timeout, REDUCE_ATTRS[op])
 
     def all_gather(self, t: Tensor, axis: int, timeout: float) -> Tensor:
         rank = len(t.shape)
@@ -251,7 +237,7 @@ class NcclBackend(Backend):
         if axis != 0:     # gather along the first axis, then move it back
             with device_scope(t.device_object):
                 t = raw_ops.Transpose(x=t, perm=perm)
-        y = self._op("all_gather", "CollectiveGatherV2", t, timeout, _ORDERED)
+        y = self._op("all_gather", "CollectiveGatherV2", t, timeout, ORDERED)
         if axis != 0:
             with device_scope(y.device_object):
                 y = raw_ops.Transpose(x=y, perm=[perm.index(d) for d in range(rank)])
@@ -264,7 +250,7 @@ class NcclBackend(Backend):
                         recv_shape=tuple(t.shape))
 
     def all_to_all(self, t: Tensor, timeout: float) -> Tensor:
-        return self._op("all_to_all", "CollectiveAllToAllV2", t, timeout, _ORDERED)
+        return self._op("all_to_all", "CollectiveAllToAllV2", t, timeout, ORDERED)
 
 
 register_backend("nccl", NcclBackend, ("GPU",))
