@@ -135,6 +135,39 @@ CASES = {
         outs = pg.distribute.all_gather(place(xs, ["MY_DEVICE:2", "MY_DEVICE:0", "MY_DEVICE:1"]))
         same(outs[0].numpy(), np.concatenate([xs[1], xs[2], xs[0]]), "ordinal order")
     """,
+    "group_path": """
+        # after a collective's first call (which makes the participants'
+        # plans) its participants run in one call into the core
+        from pluggable.runtime import dispatch
+        used = []
+        real = dispatch.run_group
+
+        def spy(calls):
+            out = real(calls)
+            used.append(out is not None)
+            return out
+        dispatch.run_group = spy
+        xs = [sample(np.float64, (16,)) for _ in DEVS]
+        ts = place(xs)
+        for _ in range(3):
+            with pg.testing.expect_kernel("CollectiveReduceV2", "MY_DEVICE", 4):
+                outs = pg.distribute.all_reduce(ts, "max")
+            for d, o in zip(DEVS, outs):
+                assert o.device.endswith(d)
+                same(o.numpy(), reference(xs, "max"), "group path")
+        assert used == [False, True, True], used
+        for _ in range(2):
+            gathered = pg.distribute.all_gather(ts)
+            scattered = pg.distribute.reduce_scatter(ts, "sum")
+            sent = pg.distribute.broadcast(ts[1], DEVS)
+        assert used[3:] == [False, False, False, True, True, True], used
+        for o in gathered:
+            same(o.numpy(), np.concatenate(xs), "gather")
+        for r, o in enumerate(scattered):
+            same(o.numpy(), reference(xs, "sum")[4 * r:4 * r + 4], "scatter")
+        for o in sent:
+            same(o.numpy(), xs[1], "broadcast")
+    """,
     "errors": """
         def raises(cls, fn, *words):
             try:

@@ -103,3 +103,45 @@ def test_errors_are_those_of_the_general_path(rng):
     bad = dispatch.host_input([5], pg.int32)      # same signature, out-of-range value
     with pytest.raises(pg.errors.InvalidArgumentError, match="out of range|Invalid reduction"):
         _sum(prep, x, bad)
+
+
+def test_run_group_runs_prepared_ops_at_once_on_their_fast_path(rng):
+    """``dispatch.run_group`` (a collective's participants in one call into
+    the core) runs ops whose plans their first calls made, and nothing at
+    all where one of them would take the general path."""
+    a, b = (rng.standard_normal((3, 4)).astype(np.float32) for _ in range(2))
+    with pg.device(DEV):
+        x, y = pg.constant(a), pg.constant(b)
+    add = dispatch.Prepared("AddV2", x.device_object, {})
+    mul = dispatch.Prepared("Mul", x.device_object, {})
+    calls = [(add, [x, y]), (mul, [x, y]), (add, [y, y])]
+    assert dispatch.run_group(calls) is None      # no plan yet: nothing ran
+    add([x, y])
+    mul([x, y])                                   # the general path keeps the plans
+    with pg.testing.expect_kernel("AddV2", "MY_DEVICE", 2), \
+            pg.testing.expect_kernel("Mul", "MY_DEVICE", 1):
+        outs = dispatch.run_group(calls)
+    assert [o.device for o in outs] == [x.device] * 3
+    np.testing.assert_array_equal(outs[0].numpy(), a + b)
+    np.testing.assert_array_equal(outs[1].numpy(), a * b)
+    np.testing.assert_array_equal(outs[2].numpy(), b + b)
+    with pg.device(DEV):
+        other = pg.constant(rng.standard_normal((3, 4)))    # float64: another signature
+    assert dispatch.run_group([(add, [x, y]), (add, [other, other])]) is None
+
+
+def test_run_group_reports_the_first_failed_participant_after_all_returned():
+    """A participant whose kernel refuses its inputs fails the call with its
+    typed error; every participant has returned by then."""
+    from pluggable.distribute import collectives
+    with pg.device(DEV):
+        x = pg.constant(np.ones(4, np.float32))
+    good = collectives._call("CollectiveReduceV2", x.device_object,
+                             collectives.REDUCE_ATTRS["sum"], 5.0, 1, 987654, 1, [x])
+    np.testing.assert_array_equal(good[0](good[1])[0].numpy(), np.ones(4))   # keeps the plan
+    bad_size = dispatch.host_input(0, pg.int32)       # group_size 0: refused at once
+    bad = (good[0], [x, bad_size] + good[1][2:])
+    with pytest.raises(pg.errors.InvalidArgumentError, match="group_size must be at least 1"):
+        dispatch.run_group([bad, bad])
+    outs = dispatch.run_group([good])                 # usable afterwards
+    np.testing.assert_array_equal(outs[0].numpy(), np.ones(4))

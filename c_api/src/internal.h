@@ -113,6 +113,9 @@ TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
 
 /* The device a kernel instance launches on. */
 pg_device* pg_kernel_device(const pg_kernel* k);
+/* A kernel instance's number of inputs, and its op's name. */
+int pg_kernel_num_inputs(const pg_kernel* k);
+const char* pg_kernel_op_name(const pg_kernel* k);
 
 /* A step of a graph plan's run of consecutive kernels on one device (a
  * *span*, plan.c): pg_kernel_run_planned without `expect`, called with the

@@ -681,6 +681,8 @@ TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
 }
 
 pg_device* pg_kernel_device(const pg_kernel* k) { return k->dev; }
+int pg_kernel_num_inputs(const pg_kernel* k) { return k->num_inputs; }
+const char* pg_kernel_op_name(const pg_kernel* k) { return k->def->op_name; }
 
 TF_Code pg_kernel_run_in_span(pg_kernel* k, TF_Tensor* const* inputs,
                               TF_Tensor** outputs, pg_buffer* const* preset,

@@ -326,6 +326,18 @@ TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
  * or NULL after setting `status`. */
 TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
                           const int64_t* expect, TF_Status* status);
+/* Runs kernels[0..n) (one output each) at once, as the participants of one
+ * collective whose compute functions may wait on the host for one another:
+ * kernel 0 on the calling thread, the others on threads of the core
+ * (participants.c). Returns when every one has returned, with the number
+ * that failed: outputs[i] is kernel i's new output handle (owned by the
+ * caller), or NULL with statuses[i] set. `inputs` holds every kernel's
+ * inputs one kernel after the other (kernels[i]->num_inputs each);
+ * `expects` (NULL: no checks) holds each kernel's expected output shape as
+ * pg_kernel_run's `expect` does, one after the other. At most 1024 kernels. */
+int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inputs,
+                         const int64_t* expects, TF_Tensor** outputs,
+                         TF_Status* const* statuses);
 /* Frees `k` once the work queued on its device so far has run. */
 void pg_kernel_release(pg_kernel* k);
 

@@ -2,12 +2,15 @@
 
 Each function takes one tensor per device (a list), checks them, and calls
 the collective op (``CollectiveReduceV2`` and friends) once per device,
-concurrently: the first participant in the calling thread, the others on
-threads of a pool, as TensorFlow's executor runs its collective kernels.
-Each participant's op is prepared once per op, device, dtype, attributes
-and group (``dispatch.Prepared``, with its group_size and group_key inputs
-made once and the instance key in a host tensor of the calling thread), so
-a call skips the general dispatch path and the wrapping of its keys. A
+concurrently, as TensorFlow's executor runs its collective kernels. Each
+participant's op is prepared once per op, device, dtype, attributes and
+group (``dispatch.Prepared``, with its group_size and group_key inputs made
+once and the instance key in a host tensor of the calling thread); when
+every participant takes the prepared fast path, one call into the core
+runs them all (``dispatch.run_group``: the first on the calling thread, the
+others on the core's threads, without the interpreter's lock), otherwise
+the first runs in the calling thread and the others on a pool of Python
+threads. A
 plugin's kernel may return at once, having enqueued its part (the host
 plugin's rendezvous lives on the devices' streams), or wait on the host
 until every participant has arrived (the CUDA plugin, which then issues
@@ -103,10 +106,11 @@ def instance_input(instance_key: int) -> Tensor:
     return t
 
 
-def _run(op_name: str, dev: Any, attrs: tuple, timeout: float, n: int, gk: int, ik: int,
-         inputs: list, shape: list | None = None) -> Tensor:
-    """One participant's call: `inputs` (the input tensor, or none for a
-    broadcast receiver, whose output shape is `shape`) then the key inputs."""
+def _call(op_name: str, dev: Any, attrs: tuple, timeout: float, n: int, gk: int, ik: int,
+          inputs: list, shape: list | None = None) -> tuple[dispatch.Prepared, list]:
+    """One participant's prepared op and inputs: `inputs` (the input tensor,
+    or none for a broadcast receiver, whose output shape is `shape`) then
+    the key inputs."""
     key = (op_name, dev, inputs[0]._dtype if inputs else None, attrs, timeout, n, gk)
     ready = _prepared.get(key)
     if ready is None:
@@ -116,8 +120,20 @@ def _run(op_name: str, dev: Any, attrs: tuple, timeout: float, n: int, gk: int, 
     prepared, size_t, key_t = ready
     keys = [size_t, key_t, instance_input(ik)]
     if shape is not None:
-        return prepared(keys + [dispatch.host_input(shape, dtypes.int32)])[0]
-    return prepared(inputs + keys)[0]
+        return prepared, keys + [dispatch.host_input(shape, dtypes.int32)]
+    return prepared, inputs + keys
+
+
+def _run(calls: list[tuple[dispatch.Prepared, list]]) -> list[Tensor]:
+    """Runs one collective's participants at once (see ``_concurrently``):
+    in one call into the core where every one takes its fast path
+    (``dispatch.run_group``, the core's threads), else on the pool."""
+    with _enqueue_lock:
+        outs = dispatch.run_group(calls)
+        if outs is not None:
+            return outs
+        return [out[0] for out in _concurrently(
+            [functools.partial(prepared, inputs) for prepared, inputs in calls])]
 
 
 def _per_process(tensors: Any) -> bool:
@@ -184,6 +200,12 @@ def check_kernels(fn: str, op: str, devices: Sequence[Any], dtype: Any) -> None:
     _kernels_checked.add(checked)
 
 
+def _on(t: Tensor, fn: Callable[[], Tensor]) -> Tensor:
+    """fn() under `t`'s device."""
+    with device_scope(t.device_object):
+        return fn()
+
+
 def _timeout(timeout: float | None) -> float:
     return 0.0 if timeout is None else float(timeout)
 
@@ -191,36 +213,30 @@ def _timeout(timeout: float | None) -> float:
 _pool: ThreadPoolExecutor | None = None
 
 
-def _concurrently(jobs: list[Callable[[], Tensor]]) -> list[Tensor]:
+def _concurrently(jobs: list[Callable[[], Any]]) -> list[Any]:
     """Runs the participants' calls at once (job 0 in this thread, the others
-    on the pool) under the enqueue lock; their results in order, or the
-    first error once all have returned."""
+    on the pool; the caller holds the enqueue lock); their results in
+    order, or the first error once all have returned."""
     global _pool
-    with _enqueue_lock:
-        if len(jobs) == 1:
-            return [jobs[0]()]
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="pg-collective")
-        futures = [_pool.submit(job) for job in jobs[1:]]
-        results: list[Any] = []
-        errors: list[BaseException] = []
+    if len(jobs) == 1:
+        return [jobs[0]()]
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="pg-collective")
+    futures = [_pool.submit(job) for job in jobs[1:]]
+    results: list[Any] = []
+    errors: list[BaseException] = []
+    try:
+        results.append(jobs[0]())
+    except Exception as exc:  # noqa: BLE001 (raised once every participant returned)
+        errors.append(exc)
+    for f in futures:
         try:
-            results.append(jobs[0]())
-        except Exception as exc:  # noqa: BLE001 (raised once every participant returned)
+            results.append(f.result())
+        except Exception as exc:  # noqa: BLE001
             errors.append(exc)
-        for f in futures:
-            try:
-                results.append(f.result())
-            except Exception as exc:  # noqa: BLE001
-                errors.append(exc)
-        if errors:
-            raise errors[0]
-        return results
-
-
-def _each(tensors: list[Tensor], call) -> list[Tensor]:
-    """call(tensor) for each tensor, the participants concurrently."""
-    return _concurrently([functools.partial(call, t) for t in tensors])
+    if errors:
+        raise errors[0]
+    return results
 
 
 def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
@@ -240,8 +256,8 @@ def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
                    tensors[0].dtype)
     gk, ik = _keys([t.device for t in tensors])
     n, attrs, secs = len(tensors), REDUCE_ATTRS[op], _timeout(timeout)
-    return _each(tensors, lambda t: _run("CollectiveReduceV2", t._dev, attrs, secs, n, gk, ik,
-                                         [t]))
+    return _run([_call("CollectiveReduceV2", t._dev, attrs, secs, n, gk, ik, [t])
+                 for t in tensors])
 
 
 def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
@@ -264,8 +280,8 @@ def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
                    f"divisible by the number of devices ({n})")
     gk, ik = _keys([t.device for t in tensors])
     attrs, secs = REDUCE_ATTRS[op], _timeout(timeout)
-    return _each(tensors, lambda t: _run("CollectiveReduceScatterV2", t._dev, attrs, secs, n, gk,
-                                         ik, [t]))
+    return _run([_call("CollectiveReduceScatterV2", t._dev, attrs, secs, n, gk, ik, [t])
+                 for t in tensors])
 
 
 def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
@@ -286,17 +302,14 @@ def all_gather(tensors: Sequence[Tensor] | Tensor, axis: int = 0,
     gk, ik = _keys([t.device for t in tensors])
     n, secs = len(tensors), _timeout(timeout)
     perm = [axis] + [d for d in range(rank) if d != axis]
-
-    def gather(t: Tensor) -> Tensor:
-        if axis != 0:   # gather along the first axis, then move it back
-            with device_scope(t.device_object):
-                t = raw_ops.Transpose(x=t, perm=perm)
-        y = _run("CollectiveGatherV2", t._dev, ORDERED, secs, n, gk, ik, [t])
-        if axis != 0:
-            with device_scope(y.device_object):
-                y = raw_ops.Transpose(x=y, perm=[perm.index(d) for d in range(rank)])
-        return y
-    return _each(tensors, gather)
+    if axis != 0:   # gather along the first axis, then move it back
+        tensors = [_on(t, lambda t=t: raw_ops.Transpose(x=t, perm=perm)) for t in tensors]
+    outs = _run([_call("CollectiveGatherV2", t._dev, ORDERED, secs, n, gk, ik, [t])
+                 for t in tensors])
+    if axis != 0:
+        inverse = [perm.index(d) for d in range(rank)]
+        outs = [_on(y, lambda y=y: raw_ops.Transpose(x=y, perm=inverse)) for y in outs]
+    return outs
 
 
 def broadcast(tensor: Tensor, devices: Sequence[str] | None = None,
@@ -327,11 +340,10 @@ def broadcast(tensor: Tensor, devices: Sequence[str] | None = None,
     by_name = {d.name: d for d in objects}
     recv_attrs = (("T", tensor.dtype),)
 
-    def job(name: str) -> Callable[[], Tensor]:
+    def call(name: str) -> tuple[dispatch.Prepared, list]:
         if name == src:
-            return lambda: _run("CollectiveBcastSendV2", tensor._dev, (), secs, n, gk, ik,
-                                [tensor])
-        return lambda: _run("CollectiveBcastRecvV2", by_name[name], recv_attrs, secs, n, gk, ik,
-                            [], shape)
-    results = dict(zip(group, _concurrently([job(name) for name in group])))
+            return _call("CollectiveBcastSendV2", tensor._dev, (), secs, n, gk, ik, [tensor])
+        return _call("CollectiveBcastRecvV2", by_name[name], recv_attrs, secs, n, gk, ik, [],
+                     shape)
+    results = dict(zip(group, _run([call(name) for name in group])))
     return [results[name] for name in names]

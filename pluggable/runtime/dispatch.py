@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._core import code_and_message, ffi, lib, raw_status, status
+from .._core import code_and_message, ffi, lib, raw_status, status, thread_state as _tls
 from ..framework import config, dtypes, errors, registry
 from ..framework.registry import KernelDef, OpDef
 from ..framework.tensor import Tensor, to_array
@@ -591,18 +591,25 @@ class Prepared:
         self.sig: tuple = ()
         self.version = -1
 
-    def __call__(self, inputs: list) -> list[Tensor]:
+    def fast_plan(self, inputs: list) -> Plan | None:
+        """The plan a call on `inputs` would run at once, or None where the
+        call takes the general path (see the class)."""
         p = self.plan
-        if (p is not None and _hooks_fast[0] and self.version == config.version[0]
-                and not config._log_placement and len(inputs) == len(self.sig)):
-            for t, (dt, dev) in zip(inputs, self.sig):
-                if type(t) is not Tensor or t._dtype is not dt or t._dev is not dev:
-                    break
-            else:
-                outs = _run_plugin(p, inputs, _out_shapes(self.op, p, inputs))
-                if _hooks_active[0]:
-                    hooks.observe(self.op, list(inputs), self.given, outs, p.attrs)
-                return outs
+        if (p is None or not _hooks_fast[0] or self.version != config.version[0]
+                or config._log_placement or len(inputs) != len(self.sig)):
+            return None
+        for t, (dt, dev) in zip(inputs, self.sig):
+            if type(t) is not Tensor or t._dtype is not dt or t._dev is not dev:
+                return None
+        return p
+
+    def __call__(self, inputs: list) -> list[Tensor]:
+        p = self.fast_plan(inputs)
+        if p is not None:
+            outs = _run_plugin(p, inputs, _out_shapes(self.op, p, inputs))
+            if _hooks_active[0]:
+                hooks.observe(self.op, list(inputs), self.given, outs, p.attrs)
+            return outs
         token = placement._scope.set(self.device)
         try:
             outs = execute(self.op, inputs, self.given)
@@ -615,6 +622,71 @@ class Prepared:
             if p is not None and p.kinst is not None and p.moves is None:
                 self.plan, self.sig, self.version = p, sig, key[4]
         return outs
+
+
+def run_group(calls: list[tuple[Prepared, list]]) -> list[Tensor] | None:
+    """Runs prepared ops of one output each at once, as the participants of
+    one collective (``pg_kernel_run1_group``: the first on this thread, the
+    others on the core's threads, the interpreter's lock released); their
+    outputs in order, or the first participant's error once all returned.
+    None, having run nothing, where one of them would not take its fast
+    path (its first call, a hook, another signature, a host-memory output):
+    the caller then calls them its own way."""
+    plans = []
+    for prep, inputs in calls:
+        p = prep.fast_plan(inputs)
+        if p is None or p.n_out != 1 or p.out_host[0]:
+            return None
+        plans.append(p)
+    handles: list = []
+    temps: list = []
+    expects: list = []
+    shapes = []
+    for p, (prep, inputs) in zip(plans, calls):
+        if p.any_host_in:
+            t, h = _wrap_host_inputs(p, inputs)
+            temps.extend(t or ())
+        else:
+            h = [x._h for x in inputs]
+        handles.extend(h)
+        s = _out_shapes(prep.op, p, inputs)
+        shape = s[0] if s is not None else None
+        shapes.append(shape)
+        expects.extend((len(shape), *shape) if shape is not None else (-1,))
+    n = len(plans)
+    outs = ffi.new("TF_Tensor*[]", n)
+    sts = _group_statuses(n)
+    failed = lib.pg_kernel_run1_group(n, [p.kinst for p in plans], handles, expects, outs, sts)
+    for w in temps:
+        lib.TF_DeleteTensor(w)
+    results = []
+    for i, p in enumerate(plans):
+        h = outs[i]
+        if h == ffi.NULL:
+            results.append(None)
+            continue
+        shape = shapes[i]
+        if shape is None:
+            v = ffi.cast("pg_tensor_view*", h)
+            shape = tuple(v.dims[0:v.num_dims])
+        results.append(Tensor._from_handle(h, p.device, p.out_dtypes[0], shape))
+    if failed:
+        i = next(i for i, t in enumerate(results) if t is None)
+        raise kernel_error(plans[i], sts[i])
+    if _hooks_active[0]:
+        for (prep, inputs), p, out in zip(calls, plans, results):
+            hooks.observe(prep.op, list(inputs), prep.given, [out], p.attrs)
+    return results
+
+
+def _group_statuses(n: int) -> list:
+    """`n` TF_Status objects of the calling thread for run_group."""
+    sts = getattr(_tls, "group_statuses", None)
+    if sts is None:
+        sts = _tls.group_statuses = []
+    while len(sts) < n:
+        sts.append(ffi.gc(lib.TF_NewStatus(), lib.TF_DeleteStatus))
+    return sts[:n]
 
 
 def _wrap_host_inputs(p: Plan, inputs: list[Tensor]) -> tuple[list, list]:
