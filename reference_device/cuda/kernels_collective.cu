@@ -8,8 +8,8 @@
 // instance_key) are called concurrently, one thread per device
 // (pg.distribute does; TensorFlow's executor does the same with its
 // asynchronous collective kernels). Each participant's compute call waits
-// on the host (a condition variable, bounded by timeout_seconds) until the
-// last one arrives; the last one makes the devices' communicators if they
+// on the host (looking for 100 us, then asleep on a condition variable,
+// bounded by timeout_seconds) until the last one arrives; the last one makes the devices' communicators if they
 // are new, issues every participant's NCCL call in one
 // ncclGroupStart/End, each on its participant's own stream, followed by
 // final_op Div there, and wakes the others, which return. So when a
@@ -72,6 +72,9 @@ namespace {
 
 // The wait when timeout_seconds is 0 (TensorFlow's "no timeout").
 constexpr double kDefaultTimeout = 600.0;
+// How long a participant that arrived looks for the others before it
+// sleeps until they come.
+constexpr std::chrono::microseconds kLookBeforeSleep(100);
 
 enum class Kind { kReduce, kReduceScatter, kGather, kBcastSend, kBcastRecv, kAllToAll };
 
@@ -606,10 +609,19 @@ void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
   }
   m->parts.push_back(std::move(p));
   if (static_cast<int64_t>(m->parts.size()) < m->group_size) {
-    // Wait on the host for the others (the lock is released meanwhile).
+    // Wait on the host for the others (the lock is released meanwhile):
+    // first a short look (pg.distribute calls them all at once, and a
+    // sleeping thread takes longer to wake than they take to arrive), then
+    // asleep until the deadline.
     const double timeout = k.timeout > 0 ? k.timeout : kDefaultTimeout;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::microseconds(static_cast<int64_t>(timeout * 1e6));
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = now + std::chrono::microseconds(static_cast<int64_t>(timeout * 1e6));
+    const auto look_until = std::min(deadline, now + kLookBeforeSleep);
+    while (!m->done && std::chrono::steady_clock::now() < look_until) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
     if (!g_cv.wait_until(lock, deadline, [&] { return m->done; })) {
       char buf[400];
       snprintf(buf, sizeof(buf), "%s: timed out after %g s waiting for the other "
