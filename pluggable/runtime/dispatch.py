@@ -638,17 +638,9 @@ def run_group(calls: list[tuple[Prepared, list]]) -> list[Tensor] | None:
         if p is None or p.n_out != 1 or p.out_host[0]:
             return None
         plans.append(p)
-    handles: list = []
-    temps: list = []
     expects: list = []
     shapes = []
     for p, (prep, inputs) in zip(plans, calls):
-        if p.any_host_in:
-            t, h = _wrap_host_inputs(p, inputs)
-            temps.extend(t or ())
-        else:
-            h = [x._h for x in inputs]
-        handles.extend(h)
         s = _out_shapes(prep.op, p, inputs)
         shape = s[0] if s is not None else None
         shapes.append(shape)
@@ -656,9 +648,21 @@ def run_group(calls: list[tuple[Prepared, list]]) -> list[Tensor] | None:
     n = len(plans)
     outs = ffi.new("TF_Tensor*[]", n)
     sts = _group_statuses(n)
-    failed = lib.pg_kernel_run1_group(n, [p.kinst for p in plans], handles, expects, outs, sts)
-    for w in temps:
-        lib.TF_DeleteTensor(w)
+    handles: list = []
+    temps: list = []
+    try:
+        for p, (prep, inputs) in zip(plans, calls):
+            if p.any_host_in:
+                t, h = _wrap_host_inputs(p, inputs)
+                temps.extend(t or ())
+            else:
+                h = [x._h for x in inputs]
+            handles.extend(h)
+        failed = lib.pg_kernel_run1_group(n, [p.kinst for p in plans], handles, expects, outs,
+                                          sts)
+    finally:
+        for w in temps:
+            lib.TF_DeleteTensor(w)
     results = []
     for i, p in enumerate(plans):
         h = outs[i]
