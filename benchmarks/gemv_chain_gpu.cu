@@ -19,8 +19,8 @@
 //   persistent  one cooperative launch for the whole chain, as many blocks
 //               as fit on the GPU at once, each taking items in turn
 //               (round robin over the chain's items in layer order). A
-//               block loads its item's first 8 rows of weights (they do not
-//               depend on the layer before), then waits until the tiles of
+//               block asks for its item's first 16 rows of weights (they do
+//               not depend on the layer before), then waits until the tiles of
 //               the layer before that hold its slice of x are ready. Every
 //               block finishes its items of a layer before it takes one of
 //               the next, and no item of the first layer waits, so every
@@ -120,9 +120,16 @@ __device__ void run_item(const Chain& c, int item, unsigned run, Smem<S>& sm) {
   const float* wp = L.w + static_cast<size_t>(k0 + g) * L.N + col;
   const size_t step = static_cast<size_t>(kGroups) * L.N;  // between a thread's rows
 
+  // Two batches of kU rows in flight per thread, both asked for before
+  // the wait: the weights do not depend on the layer before.
   float4 w[2][kU];
 #pragma unroll
-  for (int u = 0; u < kU; ++u) w[0][u] = __ldg(reinterpret_cast<const float4*>(wp + u * step));
+  for (int b = 0; b < 2; ++b) {
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      w[b][u] = __ldg(reinterpret_cast<const float4*>(wp + (b * kU + u) * step));
+    }
+  }
 
   if (li > 0) {  // wait for the tiles of the layer before that hold x[k0, k0 + S)
     if (threadIdx.x == 0) {
@@ -140,14 +147,14 @@ __device__ void run_item(const Chain& c, int item, unsigned run, Smem<S>& sm) {
 #pragma unroll
   for (int j = 0; j < kBatches; ++j) {
     const int cur = j & 1;
-    if (j + 1 < kBatches) {
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        w[cur ^ 1][u] = __ldg(reinterpret_cast<const float4*>(wp + ((j + 1) * kU + u) * step));
-      }
-    }
 #pragma unroll
     for (int u = 0; u < kU; ++u) fma4(sm.xs[g + (j * kU + u) * kGroups], w[cur][u], acc);
+    if (j + 2 < kBatches) {  // refill the batch just used with the one after next
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        w[cur][u] = __ldg(reinterpret_cast<const float4*>(wp + ((j + 2) * kU + u) * step));
+      }
+    }
   }
 
   sm.red[g][lane] = acc;
