@@ -145,3 +145,35 @@ def test_run_group_reports_the_first_failed_participant_after_all_returned():
         dispatch.run_group([bad, bad])
     outs = dispatch.run_group([good])                 # usable afterwards
     np.testing.assert_array_equal(outs[0].numpy(), np.ones(4))
+
+
+def test_run_group_from_several_threads_at_once(rng):
+    """Groups from several threads share the core's participant threads:
+    every result is right and every call returns."""
+    import threading
+    a, b = (rng.standard_normal((5,)).astype(np.float32) for _ in range(2))
+    with pg.device(DEV):
+        x, y = pg.constant(a), pg.constant(b)
+    add = dispatch.Prepared("AddV2", x.device_object, {})
+    mul = dispatch.Prepared("Mul", x.device_object, {})
+    add([x, y])
+    mul([x, y])
+    calls = [(add, [x, y]), (mul, [x, y]), (add, [x, x]), (mul, [y, y])]
+    want = [a + b, a * b, a + a, b * b]
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(200):
+                outs = dispatch.run_group(calls)
+                for o, w in zip(outs, want):
+                    np.testing.assert_array_equal(o.numpy(), w)
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a run_group call did not return"
+    assert not errors, errors[0]
