@@ -11,6 +11,7 @@ import pytest
 import pluggable as pg
 from pluggable.framework import config
 from pluggable.runtime import dispatch
+from pluggable.tools.testing import kernel_calls
 
 DEV = "MY_DEVICE:0"
 
@@ -177,3 +178,14 @@ def test_run_group_from_several_threads_at_once(rng):
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads), "a run_group call did not return"
     assert not errors, errors[0]
+
+
+def test_run_group_refuses_more_than_1024_participants_before_running_any():
+    with pg.device(DEV):
+        x = pg.constant(np.ones(2, np.float32))
+    add = dispatch.Prepared("AddV2", x.device_object, {})
+    add([x, x])
+    before = kernel_calls("AddV2", "MY_DEVICE")
+    with pytest.raises(pg.errors.InvalidArgumentError, match="1025 participants; at most 1024"):
+        dispatch.run_group([(add, [x, x])] * 1025)
+    assert kernel_calls("AddV2", "MY_DEVICE") == before
