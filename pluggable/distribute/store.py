@@ -158,9 +158,11 @@ class _Server:
                     self.cond.notify_all()
 
     def _watch(self, conn: socket.socket) -> None:
-        """Answers a watch connection once: the dead ranks (comma-separated),
-        or nothing when the store closes; returns early when the watcher
-        hangs up."""
+        """Acknowledges a watch connection at once (the watch is in place when
+        ``TCPStore.watch`` returns), then answers it once: the dead ranks
+        (comma-separated), or nothing when the store closes; returns early
+        when the watcher hangs up."""
+        conn.sendall(_pack(_OK, []))
         with self.cond:
             while not self.dead and not self.closed:
                 self.cond.wait(0.25)
@@ -416,7 +418,17 @@ class StoreWatch:
         self._closed = False
         self._where = store._where()
         self._sock = store._connect()
-        self._sock.sendall(_pack(_WATCH, [str(store.rank).encode()]))
+        try:
+            # Served before this returns: a store that closes normally
+            # afterwards answers "closing" rather than dropping a watch it
+            # had not taken yet (which would read as rank 0's death).
+            self._sock.settimeout(store.timeout)
+            self._sock.sendall(_pack(_WATCH, [str(store.rank).encode()]))
+            _recv_frame(self._sock)
+        except (OSError, ValueError) as exc:
+            self._sock.close()
+            raise UnavailableError(f"store.watch: {self._where} did not take the watch: "
+                                   f"{exc}", op="store.watch") from None
         self._thread = threading.Thread(target=self._run, name="pg-store-watch", daemon=True)
         self._thread.start()
 
