@@ -13,7 +13,6 @@
  * (cffi releases it around the call). A child process made by fork() starts
  * with no threads here, as none are inherited. */
 #include <sched.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -44,12 +43,6 @@ static atomic_int g_idle;       /* threads not running a job */
 static int g_sleeping = 0;      /* threads waiting on g_work (under g_mu) */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Takes the oldest queued job (g_mu held); NULL if there is none. */
 static part_job* pop_job(void) {
   part_job* j = g_head;
@@ -62,7 +55,7 @@ static part_job* pop_job(void) {
 }
 
 static part_job* next_job(void) {
-  const int64_t until = now_ns() + kSpinNs;
+  const int64_t until = pg_trace_now() + kSpinNs;
   do {
     if (atomic_load(&g_queued) > 0) {
       pthread_mutex_lock(&g_mu);
@@ -71,7 +64,7 @@ static part_job* next_job(void) {
       if (j != NULL) return j;
     }
     sched_yield();
-  } while (now_ns() < until);
+  } while (pg_trace_now() < until);
   pthread_mutex_lock(&g_mu);
   part_job* j;
   while ((j = pop_job()) == NULL) {
@@ -193,8 +186,8 @@ int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inp
 
   outputs[0] = pg_kernel_run1(kernels[0], in[0], ex[0], statuses[0]);
 
-  const int64_t until = now_ns() + kSpinNs;
-  while (atomic_load(&group.remaining) > 0 && now_ns() < until) sched_yield();
+  const int64_t until = pg_trace_now() + kSpinNs;
+  while (atomic_load(&group.remaining) > 0 && pg_trace_now() < until) sched_yield();
   if (atomic_load(&group.remaining) > 0) {
     pthread_mutex_lock(&g_mu);
     while (atomic_load(&group.remaining) > 0) pthread_cond_wait(&g_done, &g_mu);
