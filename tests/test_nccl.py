@@ -16,6 +16,7 @@ a plugin that lacks it); the rest skips with the reason."""
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import pathlib
 import subprocess
@@ -358,3 +359,53 @@ def test_peer_copy_round_trip():
     np.testing.assert_array_equal(z.numpy(), a)
     with pg.device("GPU:1"):
         np.testing.assert_array_equal((y * 2).numpy(), a * 2)
+
+
+@needs_2_gpus
+def test_work_on_either_gpu_leaves_the_callers_current_device_alone():
+    """PyTorch and CuPy take the thread's current CUDA device as their
+    default device, so nothing pluggable does on GPU:0 or GPU:1 may change
+    it: every step below, from each of the two devices made current first,
+    in a fresh process (the first collective makes NCCL's communicators)."""
+    code = textwrap.dedent("""
+        import json
+        import numpy as np
+        import pluggable as pg
+        from pluggable._core import cuda_python
+        rt = cuda_python.cudart()
+        a = np.arange(12, dtype=np.float32).reshape(3, 4)
+        box = {}
+
+        def on(dev, v):
+            with pg.device(dev):
+                return pg.constant(v)
+
+        steps = {
+            "constant on GPU:1": lambda: box.update(x1=on("GPU:1", a)),
+            "constant on GPU:0": lambda: box.update(x0=on("GPU:0", a)),
+            "op on GPU:1": lambda: box.update(y1=box["x1"] * 2),
+            "read back from GPU:1": lambda: box["y1"].numpy(),
+            "copy GPU:0 -> GPU:1": lambda: box["x0"].to("GPU:1").numpy(),
+            "copy GPU:1 -> GPU:0": lambda: box["x1"].to("GPU:0").numpy(),
+            "all_reduce": lambda: [y.numpy() for y in pg.distribute.all_reduce(
+                [box["x0"], box["x1"]])],
+            "all_gather": lambda: [y.numpy() for y in pg.distribute.all_gather(
+                [box["x0"], box["x1"]])],
+            "broadcast": lambda: [y.numpy() for y in pg.distribute.broadcast(
+                box["x1"], ["GPU:0", "GPU:1"])],
+            "synchronize GPU:1": lambda: pg.get_device("GPU:1").synchronize(),
+        }
+        changed = []
+        for start in (0, 1, 0):
+            for name, step in steps.items():
+                rt.cudaSetDevice(start)
+                step()
+                now = int(rt.cudaGetDevice()[1])
+                if now != start:
+                    changed.append(f"{name} (current device {start} -> {now})")
+        print(json.dumps(changed))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -214,6 +214,36 @@ inline void set_cuda_status(TF_Status* s, cudaError_t e, const char* fmt, ...) {
   TF_SetStatus(s, code_for_cuda_error(e), msg);
 }
 
+// Restores the calling thread's current device at the end of its scope,
+// whatever the code in the scope made current. For calls into libraries
+// that switch devices themselves (NCCL's group and communicator calls make
+// each communicator's device current in turn and leave the last one
+// current): the caller's current device is the caller's (PyTorch and CuPy
+// read it as their default device).
+class DeviceRestore {
+ public:
+  DeviceRestore() {
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      previous_ = -1;
+      (void)cudaGetLastError();
+    }
+  }
+  ~DeviceRestore() {
+    int now = -1;
+    if (previous_ < 0) return;
+    if (cudaGetDevice(&now) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    if (now != previous_ && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+  }
+  DeviceRestore(const DeviceRestore&) = delete;
+  DeviceRestore& operator=(const DeviceRestore&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // Makes `ordinal` the current device for the guard's scope and restores the
 // caller's device afterwards. Only calls cudaSetDevice when the device
 // actually changes.

@@ -37,7 +37,8 @@
 // an asynchronous NCCL error (UNAVAILABLE), takes the communicator out of
 // service: the error goes to the streams of the collectives in flight, and
 // ncclCommAbort runs on a thread of its own, outside the plugin's lock (it
-// ends NCCL's kernels still waiting for a peer, but may itself take long).
+// ends NCCL's kernels still waiting for a peer, but may itself take long;
+// the process joins these threads when it exits).
 // abort_communicator does the same (UNAVAILABLE), e.g. when the process
 // group finds a peer process dead. A later collective on an aborted
 // communicator fails at once with FAILED_PRECONDITION saying why it was
@@ -53,6 +54,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -324,6 +326,7 @@ int broadcast_root(const Meeting& m, const Where& w, TF_Status* st) {
 // The clique of (group_key, ordinals), made with ncclCommInitAll on first use.
 Clique* clique_of(const NcclApi* api, int64_t group_key, const std::vector<int>& ordinals,
                   const Where& w, TF_Status* st) {
+  DeviceRestore keep;  // NCCL may leave another of the clique's devices current
   auto key = std::make_pair(group_key, ordinals);
   auto it = g_cliques.find(key);
   if (it != g_cliques.end()) return it->second.get();
@@ -345,6 +348,7 @@ Clique* clique_of(const NcclApi* api, int64_t group_key, const std::vector<int>&
 // each on its own stream, in one NCCL group. g_mu held; sets `st` on
 // failure.
 void issue(const NcclApi* api, Meeting& m, int sm_count, const Where& w, TF_Status* st) {
+  DeviceRestore keep;  // NCCL may leave another participant's device current
   const int n = static_cast<int>(m.parts.size());
   std::vector<int> ordinals;
   for (const Participant& p : m.parts) ordinals.push_back(p.ordinal);
@@ -705,6 +709,35 @@ NcclComm retire_locked(const CommKey& key, TF_Code code, const std::string& why)
   return comm;
 }
 
+// Communicators aborted on threads of their own, joined when the process
+// exits: ncclCommAbort can take a while (it stops NCCL's own threads), and
+// an abort still running while the process tears down its libraries
+// crashes it.
+std::mutex g_aborts_mu;
+std::vector<std::thread>& g_aborts = *new std::vector<std::thread>();
+
+void join_aborts() {
+  std::vector<std::thread> running;
+  {
+    std::lock_guard<std::mutex> lock(g_aborts_mu);
+    running.swap(g_aborts);
+  }
+  for (std::thread& t : running) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void abort_in_background(const NcclApi* api, NcclComm comm) {
+  static std::once_flag once;
+  std::call_once(once, [] { std::atexit(join_aborts); });
+  try {
+    std::lock_guard<std::mutex> lock(g_aborts_mu);
+    g_aborts.emplace_back([api, comm] { (void)api->comm_abort(comm); });
+  } catch (const std::exception&) {
+    (void)api->comm_abort(comm);
+  }
+}
+
 // The watchdog (see the file comment): every 20 ms while rank communicators
 // exist.
 void watchdog_loop(const NcclApi* api) {
@@ -744,11 +777,7 @@ void watchdog_loop(const NcclApi* api) {
       if (comm == nullptr) continue;
       // Aborted on a thread of its own, without g_mu: the collectives in
       // flight have their errors already, and their waits poll.
-      try {
-        std::thread([api, comm] { (void)api->comm_abort(comm); }).detach();
-      } catch (const std::exception&) {
-        (void)api->comm_abort(comm);
-      }
+      abort_in_background(api, comm);
     }
   }
 }
