@@ -320,3 +320,32 @@ def test_cuda_array_interface_shares_memory():
     with pg.device(GPU):
         b = pg.constant(x.astype(pg.bfloat16.as_numpy_dtype))
     assert not hasattr(b, "__cuda_array_interface__")
+
+
+@needs_torch
+@pytest.mark.skipif(len(pg.list_physical_devices("GPU")) < 2, reason="needs 2 GPUs")
+def test_exchanges_do_not_depend_on_the_callers_current_device(ordering):
+    """The default-stream handles of DLPack (1, 2) name the stream of the
+    tensor's device, and PyTorch exports with a stream only while the
+    tensor's device is current: every exchange must work, in stream order,
+    with either GPU current, and leave the caller's device current."""
+    rt = cuda_python.cudart()
+    if rt is None:
+        pytest.skip("cuda-python is not installed")
+    x = _random((2048, 2048))
+    want = _slow_product(x).numpy()
+    try:
+        for current in (1, 0, 1):
+            rt.cudaSetDevice(current)
+            t = _slow_product(x)                       # on GPU:0
+            tt = torch.from_dlpack(t)
+            got = (tt * 1).cpu().numpy()               # torch's work on cuda:0
+            np.testing.assert_array_equal(got, want)
+            for ordinal in (0, 1):
+                a = torch.arange(24, dtype=torch.float32, device=f"cuda:{ordinal}")
+                b = pg.from_dlpack(a)
+                assert b.device.endswith(f"GPU:{ordinal}") and _address(b) == a.data_ptr()
+                np.testing.assert_array_equal(b.numpy(), np.arange(24, dtype=np.float32))
+            assert int(rt.cudaGetDevice()[1]) == current
+    finally:
+        rt.cudaSetDevice(0)

@@ -23,11 +23,13 @@ jax = pytest.importorskip("jax", reason="JAX is not installed (pip install -e '.
 import jax.numpy as jnp  # noqa: E402
 
 import pluggable as pg  # noqa: E402
+from pluggable._core import cuda_python  # noqa: E402
 from dlpack_helpers import device_address as _address  # noqa: E402
 from dlpack_helpers import random_array as _random  # noqa: E402
 
 MY = "MY_DEVICE:0"
 GPU = "GPU:0"
+_GPUS = len(pg.list_physical_devices("GPU"))
 
 DTYPES = [np.float32, np.float16, pg.bfloat16.as_numpy_dtype, np.int32, np.int8, np.uint8,
           np.bool_]
@@ -38,11 +40,34 @@ def _host(x) -> "jax.Array":
     return jax.device_put(x, jax.devices("cpu")[0])
 
 
+def _current_cuda_device() -> int | None:
+    rt = cuda_python.cudart() if _GPUS else None
+    return None if rt is None else int(rt.cudaGetDevice()[1])
+
+
+def _set_cuda_device(ordinal: int | None) -> None:
+    if ordinal is not None and _current_cuda_device() != ordinal:
+        cuda_python.cudart().cudaSetDevice(ordinal)
+
+
 def _jax_gpu():
+    # JAX's GPU client, made here at collection time, leaves another GPU
+    # current on this thread (as its GPU work does later: see the fixture
+    # below); the other test modules of this process expect device 0.
+    before = _current_cuda_device()
     try:
         return jax.devices("gpu")[0]
     except RuntimeError:
         return None
+    finally:
+        _set_cuda_device(before)
+
+
+@pytest.fixture(autouse=True)
+def _keep_the_current_cuda_device():
+    before = _current_cuda_device()
+    yield
+    _set_cuda_device(before)
 
 
 needs_gpu = pytest.mark.skipif(

@@ -39,8 +39,9 @@ with the device's stream).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -145,6 +146,24 @@ def _device_for(device_type: int, device_id: int) -> Any:
 
 # -------------------------------------------------------------------- export
 
+@contextlib.contextmanager
+def _current_device(cudart: Any, ordinal: int) -> Iterator[None]:
+    """Makes CUDA device `ordinal` the calling thread's current device for
+    the block (cuda-python), then the one before again. CUDA's default
+    stream handles (1: legacy, 2: per-thread) name the current device's
+    stream, and PyTorch exports a tensor with a stream only while its
+    device is current, so an exchange runs with the tensor's device
+    current whatever the caller's is."""
+    before = int(cudart.cudaGetDevice()[1])
+    if before != ordinal:
+        cudart.cudaSetDevice(ordinal)
+    try:
+        yield
+    finally:
+        if before != ordinal:
+            cudart.cudaSetDevice(before)
+
+
 def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     """Orders the work queued on `dev`'s stream before CUDA stream
     `consumer` (an event, no host wait): through the plugin's
@@ -161,9 +180,13 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     # One event per device, recorded again for each export: a wait takes the
     # latest recording, which follows the exporter's work on the same stream
     # even when another thread recorded it.
-    if ev is None or int(cudart.cudaEventRecord(ev, native_stream.handoff(dev))[0]) != 0 or \
-            int(cudart.cudaStreamWaitEvent(consumer, ev, 0)[0]) != 0:
+    if ev is None or int(cudart.cudaEventRecord(ev, native_stream.handoff(dev))[0]) != 0:
         dev.wait_for_work()
+        return
+    # a default-stream handle (1 or 2) is that of the tensor's device
+    with _current_device(cudart, native_stream.native_ordinal(dev)):
+        if int(cudart.cudaStreamWaitEvent(consumer, ev, 0)[0]) != 0:
+            dev.wait_for_work()
 
 
 def _order_event(dev: Device) -> Any:
@@ -372,20 +395,25 @@ def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
     (handed another stream, PyTorch records and waits on an event through
     Python on every call), and one on a side stream orders it before the
     legacy stream. Otherwise the device's own stream is passed."""
-    stream, follow = None, False
+    stream, follow, cudart = None, False, None
     if isinstance(target, Device):
         ns = native_stream.native_stream(target)
         if ns is not None:
-            follow = native_stream.order_fn(target) is not None \
-                or cuda_python.cudart() is not None
+            cudart = cuda_python.cudart()
+            follow = native_stream.order_fn(target) is not None or cudart is not None
             stream = _LEGACY_STREAM if follow else ns.handle
-    try:
-        kw = {"max_version": MAX_VERSION}
-        if copy is not None:
-            kw["copy"] = copy
-        return x.__dlpack__(stream=stream, **kw), follow
-    except TypeError:  # a producer older than DLPack 1.0's keywords
-        return (x.__dlpack__(stream=stream) if stream is not None else x.__dlpack__()), follow
+    # the producer reads the stream handle on its tensor's device (the target's)
+    scope = _current_device(cudart, native_stream.native_ordinal(target)) \
+        if cudart is not None else contextlib.nullcontext()
+    with scope:
+        try:
+            kw = {"max_version": MAX_VERSION}
+            if copy is not None:
+                kw["copy"] = copy
+            return x.__dlpack__(stream=stream, **kw), follow
+        except TypeError:  # a producer older than DLPack 1.0's keywords
+            return (x.__dlpack__(stream=stream) if stream is not None
+                    else x.__dlpack__()), follow
 
 
 def _follow_legacy_stream(dev: Device) -> None:
@@ -404,17 +432,11 @@ def _follow_legacy_stream(dev: Device) -> None:
             device=dev.name)
     ev = native_stream.per_device(dev, "_dlpack_import_event", _order_event)
     handle = native_stream.handoff(dev)
-    ordinal = native_stream.native_ordinal(dev)
-    current = int(cudart.cudaGetDevice()[1])
-    if current != ordinal:  # the legacy stream is the current device's
-        cudart.cudaSetDevice(ordinal)
-    try:
+    # the legacy stream is the current device's
+    with _current_device(cudart, native_stream.native_ordinal(dev)):
         if ev is None or int(cudart.cudaEventRecord(ev, _LEGACY_STREAM)[0]) != 0 or \
                 int(cudart.cudaStreamWaitEvent(handle, ev, 0)[0]) != 0:
             cudart.cudaStreamSynchronize(_LEGACY_STREAM)
-    finally:
-        if current != ordinal:
-            cudart.cudaSetDevice(current)
 
 
 def _import_in_one_call(capsule: Any, dev: Device) -> Tensor | None:
