@@ -148,6 +148,7 @@ def test_two_logical_devices_with_their_own_memory_limits(device_type, rng):
         pg.config.set_logical_device_configuration(phys, [cfg(memory_limit=2), cfg(memory_limit=8)])
         out["config"] = [list(c) for c in pg.config.get_logical_device_configuration(phys)]
         out["logical"] = [list(d) for d in pg.config.list_logical_devices(device_type)]
+        out["physical"] = len(pg.config.list_physical_devices(device_type))
         a = np.array(x, np.float32)
         for i in (0, 1):
             with pg.device(f"{device_type}:{i}"), pg.testing.expect_kernel("Relu", device_type):
@@ -171,8 +172,9 @@ def test_two_logical_devices_with_their_own_memory_limits(device_type, rng):
             out["after"] = pg.nn.relu(a).numpy().tolist()
     """, device_type=device_type, x=x.tolist())
     assert out["config"] == [[2, None, None], [8, None, None]]
-    assert out["logical"] == [[f"/device:{device_type}:0", device_type],
-                              [f"/device:{device_type}:1", device_type]]
+    # the first physical device's two, then one for each other physical device
+    assert out["logical"] == [[f"/device:{device_type}:{i}", device_type]
+                              for i in range(out["physical"] + 1)]
     for i in (0, 1):
         assert out[f"device{i}"].endswith(f"device:{device_type}:{i}")
         np.testing.assert_array_equal(out[f"value{i}"], np.maximum(x, 0))
