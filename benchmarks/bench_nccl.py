@@ -12,9 +12,12 @@ World size = the GPUs present (or --gpus). For each message size (float32,
     process, one process per GPU (``python -m pluggable.distribute.run``,
     the process group's NCCL backend), timed like torch below: back-to-back
     calls to a wait for the GPU, the slowest rank's time.
+  - pluggable, processes, donated: the same with ``donate=True`` (``x =
+    all_reduce(x, donate=True)`` on zeros: NCCL reduces in place, as
+    torch's in-place call does).
   - torch: ``torch.distributed.all_reduce`` (backend nccl), one process per
     GPU (torch.multiprocessing), rank 0's time over back-to-back calls to
-    torch.cuda.synchronize.
+    torch.cuda.synchronize (in place).
 Each size is timed in --repeats loops per side; the fastest loop counts
 (the lent machines' hosts are noisy: single loops of torch's own small
 all-reduce moved between 29 and 83 us in one run).
@@ -102,25 +105,35 @@ def _pg_worker(args) -> int:
     out = {}
     for nbytes in _sizes(args.max_bytes):
         with pg.device(dev_name):
-            x = pg.constant(np.ones(nbytes // 4, np.float32))
+            # ones (the result is n), or zeros reduced over themselves in place
+            x = pg.constant((np.zeros if args.donate else np.ones)(nbytes // 4, np.float32))
+
+        def call(x):
+            return d.all_reduce(x, donate=True) if args.donate else d.all_reduce(x)
+        y = x
         for _ in range(3):
-            y = d.all_reduce(x)
+            y = call(y if args.donate else x)
         dev.synchronize()
         t0 = time.perf_counter()
-        y = d.all_reduce(x)
+        y = call(y if args.donate else x)
         dev.synchronize()
         k = int(min(max(3, args.seconds / max(slowest(time.perf_counter() - t0), 1e-6)), 2000))
         best = float("inf")
         for _ in range(args.repeats):
             d.barrier()
             t0 = time.perf_counter()
-            for _ in range(k):
-                y = d.all_reduce(x)
+            if args.donate:
+                for _ in range(k):
+                    y = d.all_reduce(y, donate=True)
+            else:
+                for _ in range(k):
+                    y = d.all_reduce(x)
             dev.synchronize()
             best = min(best, slowest((time.perf_counter() - t0) / k))
         out[nbytes] = best
         got = y.numpy()[:4]
-        assert np.all(got == n), f"all-reduce of ones over {n} processes gave {got}"
+        want = 0 if args.donate else n
+        assert np.all(got == want), f"all-reduce over {n} processes gave {got}, not {want}"
         del x, y
     if d.get_rank() == 0:
         pathlib.Path(args.out).write_text(json.dumps({str(b): t for b, t in out.items()}))
@@ -128,8 +141,9 @@ def _pg_worker(args) -> int:
     return 0
 
 
-def bench_processes(n: int, args) -> dict[int, float]:
-    """{bytes: seconds per all-reduce} with one process per GPU."""
+def bench_processes(n: int, args, donate: bool = False) -> dict[int, float]:
+    """{bytes: seconds per all-reduce} with one process per GPU (the input
+    donated if `donate`)."""
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.json")
@@ -137,7 +151,7 @@ def bench_processes(n: int, args) -> dict[int, float]:
         cmd = [sys.executable, "-m", "pluggable.distribute.run", "--nproc", str(n),
                os.path.abspath(__file__), "--pg-worker", "--out", out,
                "--max-bytes", str(args.max_bytes), "--seconds", str(args.seconds),
-               "--repeats", str(args.repeats)]
+               "--repeats", str(args.repeats)] + (["--donate"] if donate else [])
         subprocess.run(cmd, env=env, cwd=ROOT, check=True)
         return {int(b): t for b, t in json.loads(pathlib.Path(out).read_text()).items()}
 
@@ -232,6 +246,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-torch", action="store_true")
     ap.add_argument("--pg-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--donate", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.pg_worker:
         return _pg_worker(args)
@@ -245,6 +260,7 @@ def main(argv=None) -> int:
     sizes = _sizes(args.max_bytes)
     mine = bench_pluggable(n, sizes, args.seconds)
     procs = bench_processes(n, args) if n > 1 else {}
+    donated = bench_processes(n, args, donate=True) if n > 1 else {}
     theirs, note = (None, "skipped (--no-torch)") if args.no_torch else bench_torch(
         n, sizes, args.seconds, args.repeats)
 
@@ -262,22 +278,27 @@ def main(argv=None) -> int:
     def cell(v: float | None, scale: float = 1.0, fmt: str = ".2f") -> str:
         return "-" if v is None else format(v * scale, fmt)
     print(f"| size | 1 process us | 1 process {metric} | {n} processes us | "
-          f"{n} processes {metric} | torch us | torch {metric} | torch time / "
-          f"{'1 process' if n == 1 else f'{n} processes'} |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"{n} processes {metric} | {n} processes, donated us | donated {metric} | "
+          f"torch us | torch {metric} | torch time / "
+          f"{'1 process' if n == 1 else f'{n} processes'} | torch time / donated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for b in sizes:
-        t, tp = mine[b], procs.get(b)
+        t, tp, td = mine[b], procs.get(b), donated.get(b)
         tt = theirs.get(b) if theirs else None
         ours = tp if tp is not None else t
         ratio = None if tt is None else tt / ours
+        ratio_d = None if tt is None or td is None else tt / td
         rows.append(dict(bytes=b, world_size=n, pluggable_s=t, pluggable_processes_s=tp,
-                         torch_s=tt, pluggable_gbps=bw_of(b, t),
-                         pluggable_processes_gbps=bw_of(b, tp), torch_gbps=bw_of(b, tt),
-                         metric=metric, ratio=ratio))
+                         pluggable_donated_s=td, torch_s=tt, pluggable_gbps=bw_of(b, t),
+                         pluggable_processes_gbps=bw_of(b, tp),
+                         pluggable_donated_gbps=bw_of(b, td), torch_gbps=bw_of(b, tt),
+                         metric=metric, ratio=ratio, ratio_donated=ratio_d))
         print(f"| {_fmt_size(b)} | {t * 1e6:.1f} | {cell(bw_of(b, t))} | {cell(tp, 1e6, '.1f')} | "
-              f"{cell(bw_of(b, tp))} | {cell(tt, 1e6, '.1f')} | {cell(bw_of(b, tt))} | "
-              f"{'-' if ratio is None else f'{ratio:.2f}x'} |")
+              f"{cell(bw_of(b, tp))} | {cell(td, 1e6, '.1f')} | {cell(bw_of(b, td))} | "
+              f"{cell(tt, 1e6, '.1f')} | {cell(bw_of(b, tt))} | "
+              f"{'-' if ratio is None else f'{ratio:.2f}x'} | "
+              f"{'-' if ratio_d is None else f'{ratio_d:.2f}x'} |")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(dict(world_size=n, note=note, rows=rows),
                                                       indent=1))

@@ -73,9 +73,9 @@ def instrument() -> None:
     so far (call after a warm-up, which makes them)."""
     run_plugin = dispatch._run_plugin
 
-    def named(p, inputs, shapes):
+    def named(p, inputs, shapes, *rest):
         _current[0] = p.op.name
-        return run_plugin(p, inputs, shapes)
+        return run_plugin(p, inputs, shapes, *rest)
     dispatch._run_plugin = named
     dispatch.lib = _TimedLib()
     for name, fn in list(raw_ops._cache.items()):

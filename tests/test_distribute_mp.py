@@ -54,7 +54,8 @@ def _script(tmp_path, body: str, prelude: str = PRELUDE) -> str:
 
 def _env(**extra) -> dict:
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TEST_SEED=str(np.random.default_rng().integers(1 << 30)))
+               TEST_SEED=str(np.random.default_rng().integers(1 << 30)),
+               PYTHONFAULTHANDLER="1")   # a rank that crashes shows where
     env.update(extra)
     return env
 
@@ -789,6 +790,19 @@ NCCL_COLLECTIVES = REFERENCE + """
     xs = inputs(np.float32, (3 * n, 70001))       # large: many NCCL chunks
     same(d.all_reduce(put(xs[r])), reference(xs, "sum"), "large")
     same(d.all_reduce(put(np.zeros((0, 4), np.float32))), np.zeros((0, 4), np.float32), "empty")
+    # donated: the kernel takes the input's memory and NCCL reduces in place
+    from pluggable.framework import registry
+    def forwarded():
+        return sum(k.forwarded for k in registry.KERNELS[("CollectiveReduceV2", "GPU")])
+    before = forwarded()
+    for i, op in enumerate(("sum", "max", "mean", "sum")):
+        xs = inputs(np.float32, (257, 33))
+        x = put(xs[r])
+        with pg.testing.expect_kernel("CollectiveReduceV2", "GPU"):
+            y = d.all_reduce(x, op=op, donate=True)
+        assert x.is_donated and not y.is_donated, i
+        same(y, reference(xs, op), ("donated", op))
+    assert forwarded() >= before + 3, (before, forwarded())
     assert "nccl" in d.group.current().backends
     d.destroy_process_group()
     print("OK")

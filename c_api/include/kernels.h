@@ -191,8 +191,13 @@ TF_CAPI_EXPORT extern TF_Tensor* TF_AllocateOutput(TF_OpKernelContext* context,
                                                    TF_Status* status);
 
 /* Like TF_AllocateOutput, but reuses the buffer of one of the candidate
- * inputs when nothing else can observe it (same byte size and dtype, not
- * referenced elsewhere); `*forwarded_input` is then its index, else -1. */
+ * inputs when nothing else can observe it; `*forwarded_input` (may be NULL)
+ * is then its index, else -1. In pluggable an input is forwarded only when
+ * the caller donated it (a Python tensor still holding it could read it
+ * otherwise), its buffer has no other reference (so the kernel must not
+ * hold a TF_GetInput handle of it at this call), is the core's own memory
+ * on this device with no other stream using it, and dtype, byte size and
+ * memory type agree with the output. */
 TF_CAPI_EXPORT extern TF_Tensor* TF_ForwardInputOrAllocateOutput(
     TF_OpKernelContext* context, const int* candidate_input_indices,
     int num_candidate_input_indices, int output_index,

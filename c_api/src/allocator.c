@@ -370,6 +370,7 @@ pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status) {
     return NULL;
   }
   buf->device = dev;
+  buf->forwardable = 1;
   if (nbytes == 0) return buf; /* no memory behind an empty tensor */
 
   int bin;
@@ -430,6 +431,17 @@ void pg_buffer_record_stream(pg_buffer* buf, SP_Stream stream,
   }
   if (!known) b->uses[b->num_uses++] = stream;
   pthread_mutex_unlock(&a->mu);
+}
+
+int pg_buffer_used_elsewhere(pg_buffer* buf) {
+  pg_device* dev = buf != NULL ? buf->device : NULL;
+  pg_block* b = buf != NULL ? buf->owner : NULL;
+  if (dev == NULL || buf->release != release_device_buffer || b == NULL) return 0;
+  pg_allocator* a = dev->allocator;
+  pthread_mutex_lock(&a->mu);
+  int used = b->num_uses > 0;
+  pthread_mutex_unlock(&a->mu);
+  return used;
 }
 
 void pg_tensor_record_stream(const TF_Tensor* t, SP_Stream stream,

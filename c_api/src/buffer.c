@@ -37,6 +37,7 @@ pg_buffer* pg_buffer_new_host(size_t nbytes) {
   if (data == NULL) return NULL;
   pg_buffer* b = pg_buffer_new(data, nbytes, release_host, NULL);
   if (b == NULL) pg_host_free(data);
+  else b->forwardable = 1;
   return b;
 }
 

@@ -70,6 +70,11 @@ struct pg_buffer {
   pg_release_fn release;   /* NULL: nothing to release (caller-owned memory) */
   void* owner;             /* what `release` needs (allocator block, argument) */
   void (*deallocator)(void*, size_t, void*); /* external memory only */
+  /* The core's own memory (host allocation or the device's allocator), which
+   * a kernel may write an output over when the input holding it is donated
+   * (TF_ForwardInputOrAllocateOutput); 0 for imported or caller-owned
+   * memory, whose owner may still read it. */
+  unsigned char forwardable;
 };
 
 typedef struct pg_opstate pg_opstate;
@@ -95,6 +100,9 @@ void pg_buffer_ref(pg_buffer* b);
 void pg_buffer_unref(pg_buffer* b);
 /* Fills an SP_DeviceMemoryBase describing `buf`. */
 void pg_buffer_mem(const pg_buffer* buf, SP_DeviceMemoryBase* mem);
+/* Whether a stream other than its device's default stream was recorded
+ * as using the device buffer `buf` (allocator.c); 0 for other memory. */
+int pg_buffer_used_elsewhere(pg_buffer* buf);
 
 /* Tensors over buffers (tensor.c). Builds a tensor handle over `buf` (takes
  * one reference). Returns NULL and sets `status` if the shape is invalid or
@@ -188,6 +196,11 @@ void pg_op_maintain(pg_device* dev, int64_t len);
 void pg_op_maintain_span(pg_device* dev, int64_t first, int64_t last);
 void pg_opstate_ref(pg_opstate* s);
 void pg_opstate_unref(pg_opstate* s);
+/* A state of no op, failed with `code` and `msg` from the start (`op`, which
+ * must live as long as the process, is its origin); NULL without memory. */
+pg_opstate* pg_opstate_new_failed(TF_Code code, const char* msg, const char* op);
+/* The failed op of pg_tensor_given_up's handles (tensor.py's GIVEN_UP_OP). */
+#define PG_GIVEN_UP_OP "(given up)"
 /* Sets `status` to the failure `s` carries (OK if none); settles `s` first,
  * waiting for the device if needed. */
 void pg_opstate_check(pg_device* dev, pg_opstate* s, TF_Status* status);

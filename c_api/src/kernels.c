@@ -37,6 +37,7 @@ struct TF_OpKernelContext {
   TF_Status* status;
   int64_t step;
   pg_buffer* const* preset; /* planned output buffers (graph plans) or NULL */
+  uint64_t donated;         /* inputs the caller gave up (bit i: input i) */
 };
 
 /* The plugin whose TF_InitKernel runs on this thread (-1: none). Plugins
@@ -613,8 +614,9 @@ TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
  * in a span the caller holds the lock and maintains (see
  * pg_kernel_run_in_span). */
 static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** outputs,
-                      const int64_t* expect, pg_buffer* const* preset, int in_span,
-                      int shares_event, int64_t* logged_out, TF_Status* status) {
+                      const int64_t* expect, pg_buffer* const* preset, uint64_t donated,
+                      int in_span, int shares_event, int64_t* logged_out,
+                      TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   if (logged_out != NULL) *logged_out = -1;
   for (int i = 0; i < k->num_outputs; ++i) outputs[i] = NULL;
@@ -625,7 +627,7 @@ static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** output
    * when the op shares the next one). */
   SP_Event ev = shares_event ? NULL : pg_event_acquire(dev, NULL);
   TF_OpKernelContext ctx = {k, inputs, outputs, status,
-                            atomic_fetch_add(&step_counter, 1) + 1, preset};
+                            atomic_fetch_add(&step_counter, 1) + 1, preset, donated};
   __atomic_fetch_add(&k->def->calls, 1, __ATOMIC_RELAXED);
   pg_capture_note_inputs(dev, inputs, k->num_inputs);
   if (!in_span) pg_op_launch_lock(dev);
@@ -677,7 +679,20 @@ static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** output
 TF_Code pg_kernel_run_planned(pg_kernel* k, TF_Tensor* const* inputs,
                               TF_Tensor** outputs, const int64_t* expect,
                               pg_buffer* const* preset, TF_Status* status) {
-  return run_op(k, inputs, outputs, expect, preset, 0, 0, NULL, status);
+  return run_op(k, inputs, outputs, expect, preset, 0, 0, 0, NULL, status);
+}
+
+TF_Tensor* pg_kernel_run1_donated(pg_kernel* k, TF_Tensor* const* inputs,
+                                  const int64_t* expect, uint64_t donated,
+                                  TF_Status* status) {
+  if (k->num_outputs != 1) {
+    pg_set_status(status, TF_INVALID_ARGUMENT, "pg_kernel_run1_donated: the kernel of %s "
+                  "has %d outputs, not 1", k->def->op_name, k->num_outputs);
+    return NULL;
+  }
+  TF_Tensor* out = NULL;
+  if (run_op(k, inputs, &out, expect, NULL, donated, 0, 0, NULL, status) != TF_OK) return NULL;
+  return out;
 }
 
 pg_device* pg_kernel_device(const pg_kernel* k) { return k->dev; }
@@ -687,7 +702,7 @@ const char* pg_kernel_op_name(const pg_kernel* k) { return k->def->op_name; }
 TF_Code pg_kernel_run_in_span(pg_kernel* k, TF_Tensor* const* inputs,
                               TF_Tensor** outputs, pg_buffer* const* preset,
                               int shares_event, int64_t* logged, TF_Status* status) {
-  return run_op(k, inputs, outputs, NULL, preset, 1, shares_event, logged, status);
+  return run_op(k, inputs, outputs, NULL, preset, 0, 1, shares_event, logged, status);
 }
 
 static void free_kernel(void* k) { pg_kernel_free(k); }
@@ -942,9 +957,6 @@ TF_Tensor* TF_ForwardInputOrAllocateOutput(
     int num_candidate_input_indices, int output_index,
     const int64_t* output_dims, int output_num_dims, int* forwarded_input,
     TF_Status* status) {
-  (void)candidate_input_indices;
-  (void)num_candidate_input_indices;
-  /* Inputs are always observable from Python, so they are never forwarded. */
   if (forwarded_input != NULL) *forwarded_input = -1;
   if (!check_index(ctx, output_index, TF_NumOutputs(ctx),
                    "TF_ForwardInputOrAllocateOutput", status))
@@ -952,6 +964,28 @@ TF_Tensor* TF_ForwardInputOrAllocateOutput(
   TF_DataType dt = TF_ExpectedOutputDataType(ctx, output_index);
   int64_t nbytes = pg_shape_nbytes(dt, output_dims, output_num_dims, status);
   if (nbytes < 0) return NULL;
+  /* An input is forwarded only where its caller donated it (an input a
+   * Python tensor still holds stays observable): its buffer then has the one
+   * reference of the donated handle unless something else shares it. */
+  for (int c = 0; c < num_candidate_input_indices && ctx->donated != 0; ++c) {
+    int i = candidate_input_indices[c];
+    if (i < 0 || i >= ctx->k->num_inputs || i >= 64 || !((ctx->donated >> i) & 1)) continue;
+    TF_Tensor* in = ctx->inputs[i];
+    pg_buffer* b = in->buf;
+    if (in->dtype != dt || b == NULL || !b->forwardable || atomic_load(&b->refs) != 1 ||
+        (size_t)nbytes != (size_t)TF_TensorByteSize(in) ||
+        ctx->k->in_host[i] != ctx->k->out_host[output_index] ||
+        (!ctx->k->in_host[i] && b->device != ctx->k->dev) || pg_buffer_used_elsewhere(b))
+      continue;
+    TF_Tensor* t = pg_tensor_new(dt, output_dims, output_num_dims, b, status);
+    if (t == NULL) return NULL;
+    TF_DeleteTensor(ctx->outputs[output_index]);
+    ctx->outputs[output_index] = t;
+    if (forwarded_input != NULL) *forwarded_input = i;
+    __atomic_fetch_add(&ctx->k->def->forwarded, 1, __ATOMIC_RELAXED);
+    TF_SetStatus(status, TF_OK, "");
+    return pg_tensor_ref(t);
+  }
   return TF_AllocateOutput(ctx, output_index, dt, output_dims, output_num_dims,
                            (size_t)nbytes, status);
 }

@@ -157,6 +157,22 @@ void pg_opstate_unref(pg_opstate* s) {
   }
 }
 
+pg_opstate* pg_opstate_new_failed(TF_Code code, const char* msg, const char* op) {
+  pg_opstate* s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  atomic_init(&s->refs, 1);
+  atomic_init(&s->state, ST_FAILED);
+  s->verdict = V_COMPLETE;
+  s->op = s->origin_op = op;
+  s->code = code;
+  s->msg = dup_str(msg);
+  if (s->msg == NULL) {
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
 const char* pg_opstate_failed_op(const pg_opstate* s) {
   if (s == NULL || atomic_load(&s->state) != ST_FAILED) return NULL;
   return s->origin_op;

@@ -157,6 +157,11 @@ void pg_tensor_to_host(const TF_Tensor* t, void* dst, size_t nbytes,
 void pg_tensor_check(const TF_Tensor* t, TF_Status* status);
 /* The op whose asynchronous failure `t` carries, or NULL. */
 const char* pg_tensor_failed_op(const TF_Tensor* t);
+/* A handle sharing the buffer of `t` that fails every use with
+ * FAILED_PRECONDITION and `msg` (its failed op is "(given up)"): what a
+ * donated input's owner keeps after the call that took the input (see
+ * pg_kernel_run1_donated). NULL without memory. */
+TF_Tensor* pg_tensor_given_up(const TF_Tensor* t, const char* msg);
 /* Copies `src` (on any device or the host) to a new tensor on `dev`; fails
  * with the failure `src` carries, if any. */
 TF_Tensor* pg_tensor_copy_to_device(const TF_Tensor* src, pg_device* dev,
@@ -277,6 +282,7 @@ typedef struct pg_kernel_def {
   int32_t priority;
   int plugin_id;
   int64_t calls;     /* times compute_func was called */
+  int64_t forwarded; /* outputs written over a donated input (kernels.c) */
   int overflow;      /* too many constraints / host args were given */
   int name_too_long; /* a name did not fit its field (which: see kernels.c) */
   int outside_init;  /* registered outside the plugin's TF_InitKernel */
@@ -326,6 +332,16 @@ TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
  * or NULL after setting `status`. */
 TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
                           const int64_t* expect, TF_Status* status);
+/* pg_kernel_run1 where the caller donates the inputs of the bits set in
+ * `donated` (bit i: input i, i < 64): it gives up their handles and will
+ * only delete them after the call. TF_ForwardInputOrAllocateOutput may then
+ * hand a donated input's buffer to an output (the result is written over
+ * the input), where no other handle shares that buffer, the buffer is the
+ * core's own memory (not imported), and dtype, size and memory type agree,
+ * as TensorFlow forwards an input whose buffer has one reference. */
+TF_Tensor* pg_kernel_run1_donated(pg_kernel* k, TF_Tensor* const* inputs,
+                                  const int64_t* expect, uint64_t donated,
+                                  TF_Status* status);
 /* Runs kernels[0..n) (one output each) at once, as the participants of one
  * collective whose compute functions may wait on the host for one another:
  * kernel 0 on the calling thread, the others on threads of the core

@@ -136,6 +136,19 @@ void pg_tensor_check(const TF_Tensor* t, TF_Status* status) {
   if (dev != NULL && t->state != NULL) pg_opstate_check(dev, t->state, status);
 }
 
+TF_Tensor* pg_tensor_given_up(const TF_Tensor* t, const char* msg) {
+  if (t == NULL || msg == NULL) return NULL;
+  pg_opstate* s = pg_opstate_new_failed(TF_FAILED_PRECONDITION, msg, PG_GIVEN_UP_OP);
+  TF_Tensor* r = s != NULL ? pg_tensor_ref(t) : NULL;
+  if (r == NULL) {
+    pg_opstate_unref(s);
+    return NULL;
+  }
+  pg_opstate_unref(r->state);
+  r->state = s;
+  return r;
+}
+
 const char* pg_tensor_failed_op(const TF_Tensor* t) {
   return t != NULL ? pg_opstate_failed_op(t->state) : NULL;
 }

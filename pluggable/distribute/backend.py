@@ -80,6 +80,12 @@ class Backend(abc.ABC):
     def all_reduce(self, t: Tensor, op: str, timeout: float) -> Tensor:
         """The element-wise reduction (`op` of REDUCTIONS) of every rank's `t`."""
 
+    def all_reduce_donated(self, t: Tensor, op: str, timeout: float) -> Tensor:
+        """``all_reduce`` of a tensor the caller gives up: the backend may
+        write the result over `t`'s memory (the caller makes `t` unusable
+        afterwards). The default reduces into new memory."""
+        return self.all_reduce(t, op, timeout)
+
     @abc.abstractmethod
     def reduce_scatter(self, t: Tensor, op: str, timeout: float) -> Tensor:
         """Rank r's chunk (first axis in world_size parts) of the reduction."""

@@ -240,15 +240,21 @@ def _concurrently(jobs: list[Callable[[], Any]]) -> list[Any]:
 
 
 def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
-               timeout: float | None = None) -> list[Tensor] | Tensor:
+               timeout: float | None = None, *, donate: bool = False) -> list[Tensor] | Tensor:
     """Reduces the tensors (one per device, same dtype and shape) element-wise
     with `op` ("sum", "mean", "min", "max" or "prod"); returns the result on
     every device, in the order of `tensors`. "mean" of integers truncates
     toward zero. `timeout` (seconds; None: the plugin's default) bounds the
     wait for the other participants (DeadlineExceededError when read).
-    Given one tensor in a process group: across the processes (group.py)."""
+    Given one tensor in a process group: across the processes (group.py),
+    where ``donate=True`` lets the result go over the tensor's memory (see
+    ``group.all_reduce``); the tensors of one process are never donated."""
     if _per_process(tensors):
-        return process_group.all_reduce(tensors, op, timeout)
+        return process_group.all_reduce(tensors, op, timeout, donate=donate)
+    if donate:
+        raise _err("all_reduce", "donate=True is for one tensor per process in a process "
+                   "group; the in-process form (a list of tensors) reduces into new memory, "
+                   "call it without donate")
     if op not in REDUCTIONS:
         raise _err("all_reduce", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
     tensors = _check_tensors("all_reduce", tensors)

@@ -63,8 +63,12 @@ def unflat_bucket(total: Tensor, grads: Sequence[Tensor]) -> list[Tensor]:
 
 
 def _reduce_bucket(grads: Sequence[Tensor], op: str, timeout: float | None) -> list[Tensor]:
-    """All-reduces `grads` (one device and dtype) as one flat tensor."""
-    return unflat_bucket(group.all_reduce(flat_bucket(grads), op, timeout), grads)
+    """All-reduces `grads` (one device and dtype) as one flat tensor, which
+    is this call's own: the reduction may go over it (in place with NCCL;
+    a lone gradient's flat view shares the caller's memory, which is never
+    written over)."""
+    total = group.all_reduce(flat_bucket(grads), op, timeout, donate=True)
+    return unflat_bucket(total, grads)
 
 
 def all_reduce_gradients(grads: Iterable[Tensor | None], bucket_bytes: int = DEFAULT_BUCKET_BYTES,

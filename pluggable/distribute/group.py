@@ -200,13 +200,29 @@ def _timeout(g: ProcessGroup, timeout: float | None) -> float:
     return g.timeout if timeout is None else float(timeout)
 
 
-def all_reduce(t: Tensor, op: str = "sum", timeout: float | None = None) -> Tensor:
+def all_reduce(t: Tensor, op: str = "sum", timeout: float | None = None, *,
+               donate: bool = False) -> Tensor:
     """The element-wise `op` ("sum", "mean", "prod", "min", "max") of every
     rank's `t` (same dtype and shape on every rank), reduced in rank order:
-    the same bits on every rank, on `t`'s device."""
+    the same bits on every rank, on `t`'s device.
+
+    ``donate=True`` gives `t` up to the call, as ``torch.distributed``'s
+    in-place all-reduce does with its tensor: the result may be written over
+    `t`'s memory (the NCCL backend then reduces in place, which NCCL does
+    faster than into a second buffer, and needs no second buffer), and `t`
+    cannot be used afterwards (``t.is_donated``; any use raises
+    FailedPreconditionError). Memory that another tensor shares (a reshape
+    of `t`, a DLPack export) is never written over: the result then goes to
+    new memory."""
     g, t, op = current("all_reduce"), _check("all_reduce", t), _op("all_reduce", op)
     _bool_mean("all_reduce", t, op)
-    return g.backend_for(t).all_reduce(t, op, _timeout(g, timeout))
+    backend = g.backend_for(t)
+    if not donate:
+        return backend.all_reduce(t, op, _timeout(g, timeout))
+    try:
+        return backend.all_reduce_donated(t, op, _timeout(g, timeout))
+    finally:
+        t._give_up("pg.distribute.all_reduce")
 
 
 def all_reduce_async(t: Tensor, op: str = "sum", timeout: float | None = None) -> Work:

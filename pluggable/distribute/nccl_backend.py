@@ -48,7 +48,7 @@ from ..runtime import dispatch
 from ..runtime.placement import device as device_scope
 from . import nccl
 from .backend import Backend, register_backend
-from .collectives import ORDERED, REDUCE_ATTRS, REDUCTIONS, check_kernels, instance_input, prepare
+from .collectives import ORDERED, REDUCE_ATTRS, check_kernels, instance_input, prepare
 from .store import TCPStore
 
 # Group keys of this backend's communicators: away from the in-process
@@ -186,7 +186,7 @@ class NcclBackend(Backend):
 
     # -------------------------------------------------------------- collectives
     def _op(self, fn: str, op_name: str, t: Tensor, timeout: float, attrs: tuple,
-            recv_shape: tuple | None = None) -> Tensor:
+            recv_shape: tuple | None = None, donate: bool = False) -> Tensor:
         """`op_name` with attributes `attrs` ((name, value) pairs) and
         `timeout` on `t`'s device, the key inputs naming the communicator;
         `t` is the input (the receiver's template for a broadcast receive,
@@ -213,23 +213,28 @@ class NcclBackend(Backend):
         if recv_shape is not None:
             shape = dispatch.host_input(list(recv_shape), dtypes.int32)
             return prepared([size_t, key_t, instance, shape])[0]
-        return prepared([t, size_t, key_t, instance])[0]
+        return prepared([t, size_t, key_t, instance], 1 if donate else 0)[0]
 
     def all_reduce(self, t: Tensor, op: str, timeout: float) -> Tensor:
         return self._reduce("all_reduce", "CollectiveReduceV2", t, op, timeout)
 
+    def all_reduce_donated(self, t: Tensor, op: str, timeout: float) -> Tensor:
+        return self._reduce("all_reduce", "CollectiveReduceV2", t, op, timeout, donate=True)
+
     def reduce_scatter(self, t: Tensor, op: str, timeout: float) -> Tensor:
         return self._reduce("reduce_scatter", "CollectiveReduceScatterV2", t, op, timeout)
 
-    def _reduce(self, fn: str, op_name: str, t: Tensor, op: str, timeout: float) -> Tensor:
-        merge, final = REDUCTIONS[op]
+    def _reduce(self, fn: str, op_name: str, t: Tensor, op: str, timeout: float,
+                donate: bool = False) -> Tensor:
         if t.dtype.is_bool:     # as 0/1 integers: sum/max = any, prod/min = all
             with device_scope(t.device_object):
                 as_int = raw_ops.Cast(x=t, DstT=dtypes.int32)
-            out = self._reduce(fn, op_name, as_int, op, timeout)
+            # the integer copy is this call's own: the reduction may go over it
+            out = self._reduce(fn, op_name, as_int, op, timeout,
+                               donate=op_name == "CollectiveReduceV2")
             with device_scope(t.device_object):
                 return raw_ops.Cast(x=out, DstT=dtypes.bool_)
-        return self._op(fn, op_name, t, timeout, REDUCE_ATTRS[op])
+        return self._op(fn, op_name, t, timeout, REDUCE_ATTRS[op], donate=donate)
 
     def all_gather(self, t: Tensor, axis: int, timeout: float) -> Tensor:
         rank = len(t.shape)

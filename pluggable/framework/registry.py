@@ -343,6 +343,12 @@ class KernelDef:
         """How many times this kernel's compute function ran."""
         return int(self.cdef.calls) if self.cdef is not None else self._cpu_calls
 
+    @property
+    def forwarded(self) -> int:
+        """How many outputs this kernel wrote over a donated input's buffer
+        (``TF_ForwardInputOrAllocateOutput``)."""
+        return int(self.cdef.forwarded) if self.cdef is not None else 0
+
     def matches(self, type_attrs: dict) -> bool:
         return all(type_attrs.get(k) is v for k, v in self.constraints.items())
 

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from . import dtypes, errors
-from .._core import lib
+from .._core import ffi, lib
+
+GIVEN_UP_OP = b"(given up)"  # the core's PG_GIVEN_UP_OP (c_api/src/internal.h)
 
 
 class Tensor:
@@ -50,6 +52,32 @@ class Tensor:
         t._dtype = dtype
         t._shape = shape
         return t
+
+    def _give_up(self, by: str) -> None:
+        """Called after a call (`by`) took this device tensor as a donated
+        input (``pg_kernel_run1_donated``), which may have written its result
+        over the tensor's memory: from now on every use of the tensor fails
+        with FailedPreconditionError. A CPU tensor (numpy's memory, which
+        no kernel writes over) stays as it is."""
+        h = self._h
+        if h is None:
+            return
+        msg = (f"this tensor was donated to {by}, which may have written its result over "
+               "the tensor's memory; use the tensor that call returned")
+        given_up = lib.pg_tensor_given_up(h, msg.encode())
+        if given_up != ffi.NULL:
+            self._h = given_up
+            lib.TF_DeleteTensor(h)
+
+    @property
+    def is_donated(self) -> bool:
+        """Whether this tensor was given to a call that may reuse its memory
+        (``pg.distribute.all_reduce(t, donate=True)``); every use of it then
+        fails."""
+        if self._h is None:
+            return False
+        op = lib.pg_tensor_failed_op(self._h)
+        return op != ffi.NULL and ffi.string(op) == GIVEN_UP_OP
 
     def __del__(self, _delete=lib.TF_DeleteTensor) -> None:
         h = self._h

@@ -603,10 +603,16 @@ class Prepared:
                 return None
         return p
 
-    def __call__(self, inputs: list) -> list[Tensor]:
+    def __call__(self, inputs: list, donated: int = 0) -> list[Tensor]:
+        """`donated` (bit i: input i) marks inputs the caller gives up: on the
+        fast path a kernel may write its output over such an input's memory
+        (``pg_kernel_run1_donated``). The caller must not use them after the
+        call (``Tensor._give_up``)."""
         p = self.fast_plan(inputs)
         if p is not None:
-            outs = _run_plugin(p, inputs, _out_shapes(self.op, p, inputs))
+            shapes = _out_shapes(self.op, p, inputs)
+            outs = (_run_plugin(p, inputs, shapes, donated) if donated
+                    else _run_plugin(p, inputs, shapes))
             if _hooks_active[0]:
                 hooks.observe(self.op, list(inputs), self.given, outs, p.attrs)
             return outs
@@ -756,7 +762,7 @@ def _keep_expect(key: tuple, values: list):
     return e
 
 
-def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
+def _run_plugin(p: Plan, inputs: list[Tensor], shapes, donated: int = 0) -> list[Tensor]:
     dev = p.device
     if p.any_host_in:
         temps, handles = _wrap_host_inputs(p, inputs)
@@ -766,7 +772,11 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
     st = raw_status()  # pg_kernel_run resets it
     # The core checks the outputs against the shape function's shapes.
     expect = expected_shapes(shapes) if shapes is not None else ffi.NULL
-    if n_out == 1:  # the output comes back as the result (no array to make)
+    if donated and n_out == 1:
+        h = lib.pg_kernel_run1_donated(p.kinst, handles, expect, donated, st)
+        code = 0 if h else 1
+        outs = (h,)
+    elif n_out == 1:  # the output comes back as the result (no array to make)
         h = lib.pg_kernel_run1(p.kinst, handles, expect, st)
         code = 0 if h else 1
         outs = (h,)

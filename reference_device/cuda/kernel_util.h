@@ -207,6 +207,23 @@ class OpCall {
     }
     return TensorPtr(t);
   }
+  // Output `i` over input `input`'s buffer where the caller donated that
+  // input and nothing else holds it (TF_ForwardInputOrAllocateOutput; the
+  // kernel must hold no handle of that input at the call), else a new
+  // allocation (null after recording a failure).
+  TensorPtr forward_or_output(int input, int i, const Shape& shape) {
+    TF_Tensor* t = TF_ForwardInputOrAllocateOutput(ctx_, &input, 1, i, shape.dims, shape.rank,
+                                                   nullptr, st_);
+    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
+      if (t != nullptr) TF_DeleteTensor(t);
+      if (TF_GetCode(st_) == TF_OK) {
+        TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, "could not allocate the output");
+      }
+      check_status();
+      return TensorPtr();
+    }
+    return TensorPtr(t);
+  }
   // Allocates a device temp of `n` elements (null after recording a failure).
   TensorPtr temp(TF_DataType dtype, int64_t n) {
     int64_t dims[1] = {n};

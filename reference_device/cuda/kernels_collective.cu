@@ -550,11 +550,21 @@ void coll_compute(void* kernel, TF_OpKernelContext* ctx) {
     if (!p.in) return;
     if (!out_shape(c, k, Shape::of(p.in.get()), keys[0], &ys)) return;
     dtype = TF_TensorType(p.in.get());
+  }
+  if (k.kind == Kind::kReduce) {
+    // The result may go over a donated input (NCCL then reduces in place),
+    // which this kernel must not hold a handle of meanwhile.
+    p.in.reset();
+    p.out = c.forward_or_output(0, 0, ys);
+    if (!p.out || !(p.in = c.input(0))) return;
+  } else {
+    p.out = c.output(0, dtype, ys);
+    if (!p.out) return;
+  }
+  if (!recv) {
     p.in_ptr = TF_TensorData(p.in.get());
     p.in_bytes = static_cast<int64_t>(TF_TensorByteSize(p.in.get()));
   }
-  p.out = c.output(0, dtype, ys);
-  if (!p.out) return;
   p.out_ptr = TF_TensorData(p.out.get());
   p.out_bytes = static_cast<int64_t>(TF_TensorByteSize(p.out.get()));
 

@@ -112,6 +112,23 @@ TF_Tensor* md_allocate_output(TF_OpKernelContext* ctx, int i, TF_DataType dtype,
   return t;
 }
 
+TF_Tensor* md_forward_or_allocate_output(TF_OpKernelContext* ctx, int input, int i,
+                                         const md_shape* shape) {
+  TF_Status* status = TF_NewStatus();
+  TF_Tensor* t = TF_ForwardInputOrAllocateOutput(ctx, &input, 1, i, shape->dims, shape->rank,
+                                                 NULL, status);
+  if (TF_GetCode(status) != TF_OK || t == NULL) {
+    if (TF_GetCode(status) == TF_OK) {
+      TF_SetStatus(status, TF_INTERNAL, "output allocation returned NULL");
+    }
+    TF_OpKernelContext_Failure(ctx, status);
+    TF_DeleteTensor(t);
+    t = NULL;
+  }
+  TF_DeleteStatus(status);
+  return t;
+}
+
 int md_read_host_ints(TF_OpKernelContext* ctx, const TF_Tensor* t,
                       const char* what, int64_t* values, int max) {
   TF_DataType dtype = TF_TensorType(t);

@@ -79,6 +79,12 @@ TF_Tensor* md_get_input(TF_OpKernelContext* ctx, int i, md_shape* shape);
 /* Allocates output `i`, or returns NULL after failing the call. */
 TF_Tensor* md_allocate_output(TF_OpKernelContext* ctx, int i, TF_DataType dtype,
                               const md_shape* shape);
+/* Output `i` of `shape` over input `input`'s buffer where the caller
+ * donated that input and nothing else holds it (TF_ForwardInputOrAllocateOutput:
+ * the kernel must not hold a handle of that input at the call), else a new
+ * allocation; NULL after failing the call. */
+TF_Tensor* md_forward_or_allocate_output(TF_OpKernelContext* ctx, int input, int i,
+                                         const md_shape* shape);
 
 /* Reads a host-memory int16, int32 or int64 tensor of rank <= 1 into
  * `values` (at most `max` entries). Returns the count, or -1 after failing

@@ -172,7 +172,7 @@ static void md_reduce_all(md_rendezvous* r, char* acc) {
   int64_t bytes = r->parts[0].in_bytes;
   int64_t n = bytes / TF_DataTypeSize(r->dtype);
   if (n == 0) return;
-  memcpy(acc, r->parts[0].in, bytes);
+  memmove(acc, r->parts[0].in, bytes); /* acc is that input where it was donated */
   for (int p = 1; p < r->group_size; ++p) {
     md_merge_into(r->dtype, r->merge, acc, r->parts[p].in, n);
   }
@@ -484,8 +484,17 @@ void md_compute_coll(void* kernel, TF_OpKernelContext* ctx) {
     if (x == NULL || !md_coll_out_shape(ctx, k->kind, &xs, values[0], &ys)) goto done;
     dtype = TF_TensorType(x);
   }
-  y = md_allocate_output(ctx, 0, dtype, &ys);
-  if (y == NULL) goto done;
+  if (k->kind == MD_COLL_REDUCE) {
+    /* The result may go over a donated input, which this kernel must not
+     * hold a handle of meanwhile. */
+    TF_DeleteTensor(x);
+    x = NULL;
+    y = md_forward_or_allocate_output(ctx, 0, 0, &ys);
+    if (y == NULL || (x = md_get_input(ctx, 0, NULL)) == NULL) goto done;
+  } else {
+    y = md_allocate_output(ctx, 0, dtype, &ys);
+    if (y == NULL) goto done;
+  }
   md_coll_task* t = md_task_alloc(ctx, sizeof(*t));
   if (t == NULL) goto done;
   md_where_of(ctx, &t->where);
