@@ -182,8 +182,11 @@ int pg_op_inputs_ok(TF_Tensor* const* inputs, int n, TF_Status* status) {
   for (int i = 0; i < n; ++i) {
     pg_opstate* s = inputs[i] != NULL ? inputs[i]->state : NULL;
     if (s != NULL && atomic_load_explicit(&s->state, memory_order_acquire) == ST_FAILED) {
-      pg_set_status(status, s->code, "input %d carries an asynchronous "
-                    "failure: %s", i, s->msg != NULL ? s->msg : "(no message)");
+      if (s->origin_op == PG_GIVEN_UP_OP) /* pg_tensor_given_up: not asynchronous */
+        pg_set_status(status, s->code, "input %d: %s", i, s->msg);
+      else
+        pg_set_status(status, s->code, "input %d carries an asynchronous "
+                      "failure: %s", i, s->msg != NULL ? s->msg : "(no message)");
       return 0;
     }
   }
