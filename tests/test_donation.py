@@ -7,7 +7,10 @@ its input, as TensorFlow's kernel does) and through
 runs in tests/test_distribute_mp.py on a GPU."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -157,11 +160,65 @@ def test_all_reduce_donate_in_a_process_group(monkeypatch, rng):
     exec(compile(textwrap.dedent(_GROUP_OF_ONE), "group_of_one", "exec"), scope)
 
 
-def test_the_in_process_form_refuses_donate():
-    x = _on_device(np.ones(3, np.float32))
-    with pytest.raises(errors.InvalidArgumentError, match="one tensor per process"):
-        pg.distribute.all_reduce([x], donate=True)
-    assert not x.is_donated and x.numpy().tolist() == [1, 1, 1]
+_IN_PROCESS = """
+import json, sys
+import numpy as np
+import pluggable as pg
+from pluggable import errors
+from pluggable._core import ffi, lib
+from pluggable.framework import registry
+
+def address(t):
+    return int(ffi.cast("uintptr_t", lib.TF_TensorData(t._h)))
+
+def forwarded():
+    return sum(k.forwarded for k in registry.KERNELS[("CollectiveReduceV2", "MY_DEVICE")])
+
+rng = np.random.default_rng(int(sys.argv[1]))
+devs = [f"MY_DEVICE:{i}" for i in range(3)]
+out = []
+for step in range(4):       # the first call takes the general path: nothing forwarded
+    arrays = [rng.standard_normal((40, 9)).astype(np.float32) for _ in devs]
+    xs = []
+    for d, a in zip(devs, arrays):
+        with pg.device(d):
+            xs.append(pg.constant(a))
+    where, before = [address(x) for x in xs], forwarded()
+    ys = pg.distribute.all_reduce(xs, op="max", donate=True)
+    want = np.maximum(np.maximum(arrays[0], arrays[1]), arrays[2])
+    assert all(x.is_donated for x in xs) and not any(y.is_donated for y in ys)
+    for d, y in zip(devs, ys):
+        assert y.device.endswith(d)
+        np.testing.assert_array_equal(y.numpy(), want)
+    try:
+        xs[1].numpy()
+        raise AssertionError("a donated tensor was read")
+    except errors.FailedPreconditionError:
+        pass
+    out.append([forwarded() - before, [address(y) for y in ys] == where])
+kept = []
+for d in devs:
+    with pg.device(d):
+        kept.append(pg.constant(np.ones(5, np.float32)))
+ys = pg.distribute.all_reduce(kept)              # not donated: left alone
+assert not any(k.is_donated for k in kept) and kept[0].numpy().tolist() == [1] * 5
+np.testing.assert_array_equal(ys[2].numpy(), np.full(5, 3, np.float32))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_the_in_process_form_donates_each_devices_tensor(rng):
+    """Three MY_DEVICE devices in a fresh process; from the second call on
+    (the first makes the plans) every participant's kernel writes its result
+    over its donated input."""
+    env = dict(os.environ, PLUGGABLE_MY_DEVICE_COUNT="3")
+    proc = subprocess.run([sys.executable, "-c", _IN_PROCESS, str(rng.integers(1 << 30))],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    steps = json.loads(line[len("RESULT "):])
+    assert steps[0] == [0, False]
+    assert steps[1:] == [[3, True]] * 3
 
 
 def test_the_prepared_general_path_ignores_donation(rng):

@@ -27,6 +27,7 @@ typedef struct part_job {
   pg_kernel* kernel;
   TF_Tensor* const* inputs;
   const int64_t* expect;
+  uint64_t donated;
   TF_Tensor** output;
   TF_Status* status;
   part_group* group;
@@ -81,7 +82,8 @@ static void* participant_thread(void* arg) {
   for (;;) {
     part_job* j = next_job();
     part_group* g = j->group;
-    *j->output = pg_kernel_run1(j->kernel, j->inputs, j->expect, j->status);
+    *j->output = pg_kernel_run1_donated(j->kernel, j->inputs, j->expect, j->donated,
+                                        j->status);
     atomic_fetch_add(&g_idle, 1);
     /* The caller may return as soon as `remaining` is 0: `j` and `g` are
      * not touched after the decrement. */
@@ -128,8 +130,8 @@ static int ensure_idle(int want) {
 }
 
 int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inputs,
-                         const int64_t* expects, TF_Tensor** outputs,
-                         TF_Status* const* statuses) {
+                         const int64_t* expects, const uint64_t* donated,
+                         TF_Tensor** outputs, TF_Status* const* statuses) {
   if (n <= 0) return 0;
   for (int i = 0; i < n; ++i) outputs[i] = NULL;
   if (n > 1024) {
@@ -149,7 +151,8 @@ int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inp
     if (expects != NULL) expects += 1 + (expects[0] > 0 ? expects[0] : 0);
   }
   if (n == 1) {
-    outputs[0] = pg_kernel_run1(kernels[0], in[0], ex[0], statuses[0]);
+    outputs[0] = pg_kernel_run1_donated(kernels[0], in[0], ex[0], donated ? donated[0] : 0,
+                                        statuses[0]);
     return outputs[0] == NULL;
   }
   pthread_once(&g_once, init_once);
@@ -173,6 +176,7 @@ int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inp
     j->kernel = kernels[i];
     j->inputs = in[i];
     j->expect = ex[i];
+    j->donated = donated != NULL ? donated[i] : 0;
     j->output = &outputs[i];
     j->status = statuses[i];
     j->group = &group;
@@ -184,7 +188,8 @@ int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inp
   if (g_sleeping > 0) pthread_cond_broadcast(&g_work);
   pthread_mutex_unlock(&g_mu);
 
-  outputs[0] = pg_kernel_run1(kernels[0], in[0], ex[0], statuses[0]);
+  outputs[0] = pg_kernel_run1_donated(kernels[0], in[0], ex[0], donated ? donated[0] : 0,
+                                      statuses[0]);
 
   const int64_t until = pg_trace_now() + kSpinNs;
   while (atomic_load(&group.remaining) > 0 && pg_trace_now() < until) sched_yield();

@@ -350,10 +350,12 @@ TF_Tensor* pg_kernel_run1_donated(pg_kernel* k, TF_Tensor* const* inputs,
  * caller), or NULL with statuses[i] set. `inputs` holds every kernel's
  * inputs one kernel after the other (kernels[i]->num_inputs each);
  * `expects` (NULL: no checks) holds each kernel's expected output shape as
- * pg_kernel_run's `expect` does, one after the other. At most 1024 kernels. */
+ * pg_kernel_run's `expect` does, one after the other. `donated` (NULL:
+ * none) holds each kernel's mask of donated inputs, as
+ * pg_kernel_run1_donated takes it. At most 1024 kernels. */
 int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inputs,
-                         const int64_t* expects, TF_Tensor** outputs,
-                         TF_Status* const* statuses);
+                         const int64_t* expects, const uint64_t* donated,
+                         TF_Tensor** outputs, TF_Status* const* statuses);
 /* Frees `k` once the work queued on its device so far has run. */
 void pg_kernel_release(pg_kernel* k);
 

@@ -124,12 +124,13 @@ def _call(op_name: str, dev: Any, attrs: tuple, timeout: float, n: int, gk: int,
     return prepared, inputs + keys
 
 
-def _run(calls: list[tuple[dispatch.Prepared, list]]) -> list[Tensor]:
+def _run(calls: list[tuple[dispatch.Prepared, list]], donated: int = 0) -> list[Tensor]:
     """Runs one collective's participants at once (see ``_concurrently``):
     in one call into the core where every one takes its fast path
-    (``dispatch.run_group``, the core's threads), else on the pool."""
+    (``dispatch.run_group``, the core's threads, with the inputs of mask
+    `donated` donated), else on the pool."""
     with _enqueue_lock:
-        outs = dispatch.run_group(calls)
+        outs = dispatch.run_group(calls, donated) if donated else dispatch.run_group(calls)
         if outs is not None:
             return outs
         return [out[0] for out in _concurrently(
@@ -246,15 +247,11 @@ def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
     every device, in the order of `tensors`. "mean" of integers truncates
     toward zero. `timeout` (seconds; None: the plugin's default) bounds the
     wait for the other participants (DeadlineExceededError when read).
-    Given one tensor in a process group: across the processes (group.py),
-    where ``donate=True`` lets the result go over the tensor's memory (see
-    ``group.all_reduce``); the tensors of one process are never donated."""
+    ``donate=True`` gives the tensors up to the call: each device's result
+    may be written over its tensor's memory (see ``group.all_reduce``).
+    Given one tensor in a process group: across the processes (group.py)."""
     if _per_process(tensors):
         return process_group.all_reduce(tensors, op, timeout, donate=donate)
-    if donate:
-        raise _err("all_reduce", "donate=True is for one tensor per process in a process "
-                   "group; the in-process form (a list of tensors) reduces into new memory, "
-                   "call it without donate")
     if op not in REDUCTIONS:
         raise _err("all_reduce", f"unknown op {op!r}; use one of {sorted(REDUCTIONS)}")
     tensors = _check_tensors("all_reduce", tensors)
@@ -262,8 +259,14 @@ def all_reduce(tensors: Sequence[Tensor] | Tensor, op: str = "sum",
                    tensors[0].dtype)
     gk, ik = _keys([t.device for t in tensors])
     n, attrs, secs = len(tensors), REDUCE_ATTRS[op], _timeout(timeout)
-    return _run([_call("CollectiveReduceV2", t._dev, attrs, secs, n, gk, ik, [t])
-                 for t in tensors])
+    calls = [_call("CollectiveReduceV2", t._dev, attrs, secs, n, gk, ik, [t]) for t in tensors]
+    if not donate:
+        return _run(calls)
+    try:
+        return _run(calls, donated=1)
+    finally:
+        for t in tensors:
+            t._give_up("pg.distribute.all_reduce")
 
 
 def reduce_scatter(tensors: Sequence[Tensor] | Tensor, op: str = "sum",

@@ -630,14 +630,15 @@ class Prepared:
         return outs
 
 
-def run_group(calls: list[tuple[Prepared, list]]) -> list[Tensor] | None:
+def run_group(calls: list[tuple[Prepared, list]], donated: int = 0) -> list[Tensor] | None:
     """Runs prepared ops of one output each at once, as the participants of
     one collective (``pg_kernel_run1_group``: the first on this thread, the
     others on the core's threads, the interpreter's lock released); their
     outputs in order, or the first participant's error once all returned.
     None, having run nothing, where one of them would not take its fast
     path (its first call, a hook, another signature, a host-memory output):
-    the caller then calls them its own way."""
+    the caller then calls them its own way. `donated` (bit i: input i) is
+    every participant's mask of donated inputs (``Prepared.__call__``)."""
     plans = []
     for prep, inputs in calls:
         p = prep.fast_plan(inputs)
@@ -664,8 +665,8 @@ def run_group(calls: list[tuple[Prepared, list]]) -> list[Tensor] | None:
             else:
                 h = [x._h for x in inputs]
             handles.extend(h)
-        failed = lib.pg_kernel_run1_group(n, [p.kinst for p in plans], handles, expects, outs,
-                                          sts)
+        failed = lib.pg_kernel_run1_group(n, [p.kinst for p in plans], handles, expects,
+                                          [donated] * n if donated else ffi.NULL, outs, sts)
     finally:
         for w in temps:
             lib.TF_DeleteTensor(w)
