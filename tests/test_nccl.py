@@ -260,6 +260,29 @@ def test_all_reduce_two_gpus(nccl_ready, dt, op):
 
 
 @needs_2_gpus
+def test_all_reduce_two_gpus_donated(nccl_ready):
+    """Donated in one process: after the first call (which makes the plans)
+    each GPU's result goes over its own input, NCCL reducing in place in
+    one group."""
+    from pluggable.framework import registry
+
+    def forwarded():
+        return sum(k.forwarded for k in registry.KERNELS[("CollectiveReduceV2", "GPU")])
+    rng = np.random.default_rng()
+    for step in range(3):
+        arrays = [rng.standard_normal((300, 7)).astype(np.float32) for _ in range(2)]
+        xs = [_on(f"GPU:{i}", a) for i, a in enumerate(arrays)]
+        before = forwarded()
+        ys = pg.distribute.all_reduce(xs, op="sum", donate=True)
+        assert all(x.is_donated for x in xs)
+        for i, y in enumerate(ys):
+            assert y.device.endswith(f"GPU:{i}")
+            np.testing.assert_array_equal(y.numpy(), arrays[0] + arrays[1])
+        if step > 0:
+            assert forwarded() == before + 2
+
+
+@needs_2_gpus
 def test_scatter_gather_broadcast_two_gpus(nccl_ready):
     rng = np.random.default_rng()
     arrays = [rng.standard_normal((4, 6)).astype(np.float32) for _ in range(2)]
