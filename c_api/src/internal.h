@@ -199,7 +199,7 @@ void pg_opstate_unref(pg_opstate* s);
 /* A state of no op, failed with `code` and `msg` from the start (`op`, which
  * must live as long as the process, is its origin); NULL without memory. */
 pg_opstate* pg_opstate_new_failed(TF_Code code, const char* msg, const char* op);
-/* The failed op of pg_tensor_given_up's handles, "(given up)" (runtime.c;
+/* The failed op of pg_tensor_given_up's handles, "(given up)" (opstate.c;
  * tensor.py's GIVEN_UP_OP). */
 extern const char PG_GIVEN_UP_OP[];
 /* Sets `status` to the failure `s` carries (OK if none); settles `s` first,

@@ -157,6 +157,8 @@ void pg_opstate_unref(pg_opstate* s) {
   }
 }
 
+const char PG_GIVEN_UP_OP[] = "(given up)";
+
 pg_opstate* pg_opstate_new_failed(TF_Code code, const char* msg, const char* op) {
   pg_opstate* s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;

@@ -136,8 +136,6 @@ void pg_tensor_check(const TF_Tensor* t, TF_Status* status) {
   if (dev != NULL && t->state != NULL) pg_opstate_check(dev, t->state, status);
 }
 
-const char PG_GIVEN_UP_OP[] = "(given up)";
-
 TF_Tensor* pg_tensor_given_up(const TF_Tensor* t, const char* msg) {
   if (t == NULL || msg == NULL) return NULL;
   pg_opstate* s = pg_opstate_new_failed(TF_FAILED_PRECONDITION, msg, PG_GIVEN_UP_OP);
