@@ -26,8 +26,8 @@ CHILD = textwrap.dedent("""
     used = []
     real = dispatch.run_group
 
-    def spy(calls):
-        out = real(calls)
+    def spy(calls, *rest):
+        out = real(calls, *rest)
         used.append(out is not None)
         return out
     dispatch.run_group = spy

@@ -142,8 +142,8 @@ CASES = {
         used = []
         real = dispatch.run_group
 
-        def spy(calls):
-            out = real(calls)
+        def spy(calls, *rest):
+            out = real(calls, *rest)
             used.append(out is not None)
             return out
         dispatch.run_group = spy

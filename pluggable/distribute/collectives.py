@@ -130,7 +130,7 @@ def _run(calls: list[tuple[dispatch.Prepared, list]], donated: int = 0) -> list[
     (``dispatch.run_group``, the core's threads, with the inputs of mask
     `donated` donated), else on the pool."""
     with _enqueue_lock:
-        outs = dispatch.run_group(calls, donated) if donated else dispatch.run_group(calls)
+        outs = dispatch.run_group(calls, donated)
         if outs is not None:
             return outs
         return [out[0] for out in _concurrently(

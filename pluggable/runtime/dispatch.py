@@ -610,9 +610,7 @@ class Prepared:
         call (``Tensor._give_up``)."""
         p = self.fast_plan(inputs)
         if p is not None:
-            shapes = _out_shapes(self.op, p, inputs)
-            outs = (_run_plugin(p, inputs, shapes, donated) if donated
-                    else _run_plugin(p, inputs, shapes))
+            outs = _run_plugin(p, inputs, _out_shapes(self.op, p, inputs), donated)
             if _hooks_active[0]:
                 hooks.observe(self.op, list(inputs), self.given, outs, p.attrs)
             return outs

@@ -196,47 +196,23 @@ class OpCall {
   // Allocates output `i` of `shape` (null after recording a failure).
   TensorPtr output(int i, TF_DataType dtype, const Shape& shape) {
     const size_t len = static_cast<size_t>(shape.num_elements()) * TF_DataTypeSize(dtype);
-    TF_Tensor* t = TF_AllocateOutput(ctx_, i, dtype, shape.dims, shape.rank, len, st_);
-    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
-      if (t != nullptr) TF_DeleteTensor(t);
-      if (TF_GetCode(st_) == TF_OK) {
-        TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, "could not allocate the output");
-      }
-      check_status();
-      return TensorPtr();
-    }
-    return TensorPtr(t);
+    return allocated(TF_AllocateOutput(ctx_, i, dtype, shape.dims, shape.rank, len, st_),
+                     "could not allocate the output");
   }
   // Output `i` over input `input`'s buffer where the caller donated that
   // input and nothing else holds it (TF_ForwardInputOrAllocateOutput; the
   // kernel must hold no handle of that input at the call), else a new
   // allocation (null after recording a failure).
   TensorPtr forward_or_output(int input, int i, const Shape& shape) {
-    TF_Tensor* t = TF_ForwardInputOrAllocateOutput(ctx_, &input, 1, i, shape.dims, shape.rank,
-                                                   nullptr, st_);
-    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
-      if (t != nullptr) TF_DeleteTensor(t);
-      if (TF_GetCode(st_) == TF_OK) {
-        TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, "could not allocate the output");
-      }
-      check_status();
-      return TensorPtr();
-    }
-    return TensorPtr(t);
+    return allocated(TF_ForwardInputOrAllocateOutput(ctx_, &input, 1, i, shape.dims,
+                                                     shape.rank, nullptr, st_),
+                     "could not allocate the output");
   }
   // Allocates a device temp of `n` elements (null after recording a failure).
   TensorPtr temp(TF_DataType dtype, int64_t n) {
     int64_t dims[1] = {n};
-    TF_Tensor* t = TF_AllocateTemp(ctx_, dtype, dims, 1, nullptr, st_);
-    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
-      if (t != nullptr) TF_DeleteTensor(t);
-      if (TF_GetCode(st_) == TF_OK) {
-        TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, "could not allocate a temporary");
-      }
-      check_status();
-      return TensorPtr();
-    }
-    return TensorPtr(t);
+    return allocated(TF_AllocateTemp(ctx_, dtype, dims, 1, nullptr, st_),
+                     "could not allocate a temporary");
   }
   // Makes output `i` share the buffer of `t`.
   bool set_output(int i, const TF_Tensor* t) {
@@ -275,6 +251,18 @@ class OpCall {
   }
 
  private:
+  // `t` from an allocation that set st_: owned, or null after recording the
+  // failure (`what` where the call failed without saying why).
+  TensorPtr allocated(TF_Tensor* t, const char* what) {
+    if (TF_GetCode(st_) != TF_OK || t == nullptr) {
+      if (t != nullptr) TF_DeleteTensor(t);
+      if (TF_GetCode(st_) == TF_OK) TF_SetStatus(st_, TF_RESOURCE_EXHAUSTED, what);
+      check_status();
+      return TensorPtr();
+    }
+    return TensorPtr(t);
+  }
+
   OpCall(TF_OpKernelContext* ctx, bool may_defer)
       : ctx_(ctx),
         st_(scratch_status()),

@@ -94,12 +94,9 @@ TF_Tensor* md_get_input(TF_OpKernelContext* ctx, int i, md_shape* shape) {
   return t;
 }
 
-TF_Tensor* md_allocate_output(TF_OpKernelContext* ctx, int i, TF_DataType dtype,
-                              const md_shape* shape) {
-  size_t len = (size_t)md_num_elements(shape) * TF_DataTypeSize(dtype);
-  TF_Status* status = TF_NewStatus();
-  TF_Tensor* t = TF_AllocateOutput(ctx, i, dtype, shape->dims, shape->rank, len,
-                                   status);
+/* `t` from an allocation that set `status`: returned, or NULL after failing
+ * the call. Deletes `status`. */
+static TF_Tensor* md_allocated(TF_OpKernelContext* ctx, TF_Tensor* t, TF_Status* status) {
   if (TF_GetCode(status) != TF_OK || t == NULL) {
     if (TF_GetCode(status) == TF_OK) {
       TF_SetStatus(status, TF_INTERNAL, "output allocation returned NULL");
@@ -112,21 +109,20 @@ TF_Tensor* md_allocate_output(TF_OpKernelContext* ctx, int i, TF_DataType dtype,
   return t;
 }
 
+TF_Tensor* md_allocate_output(TF_OpKernelContext* ctx, int i, TF_DataType dtype,
+                              const md_shape* shape) {
+  size_t len = (size_t)md_num_elements(shape) * TF_DataTypeSize(dtype);
+  TF_Status* status = TF_NewStatus();
+  return md_allocated(ctx, TF_AllocateOutput(ctx, i, dtype, shape->dims, shape->rank, len,
+                                             status), status);
+}
+
 TF_Tensor* md_forward_or_allocate_output(TF_OpKernelContext* ctx, int input, int i,
                                          const md_shape* shape) {
   TF_Status* status = TF_NewStatus();
-  TF_Tensor* t = TF_ForwardInputOrAllocateOutput(ctx, &input, 1, i, shape->dims, shape->rank,
-                                                 NULL, status);
-  if (TF_GetCode(status) != TF_OK || t == NULL) {
-    if (TF_GetCode(status) == TF_OK) {
-      TF_SetStatus(status, TF_INTERNAL, "output allocation returned NULL");
-    }
-    TF_OpKernelContext_Failure(ctx, status);
-    TF_DeleteTensor(t);
-    t = NULL;
-  }
-  TF_DeleteStatus(status);
-  return t;
+  return md_allocated(ctx, TF_ForwardInputOrAllocateOutput(ctx, &input, 1, i, shape->dims,
+                                                           shape->rank, NULL, status),
+                      status);
 }
 
 int md_read_host_ints(TF_OpKernelContext* ctx, const TF_Tensor* t,
