@@ -1,8 +1,8 @@
 """Device time of each kernel of the eager op mix, pluggable's beside
 PyTorch's, on one GPU: Sum over the last axis, Softmax, Exp and Cast to
-float16 of a 4096x1024 float32 tensor, and the middle MatMul of the MLP at
+float16 of a 4096x1024 float32 tensor, the middle MatMul of the MLP at
 batch 64 (64x4096 by 4096x4096, float32 without TF32): the `ops` rows of
-bench_gpu.py.
+bench_gpu.py; and the 4096^3 float32 MatMul with TF32, a `matmul` row.
 
 Both frameworks' kernels are recorded in one process by CUPTI through
 ``torch.profiler`` (it sees every kernel of the process, the CUDA plugin's
@@ -47,7 +47,25 @@ def main(argv=None) -> int:
         gh, gw = pg.constant(h), pg.constant(w)
     th, tw = torch.from_numpy(h).cuda(), torch.from_numpy(w).cuda()
     torch.backends.cuda.matmul.allow_tf32 = False   # as pluggable's default
+    big = rng.standard_normal((2, 4096, 4096)).astype(np.float32)
+    with pg.device("GPU:0"):
+        ga, gb = pg.constant(big[0]), pg.constant(big[1])
+    ta, tb = torch.from_numpy(big[0]).cuda(), torch.from_numpy(big[1]).cuda()
     r = pg.raw_ops
+
+    def pg_tf32():
+        pg.config.enable_tensor_float_32_execution(True)
+        try:
+            return r.MatMul(a=ga, b=gb)
+        finally:
+            pg.config.enable_tensor_float_32_execution(False)
+
+    def torch_tf32():
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return ta @ tb
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
     cases = {
         "Sum over axis 1": (lambda: r.Sum(input=gx, reduction_indices=axis),
                             lambda: tx.sum(1)),
@@ -56,6 +74,7 @@ def main(argv=None) -> int:
         "Cast to float16": (lambda: r.Cast(x=gx, DstT=pg.float16),
                             lambda: tx.to(torch.float16)),
         "MatMul 64x4096x4096": (lambda: r.MatMul(a=gh, b=gw), lambda: th @ tw),
+        "MatMul 4096^3 TF32": (pg_tf32, torch_tf32),
     }
 
     def sync():

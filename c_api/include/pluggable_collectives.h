@@ -72,7 +72,11 @@ typedef struct PG_CollectiveFns {
    * streams) instead of waiting for a peer that is gone, and later
    * collectives of that group_key on that device fail at once
    * (FAILED_PRECONDITION) until init_communicator makes a new one.
-   * NOT_FOUND when there is none. A plugin may abort a communicator by
+   * NOT_FOUND when there is none. Returns once the abort has ended: the
+   * caller may be a thread the interpreter stops at shutdown, so the
+   * library's teardown (threads of its own freeing device memory) must
+   * neither outlive the call nor, for aborts the plugin starts itself,
+   * the process (join them at exit). A plugin may abort a communicator by
    * itself the same way, e.g. when a collective outlives its
    * timeout_seconds (DEADLINE_EXCEEDED) or the library reports an
    * asynchronous error. The collectives in flight may keep running on the

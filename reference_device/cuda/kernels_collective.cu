@@ -40,12 +40,16 @@
 // ends NCCL's kernels still waiting for a peer, but may itself take long;
 // the process joins these threads when it exits).
 // abort_communicator does the same (UNAVAILABLE), e.g. when the process
-// group finds a peer process dead. A later collective on an aborted
-// communicator fails at once with FAILED_PRECONDITION saying why it was
-// aborted. Waits for work on a device that ran such collectives poll
-// (runtime.cu's wait_work): if the aborted collective's kernel still runs,
-// a wait for work behind it returns the collective's error instead of
-// waiting for ever.
+// group finds a peer process dead, and returns when the abort has ended.
+// Every ncclCommAbort runs on such a thread: NCCL's teardown still running
+// when the process exits (its proxy thread freeing device memory after the
+// CUDA runtime inside NCCL is gone) crashes the process, and the caller of
+// abort_communicator may be a thread the interpreter stops at shutdown.
+// A later collective on an aborted communicator fails at once with
+// FAILED_PRECONDITION saying why it was aborted. Waits for work on a device
+// that ran such collectives poll (runtime.cu's wait_work): if the aborted
+// collective's kernel still runs, a wait for work behind it returns the
+// collective's error instead of waiting for ever.
 //
 // Reductions: merge_op Add/Mul/Min/Max is NCCL's sum/prod/min/max in the
 // dtype; final_op Div divides the result by group_size afterwards (in float
@@ -56,6 +60,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -720,9 +725,9 @@ NcclComm retire_locked(const CommKey& key, TF_Code code, const std::string& why)
 }
 
 // Communicators aborted on threads of their own, joined when the process
-// exits: ncclCommAbort can take a while (it stops NCCL's own threads), and
-// an abort still running while the process tears down its libraries
-// crashes it.
+// exits: ncclCommAbort can take a while (it stops NCCL's own threads, and
+// its proxy thread frees the connections' memory), and an abort still
+// running while the process tears down its libraries crashes it.
 std::mutex g_aborts_mu;
 std::vector<std::thread>& g_aborts = *new std::vector<std::thread>();
 
@@ -737,15 +742,35 @@ void join_aborts() {
   }
 }
 
-void abort_in_background(const NcclApi* api, NcclComm comm) {
+// Aborts `comm` on a thread joined at exit; the future is ready when the
+// abort has ended (not valid when no thread could be started: then it ran
+// on this one).
+std::shared_future<void> abort_in_background(const NcclApi* api, NcclComm comm, int device) {
   static std::once_flag once;
   std::call_once(once, [] { std::atexit(join_aborts); });
   try {
+    auto ended = std::make_shared<std::promise<void>>();
+    std::shared_future<void> done = ended->get_future().share();
     std::lock_guard<std::mutex> lock(g_aborts_mu);
-    g_aborts.emplace_back([api, comm] { (void)api->comm_abort(comm); });
+    g_aborts.emplace_back([api, comm, device, ended] {
+      DeviceGuard guard(device);
+      (void)api->comm_abort(comm);
+      ended->set_value();
+    });
+    return done;
   } catch (const std::exception&) {
+    DeviceGuard guard(device);
     (void)api->comm_abort(comm);
+    return {};
   }
+}
+
+// Aborts `comm` and returns when the abort has ended, the work still done
+// on a thread the process joins at exit (this one may be stopped by the
+// interpreter's shutdown while it waits).
+void abort_and_wait(const NcclApi* api, NcclComm comm, int device) {
+  std::shared_future<void> done = abort_in_background(api, comm, device);
+  if (done.valid()) done.wait();
 }
 
 // The watchdog (see the file comment): every 20 ms while rank communicators
@@ -787,7 +812,7 @@ void watchdog_loop(const NcclApi* api) {
       if (comm == nullptr) continue;
       // Aborted on a thread of its own, without g_mu: the collectives in
       // flight have their errors already, and their waits poll.
-      abort_in_background(api, comm);
+      (void)abort_in_background(api, comm, d.first.first);
     }
   }
 }
@@ -845,7 +870,7 @@ void init_communicator(int device_ordinal, int nranks, int rank,
     g_rank_comms[key] = rc;
     ensure_watchdog(api);
   }
-  if (old != nullptr) (void)api->comm_abort(old);
+  if (old != nullptr) abort_and_wait(api, old, device_ordinal);
 }
 
 void abort_communicator(int device_ordinal, int64_t group_key, TF_Status* status) {
@@ -868,8 +893,7 @@ void abort_communicator(int device_ordinal, int64_t group_key, TF_Status* status
                          "found a peer process dead, or is shutting down) while this "
                          "collective was in flight");
   }
-  DeviceGuard guard(device_ordinal);
-  (void)api->comm_abort(comm);
+  abort_and_wait(api, comm, device_ordinal);
 }
 
 }  // namespace
