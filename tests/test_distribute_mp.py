@@ -893,6 +893,31 @@ def test_waits_behind_an_abandoned_collective_end_on_a_simulated_runtime(tmp_pat
     assert ran.returncode == 0 and "wait_sim: OK" in ran.stdout, ran.stdout + ran.stderr
 
 
+def test_work_joined_at_exit_outlives_neither_its_caller_nor_the_process(tmp_path):
+    """The CUDA plugin runs every ncclCommAbort through run_joined_at_exit
+    (reference_device/cuda/exit_joined.cc): an abort still running as the
+    process exits crashed a surviving rank (NCCL's proxy thread freed device
+    memory after the CUDA runtime inside NCCL was gone), its caller being
+    the store watcher, a daemon thread Python does not wait for. Built alone
+    with the host compiler (exit_joined_sim.cc): the work runs on its own
+    thread, its future is ready once it returned, ended threads are joined,
+    and work still running when main returns ends before the process does."""
+    import shutil
+    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler (CXX, c++ or g++) to build the test program")
+    exe = tmp_path / "exit_joined_sim"
+    cmd = [cxx, "-std=c++17", "-O0", "-pthread", f"-I{ROOT}/tests/cuda_sim",
+           f"-I{ROOT}/reference_device/cuda", f"{ROOT}/reference_device/cuda/exit_joined.cc",
+           f"{ROOT}/tests/cuda_sim/exit_joined_sim.cc", "-o", str(exe)]
+    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines() == ["exit_joined_sim: OK", "exit_joined_sim: late work ended"], (
+        ran.stdout + ran.stderr)
+
+
 @needs_2_gpus
 @pytest.mark.parametrize("size", [64, 100_000])
 def test_nccl_backend_a_rank_that_does_not_call_times_out(tmp_path, size):

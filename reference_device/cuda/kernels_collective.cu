@@ -70,6 +70,7 @@
 #include <utility>
 #include <vector>
 
+#include "exit_joined.h"
 #include "kernel_util.h"
 #include "nccl_loader.h"
 #include "pluggable_collectives.h"
@@ -724,45 +725,17 @@ NcclComm retire_locked(const CommKey& key, TF_Code code, const std::string& why)
   return comm;
 }
 
-// Communicators aborted on threads of their own, joined when the process
-// exits: ncclCommAbort can take a while (it stops NCCL's own threads, and
-// its proxy thread frees the connections' memory), and an abort still
-// running while the process tears down its libraries crashes it.
-std::mutex g_aborts_mu;
-std::vector<std::thread>& g_aborts = *new std::vector<std::thread>();
-
-void join_aborts() {
-  std::vector<std::thread> running;
-  {
-    std::lock_guard<std::mutex> lock(g_aborts_mu);
-    running.swap(g_aborts);
-  }
-  for (std::thread& t : running) {
-    if (t.joinable()) t.join();
-  }
-}
-
-// Aborts `comm` on a thread joined at exit; the future is ready when the
-// abort has ended (not valid when no thread could be started: then it ran
-// on this one).
+// Aborts `comm` on a thread the process joins when it exits
+// (exit_joined.h): ncclCommAbort can take a while (it stops NCCL's own
+// threads, and its proxy thread frees the connections' memory), and an
+// abort still running while the process tears down its libraries crashes
+// it. The future is ready when the abort has ended (not valid when it ran
+// on this thread).
 std::shared_future<void> abort_in_background(const NcclApi* api, NcclComm comm, int device) {
-  static std::once_flag once;
-  std::call_once(once, [] { std::atexit(join_aborts); });
-  try {
-    auto ended = std::make_shared<std::promise<void>>();
-    std::shared_future<void> done = ended->get_future().share();
-    std::lock_guard<std::mutex> lock(g_aborts_mu);
-    g_aborts.emplace_back([api, comm, device, ended] {
-      DeviceGuard guard(device);
-      (void)api->comm_abort(comm);
-      ended->set_value();
-    });
-    return done;
-  } catch (const std::exception&) {
+  return run_joined_at_exit([api, comm, device] {
     DeviceGuard guard(device);
     (void)api->comm_abort(comm);
-    return {};
-  }
+  });
 }
 
 // Aborts `comm` and returns when the abort has ended, the work still done
