@@ -870,6 +870,24 @@ def test_nccl_backend_a_killed_rank_fails_the_other_with_unavailable(tmp_path):
     assert procs[0].returncode == 0 and "OK" in outs[0], outs[0]
 
 
+def _run_cxx_program(tmp_path, name: str, sources: list[str]) -> subprocess.CompletedProcess:
+    """Builds `sources` (paths under the repository, .cu files read as C++)
+    with the host C++ compiler against tests/cuda_sim's stand-in of the CUDA
+    runtime and runs the program; skips without a compiler."""
+    import shutil
+    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
+    if cxx is None:
+        pytest.skip("no C++ compiler (CXX, c++ or g++) to build the test program")
+    exe = tmp_path / name
+    cmd = [cxx, "-std=c++17", "-O0", "-pthread", f"-I{ROOT}/tests/cuda_sim",
+           f"-I{ROOT}/c_api/include", f"-I{ROOT}/reference_device/cuda"]
+    for src in sources:
+        cmd += ["-x", "c++", f"{ROOT}/{src}"]
+    built = subprocess.run(cmd + ["-o", str(exe)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    return subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+
+
 def test_waits_behind_an_abandoned_collective_end_on_a_simulated_runtime(tmp_path):
     """The CUDA plugin's wait_work (reference_device/cuda/wait_work.cu), built
     against the host-only stand-in of the CUDA runtime (tests/cuda_sim): a
@@ -878,18 +896,8 @@ def test_waits_behind_an_abandoned_collective_end_on_a_simulated_runtime(tmp_pat
     task, returns the collective's error once the watchdog abandons it; when
     the task ends after all, waits complete again (wait_sim.cc). What the
     hung-rank test below checks on two GPUs, here on every machine."""
-    import shutil
-    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
-    if cxx is None:
-        pytest.skip("no C++ compiler (CXX, c++ or g++) to build the simulation")
-    exe = tmp_path / "wait_sim"
-    cmd = [cxx, "-std=c++17", "-O0", "-pthread", f"-I{ROOT}/tests/cuda_sim",
-           f"-I{ROOT}/c_api/include", f"-I{ROOT}/reference_device/cuda",
-           "-x", "c++", f"{ROOT}/reference_device/cuda/wait_work.cu",
-           "-x", "c++", f"{ROOT}/tests/cuda_sim/wait_sim.cc", "-o", str(exe)]
-    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
-    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    ran = _run_cxx_program(tmp_path, "wait_sim", ["reference_device/cuda/wait_work.cu",
+                                                  "tests/cuda_sim/wait_sim.cc"])
     assert ran.returncode == 0 and "wait_sim: OK" in ran.stdout, ran.stdout + ran.stderr
 
 
@@ -902,17 +910,8 @@ def test_work_joined_at_exit_outlives_neither_its_caller_nor_the_process(tmp_pat
     with the host compiler (exit_joined_sim.cc): the work runs on its own
     thread, its future is ready once it returned, ended threads are joined,
     and work still running when main returns ends before the process does."""
-    import shutil
-    cxx = shutil.which(os.environ.get("CXX", "c++")) or shutil.which("g++")
-    if cxx is None:
-        pytest.skip("no C++ compiler (CXX, c++ or g++) to build the test program")
-    exe = tmp_path / "exit_joined_sim"
-    cmd = [cxx, "-std=c++17", "-O0", "-pthread", f"-I{ROOT}/tests/cuda_sim",
-           f"-I{ROOT}/reference_device/cuda", f"{ROOT}/reference_device/cuda/exit_joined.cc",
-           f"{ROOT}/tests/cuda_sim/exit_joined_sim.cc", "-o", str(exe)]
-    built = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
-    ran = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    ran = _run_cxx_program(tmp_path, "exit_joined_sim", ["reference_device/cuda/exit_joined.cc",
+                                                         "tests/cuda_sim/exit_joined_sim.cc"])
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.splitlines() == ["exit_joined_sim: OK", "exit_joined_sim: late work ended"], (
         ran.stdout + ran.stderr)
