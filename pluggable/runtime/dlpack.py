@@ -146,6 +146,11 @@ def _device_for(device_type: int, device_id: int) -> Any:
 
 # -------------------------------------------------------------------- export
 
+_LEGACY_STREAM = 1  # CUDA's legacy default stream, as DLPack numbers it
+# DLPack's default-stream handles (legacy, per-thread): the current device's
+_DEFAULT_STREAMS = (_LEGACY_STREAM, 2)
+
+
 @contextlib.contextmanager
 def _current_device(cudart: Any, ordinal: int) -> Iterator[None]:
     """Makes CUDA device `ordinal` the calling thread's current device for
@@ -183,8 +188,10 @@ def _cuda_stream_wait(dev: Device, consumer: int) -> None:
     if ev is None or int(cudart.cudaEventRecord(ev, native_stream.handoff(dev))[0]) != 0:
         dev.wait_for_work()
         return
-    # a default-stream handle (1 or 2) is that of the tensor's device
-    with _current_device(cudart, native_stream.native_ordinal(dev)):
+    # a default-stream handle is that of the current device: the tensor's
+    scope = _current_device(cudart, native_stream.native_ordinal(dev)) \
+        if consumer in _DEFAULT_STREAMS else contextlib.nullcontext()
+    with scope:
         if int(cudart.cudaStreamWaitEvent(consumer, ev, 0)[0]) != 0:
             dev.wait_for_work()
 
@@ -194,12 +201,8 @@ def _order_event(dev: Device) -> Any:
     made on that device, or None if none could be made (the exports of
     `dev` then wait for the device)."""
     cudart = cuda_python.cudart()
-    prev = cudart.cudaGetDevice()[1]
-    cudart.cudaSetDevice(native_stream.native_ordinal(dev))
-    try:
+    with _current_device(cudart, native_stream.native_ordinal(dev)):
         err, ev = cudart.cudaEventCreateWithFlags(_CUDA_EVENT_DISABLE_TIMING)
-    finally:
-        cudart.cudaSetDevice(prev)
     return ev if int(err) == 0 else None
 
 
@@ -380,7 +383,6 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     return t
 
 
-_LEGACY_STREAM = 1  # CUDA's legacy default stream, as DLPack numbers it
 
 
 def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
