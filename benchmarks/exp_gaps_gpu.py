@@ -11,34 +11,15 @@ usage: python3 benchmarks/exp_gaps_gpu.py
 """
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
-import tempfile
 import time
 
 import numpy as np
 
+from kernel_trace import traced_kernels
+
 CALLS = 200
-
-
-def trace_kernels(torch, f, sync) -> list[dict]:
-    """The kernels of CALLS calls of `f`, in order of their start."""
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
-            f()
-        sync()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as fh:
-            events = json.load(fh)["traceEvents"]
-    finally:
-        os.unlink(path)
-    return sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
 
 
 def main() -> int:
@@ -78,7 +59,7 @@ def main() -> int:
                 t2 = time.perf_counter()
                 hosts.append((t1 - t0) / CALLS * 1e6)
                 walls.append((t2 - t0) / CALLS * 1e6)
-            ks = trace_kernels(torch, f, both_sync)
+            ks = traced_kernels(f, CALLS, both_sync)
             gaps = [b["ts"] - (a["ts"] + a["dur"]) for a, b in zip(ks, ks[1:])]
             print(f"| {rnd} | {name} | {statistics.median(hosts):.2f} | "
                   f"{statistics.median(walls):.2f} | "

@@ -1,7 +1,8 @@
 // Variants of the CUDA plugin's unary kernel on one GPU: Exp of 4096x1024
 // float32 (32 MiB moved, held in an H200's 60 MB L2 cache when repeated),
-// the bench_gpu.py `ops` row. The plugin's grid-stride loop (16-byte
-// __ldg loads, plain stores, 8 blocks of 256 threads per multiprocessor)
+// the bench_gpu.py `ops` row. The grid-stride loop the plugin used until
+// 2026-11-30 (16-byte __ldg loads, plain stores, 8 blocks of 256 threads per
+// multiprocessor; one-pass shapes: benchmarks/exp_shapes_gpu.py)
 // against plain, L1::no_allocate and last-use loads, streaming stores
 // (__stcs), 2 or 4 vectors in flight per thread, and other block shapes.
 // Prints us per kernel over 200 back-to-back launches: issued one by one on
@@ -92,7 +93,7 @@ int main() {
     int per_sm;
   };
   const std::vector<Variant> variants = {
-      {"ldg, store, x256, 8/SM (plugin)", kernel<kLdg, kPlainStore, 1>, 256, 8},
+      {"ldg, store, x256, 8/SM (plugin until 11-30)", kernel<kLdg, kPlainStore, 1>, 256, 8},
       {"plain load", kernel<kPlain, kPlainStore, 1>, 256, 8},
       {"L1::no_allocate load", kernel<kNoAlloc, kPlainStore, 1>, 256, 8},
       {"last-use load", kernel<kLastUse, kPlainStore, 1>, 256, 8},

@@ -10,13 +10,23 @@ included). The per-call rows of bench_gpu.py are the larger of the host's
 cost of a call and the kernel's device time; this script gives the second,
 so a row's gap to PyTorch can be told apart as host or device time.
 
-usage: python3 benchmarks/kernel_times_gpu.py [--calls N] [--rows R] [--cols C]
+With --mlp BATCH: the kernels of the `ops` row's MLP 1024-4096-4096-1024
+(MatMul, bias, Relu per layer) at that batch, one line per kernel in the
+order a call issues them, and per call the sum of the kernels' times and the
+span from the first kernel's start to the last one's end (the difference is
+the GPU's idle time between them); the idle time before each kernel (for the
+first, since the previous call's last); and the wall time per call without
+the profiler (median of 5 runs of the calls, each ending with a
+synchronisation).
+
+usage: python3 benchmarks/kernel_times_gpu.py [--calls N] [--rows R] [--cols C] [--mlp BATCH]
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
+import time
 
 import numpy as np
 
@@ -26,6 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=100)
     ap.add_argument("--rows", type=int, default=4096)
     ap.add_argument("--cols", type=int, default=1024)
+    ap.add_argument("--mlp", type=int, default=0, metavar="BATCH")
     args = ap.parse_args(argv)
     import torch
     from torch.profiler import ProfilerActivity, profile
@@ -34,6 +45,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or not pg.list_physical_devices("GPU"):
         print("needs a CUDA GPU visible to both pluggable and PyTorch", file=sys.stderr)
         return 1
+    if args.mlp:
+        return mlp_kernels(torch, pg, args.mlp, args.calls)
     x = np.random.default_rng(0).standard_normal((args.rows, args.cols)).astype(np.float32)
     with pg.device("GPU:0"):
         gx = pg.constant(x)
@@ -103,6 +116,73 @@ def main(argv=None) -> int:
                     short = name if len(name) <= 60 else name[:57] + "..."
                     print(f"| {label} | {framework} | `{short}` | "
                           f"{statistics.median(ts):.2f} | {min(ts):.2f} |")
+    return 0
+
+
+def mlp_kernels(torch, pg, batch: int, calls: int) -> int:
+    from kernel_trace import traced_kernels
+    rng = np.random.default_rng(0)
+    sizes = [1024, 4096, 4096, 1024]
+    ws = [(rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
+          for a, b in zip(sizes, sizes[1:])]
+    bs = [(rng.standard_normal(b) * 0.1).astype(np.float32) for b in sizes[1:]]
+    h = rng.standard_normal((batch, 1024)).astype(np.float32)
+    torch.backends.cuda.matmul.allow_tf32 = False   # as pluggable's default
+    with pg.device("GPU:0"):
+        gw, gb, gh = [pg.constant(w) for w in ws], [pg.constant(b) for b in bs], pg.constant(h)
+    tw = [torch.from_numpy(w).cuda() for w in ws]
+    tb = [torch.from_numpy(b).cuda() for b in bs]
+    th = torch.from_numpy(h).cuda()
+    r = pg.raw_ops
+
+    def pg_mlp():
+        y = gh
+        for w, b in zip(gw, gb):
+            y = r.Relu(features=r.BiasAdd(value=r.MatMul(a=y, b=w), bias=b))
+        return y
+
+    def torch_mlp():
+        y = th
+        for w, b in zip(tw, tb):
+            y = torch.relu(y @ w + b)
+        return y
+
+    def sync():
+        pg.synchronize()
+        torch.cuda.synchronize()
+    print(f"MLP 1024-4096-4096-1024 at batch {batch}, {calls} calls each, device us "
+          "(median; CUPTI through torch.profiler)")
+    print("| framework | # | kernel | median us | idle before, us |")
+    print("|---|---:|---|---:|---:|")
+    totals = {}
+    for framework, f in (("pluggable", pg_mlp), ("PyTorch", torch_mlp)):
+        walls = []
+        for _ in range(6):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            sync()
+            walls.append((time.perf_counter() - t0) / calls * 1e6)
+        wall = statistics.median(walls[1:])
+        ks = traced_kernels(f, calls, sync)
+        per = len(ks) // calls
+        if per == 0 or len(ks) % calls:
+            print(f"| {framework} | | {len(ks)} kernels for {calls} calls | |")
+            continue
+        idle = [b["ts"] - (a["ts"] + a["dur"]) for a, b in zip(ks, ks[1:])]
+        for j in range(per):
+            name = ks[j]["name"]
+            short = name if len(name) <= 60 else name[:57] + "..."
+            print(f"| {framework} | {j + 1} | `{short}` | "
+                  f"{statistics.median(k['dur'] for k in ks[j::per]):.2f} | "
+                  f"{statistics.median(idle[j - 1 if j else per - 1::per]):.2f} |")
+        calls_k = [ks[i * per:(i + 1) * per] for i in range(calls)]
+        busy = statistics.median(sum(k["dur"] for k in c) for c in calls_k)
+        span = statistics.median(c[-1]["ts"] + c[-1]["dur"] - c[0]["ts"] for c in calls_k)
+        totals[framework] = (busy, span, wall)
+    for framework, (busy, span, wall) in totals.items():
+        print(f"{framework}: kernels {busy:.2f} us per call, span {span:.2f} us; "
+              f"without the profiler {wall:.2f} us per call")
     return 0
 
 

@@ -97,6 +97,20 @@ def test_torch_reads_pg_gpu_tensors_in_place(dtype):
 
 
 @needs_torch
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_unary_op_of_an_imported_view_off_16_byte_alignment(offset):
+    """A view of a torch tensor that starts 4-12 bytes into it: the unary op
+    takes its element-wise loop instead of 16-byte vectors."""
+    x = _random((4096 * 64 + 7,))
+    a = torch.from_numpy(x).cuda()[offset:]
+    t = pg.from_dlpack(a)
+    assert _address(t) % 16 == offset * 4
+    with pg.device(GPU), pg.testing.expect_kernel("Neg", "GPU"):
+        got = pg.raw_ops.Neg(x=t)
+    np.testing.assert_array_equal(got.numpy(), -x[offset:])
+
+
+@needs_torch
 def test_torch_waits_for_pg_work_on_its_stream(ordering):
     x = _random((2048, 2048))
     t = _slow_product(x)

@@ -476,6 +476,34 @@ def test_elementwise_vector_tails():
                                           .astype(np.int8))
 
 
+# Aligned unary ops take 16-byte vectors (V = 8, 4, 2 elements) in chunks of
+# 256 per block of 128 threads where the data fit in L2, of 128 beyond it:
+# sizes on both sides of a chunk's edge, a last block with only its first
+# vector, elements after the last vector, and 2**24 + 3 elements (64-256 MiB
+# moved, more than an H100's or H200's L2).
+@pytest.mark.parametrize("dt", [np.float16, np.float32, np.float64],
+                         ids=lambda d: np.dtype(d).name)
+def test_unary_chunks_and_their_edges(dt):
+    v = 16 // np.dtype(dt).itemsize
+    for n in (128 * v - 1, 128 * v + 1, 256 * v - 1, 256 * v, 256 * v + 1, 384 * v,
+              384 * v + v - 1, 100_003, 2**24 + 3):
+        x = _rng().standard_normal(n).astype(dt)
+        np.testing.assert_array_equal(_gpu("Neg", x=x), -x)
+        rtol = {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-14}[dt]
+        np.testing.assert_allclose(_gpu("Exp", x=x), np.exp(x.astype(np.float64)).astype(dt),
+                                   rtol=rtol)
+
+
+def test_unary_op_past_32_bit_indices():
+    """2**31 + 17 one-byte elements: the chunk kernel's 64-bit indices."""
+    n = 2**31 + 17
+    x = np.zeros(n, np.bool_)
+    x[::3] = True
+    x[-17:] = _rng().integers(0, 2, 17).astype(np.bool_)
+    got = _gpu("LogicalNot", x=x)
+    np.testing.assert_array_equal(got, ~x)
+
+
 def test_int_division_edge_cases():
     for dt in (np.int32, np.int64):
         info = np.iinfo(dt)
