@@ -1,8 +1,9 @@
-"""Exp of a float32 tensor (4096x1024 unless told) on one GPU: the CUDA plugin's kernel,
-PyTorch's, and the launch shapes of benchmarks/exp_shapes_gpu.cu (built
-with nvcc into a cubin and launched through CuPy), all timed in one
-process by CUPTI (``torch.profiler``): the median device time of each
-kernel over 200 back-to-back calls, in rounds that take the cases in turn.
+"""Exp of a float32 tensor (4096x1024 unless told) on one GPU: the CUDA
+plugin's kernel, PyTorch's, and the launch shapes of
+benchmarks/exp_shapes_gpu.cu (built with nvcc into a cubin and launched
+through CuPy), all timed in one process by CUPTI (``torch.profiler``): the
+median device time of each kernel over 200 back-to-back calls, in rounds
+that take the cases in turn.
 
 The shapes and PyTorch's kernel run twice: on tensors PyTorch allocated,
 and on the plugin's own input and output (shared through DLPack), so a
@@ -83,7 +84,8 @@ def main(argv=None) -> int:
     # (kernel, threads, blocks); the grid-stride loop capped at 8 blocks per
     # multiprocessor (the plugin's grid for data held in L2) and at 1024 (beyond)
     shapes = [("stride_ldg", 256, sms * 8), ("stride_ldg", 128, sms * 16),
-              ("stride_plain", 256, sms * 8), ("stride_ldg", 256, min(-(-nvec // 256), sms * 1024))]
+              ("stride_plain", 256, sms * 8),
+              ("stride_ldg", 256, min(-(-nvec // 256), sms * 1024))]
     for v in (1, 2, 4):
         for kind in ("plain", "ldg"):
             for threads in (128, 256):
@@ -117,8 +119,8 @@ def main(argv=None) -> int:
     for _ in range(args.rounds):
         for name, f in cases.items():
             times[name].append(statistics.median(kernel_times(f, sync)))
-    print(f"{torch.cuda.get_device_name(0)}, {sms} SMs; Exp of {args.rows}x{args.cols} float32; "
-          f"median kernel us over {CALLS} calls, per round")
+    print(f"{torch.cuda.get_device_name(0)}, {sms} SMs; Exp of {args.rows}x{args.cols} "
+          f"float32; median kernel us over {CALLS} calls, per round")
     print("| case | " + " | ".join(f"round {r + 1}" for r in range(args.rounds))
           + " | best |")
     print("|---|" + "---:|" * (args.rounds + 1))
