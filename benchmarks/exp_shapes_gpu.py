@@ -61,8 +61,8 @@ def main(argv=None) -> int:
 
     import pluggable as pg
     if not torch.cuda.is_available() or not pg.list_physical_devices("GPU"):
-        print("needs a CUDA GPU visible to both pluggable and PyTorch", file=sys.stderr)
-        return 1
+        print("no GPU: needs a CUDA GPU visible to both pluggable and PyTorch", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
         module = cupy.RawModule(path=build_cubin(args.nvcc, tmp))
         module.get_function("stride_ldg")  # loads the module while the file exists

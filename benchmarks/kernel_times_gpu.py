@@ -38,13 +38,17 @@ def main(argv=None) -> int:
     ap.add_argument("--cols", type=int, default=1024)
     ap.add_argument("--mlp", type=int, default=0, metavar="BATCH")
     args = ap.parse_args(argv)
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        print("needs PyTorch: its profiler records the kernels (CUPTI)", file=sys.stderr)
+        return 2
 
     import pluggable as pg
     if not torch.cuda.is_available() or not pg.list_physical_devices("GPU"):
-        print("needs a CUDA GPU visible to both pluggable and PyTorch", file=sys.stderr)
-        return 1
+        print("no GPU: needs a CUDA GPU visible to both pluggable and PyTorch", file=sys.stderr)
+        return 2
     if args.mlp:
         return mlp_kernels(torch, pg, args.mlp, args.calls)
     x = np.random.default_rng(0).standard_normal((args.rows, args.cols)).astype(np.float32)

@@ -166,3 +166,13 @@ def test_dlpack_parts_needs_a_gpu_and_pytorch():
     if proc is not None:
         for part in ("| our export", "| pg.from_dlpack(torch tensor) |", "| round trip pg"):
             assert part in proc.stdout, proc.stdout
+
+
+def test_kernel_times_needs_a_gpu_and_pytorch():
+    """benchmarks/kernel_times_gpu.py reads kernel times from PyTorch's
+    profiler: without PyTorch, or without a GPU, it says which is missing
+    and exits 2; with both it prints each op's kernels for both frameworks."""
+    proc = _gpu_script("kernel_times_gpu.py", plugin_gpu=True)
+    if proc is not None:
+        for row in ("| Exp | pluggable | `", "| Exp | PyTorch | `", "| Softmax | pluggable | `"):
+            assert row in proc.stdout, proc.stdout
