@@ -598,14 +598,7 @@ TF_Code pg_kernel_run(pg_kernel* k, TF_Tensor* const* inputs,
 
 TF_Tensor* pg_kernel_run1(pg_kernel* k, TF_Tensor* const* inputs,
                           const int64_t* expect, TF_Status* status) {
-  if (k->num_outputs != 1) {
-    pg_set_status(status, TF_INVALID_ARGUMENT, "pg_kernel_run1: the kernel of %s has "
-                  "%d outputs, not 1", k->def->op_name, k->num_outputs);
-    return NULL;
-  }
-  TF_Tensor* out = NULL;
-  if (pg_kernel_run_planned(k, inputs, &out, expect, NULL, status) != TF_OK) return NULL;
-  return out;
+  return pg_kernel_run1_donated(k, inputs, expect, 0, status);
 }
 
 /* One op: the kernel's work, then (unless `shares_event`) an event that
@@ -686,8 +679,8 @@ TF_Tensor* pg_kernel_run1_donated(pg_kernel* k, TF_Tensor* const* inputs,
                                   const int64_t* expect, uint64_t donated,
                                   TF_Status* status) {
   if (k->num_outputs != 1) {
-    pg_set_status(status, TF_INVALID_ARGUMENT, "pg_kernel_run1_donated: the kernel of %s "
-                  "has %d outputs, not 1", k->def->op_name, k->num_outputs);
+    pg_set_status(status, TF_INVALID_ARGUMENT, "pg_kernel_run1: the kernel of %s has "
+                  "%d outputs, not 1", k->def->op_name, k->num_outputs);
     return NULL;
   }
   TF_Tensor* out = NULL;

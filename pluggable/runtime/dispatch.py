@@ -771,12 +771,9 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes, donated: int = 0) -> list
     st = raw_status()  # pg_kernel_run resets it
     # The core checks the outputs against the shape function's shapes.
     expect = expected_shapes(shapes) if shapes is not None else ffi.NULL
-    if donated and n_out == 1:
-        h = lib.pg_kernel_run1_donated(p.kinst, handles, expect, donated, st)
-        code = 0 if h else 1
-        outs = (h,)
-    elif n_out == 1:  # the output comes back as the result (no array to make)
-        h = lib.pg_kernel_run1(p.kinst, handles, expect, st)
+    if n_out == 1:  # the output comes back as the result (no array to make)
+        h = lib.pg_kernel_run1_donated(p.kinst, handles, expect, donated, st) if donated \
+            else lib.pg_kernel_run1(p.kinst, handles, expect, st)
         code = 0 if h else 1
         outs = (h,)
     else:

@@ -383,8 +383,6 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     return t
 
 
-
-
 def _ask(x: Any, target: Any, copy: bool | None) -> tuple[Any, bool]:
     """``x.__dlpack__`` with a consumer stream (CUDA targets) and our
     version, and whether the device's stream must then be ordered after the

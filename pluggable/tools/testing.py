@@ -14,6 +14,13 @@ def kernel_calls(op: str, device_type: str) -> int:
     return sum(k.calls for k in registry.KERNELS.get((op, device_type.upper()), ()))
 
 
+def kernel_forwards(op: str, device_type: str) -> int:
+    """How many outputs the kernels of `op` on `device_type` have written
+    over a donated input's buffer (``TF_ForwardInputOrAllocateOutput``)."""
+    plugins.ensure_loaded()
+    return sum(k.forwarded for k in registry.KERNELS.get((op, device_type.upper()), ()))
+
+
 @contextlib.contextmanager
 def expect_kernel(op: str, device_type: str, min_calls: int = 1) -> Iterator[None]:
     """Fails (AssertionError) unless a kernel of `op` registered for
