@@ -12,8 +12,11 @@ traced once into a graph (``pg.function``) that later steps replay.
     python3 examples/train_digits.py --device GPU:0 --epochs 30
     python3 examples/train_digits.py --quick --function      # steps as graphs
 
-Needs scikit-learn (``pip install -e ".[examples]"``); the data set ships
-inside it, nothing is downloaded. Writes the loss curve as a PNG
+Needs the ``examples`` extra (``pip install -e ".[examples]"``: scikit-learn,
+whose bundled data set is used, nothing is downloaded; matplotlib for the
+plot; tqdm for the progress bar). Prints the loss, test accuracy, time and
+examples/s of each epoch and, at the end, on which devices the kernels of
+a training step ran (and why any op ran elsewhere). Writes the loss curve as a PNG
 (``--png``, default ``train_digits_loss.png``).
 """
 from __future__ import annotations
@@ -21,10 +24,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import struct
 import sys
 import time
-import zlib
 from typing import Callable, TextIO
 
 import numpy as np
@@ -124,118 +125,98 @@ def accuracy(model: DigitsCNN, images, labels: np.ndarray) -> float:
 
 # ------------------------------------------------------------------ progress
 
-class ProgressBar:
-    """A plain-text progress bar: redrawn in place on a terminal, one line
-    per epoch otherwise (logs, CI)."""
+class Progress:
+    """A tqdm bar over the steps of an epoch on a terminal (none in logs and
+    CI), then one line per epoch: loss, test accuracy, time, examples/s."""
 
-    def __init__(self, stream: TextIO | None, width: int = 30):
-        self.stream, self.width = stream, width
+    def __init__(self, stream: TextIO | None):
+        self.stream = stream
         self.live = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._bar = None
 
-    def _line(self, epoch: int, epochs: int, step: int, steps: int, loss: float | None,
-              tail: str = "") -> str:
-        done = int(self.width * step / max(steps, 1))
-        bar = "#" * done + "." * (self.width - done)
-        shown = "" if loss is None else f" loss {loss:.4f}"
-        return f"epoch {epoch:>{len(str(epochs))}}/{epochs} [{bar}] {step}/{steps}{shown}{tail}"
-
-    def update(self, epoch: int, epochs: int, step: int, steps: int, loss: float | None) -> None:
+    def start_epoch(self, epoch: int, epochs: int, steps: int) -> None:
         if self.live:
-            self.stream.write("\r" + self._line(epoch, epochs, step, steps, loss))
-            self.stream.flush()
+            from tqdm import tqdm
+            self._bar = tqdm(total=steps, desc=f"epoch {epoch}/{epochs}", file=self.stream,
+                             leave=False, unit="step", dynamic_ncols=True,
+                             mininterval=0, miniters=1)
 
-    def end_epoch(self, epoch: int, epochs: int, steps: int, loss: float, tail: str) -> None:
+    def update(self, loss: float | None) -> None:
+        if self._bar is not None:
+            if loss is not None:
+                self._bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            self._bar.update(1)
+
+    def end_epoch(self, epoch: int, epochs: int, loss: float, accuracy: float,
+                  seconds: float, examples: int) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         if self.stream is not None:
-            self.stream.write(("\r" if self.live else "") +
-                              self._line(epoch, epochs, steps, steps, loss, tail) + "\n")
+            self.stream.write(f"epoch {epoch:>{len(str(epochs))}}/{epochs}  loss {loss:.4f}  "
+                              f"test accuracy {accuracy:.2%}  {seconds:.2f} s  "
+                              f"{examples / max(seconds, 1e-9):,.0f} examples/s\n")
             self.stream.flush()
 
 
-# ------------------------------------------------------------------ PNG
+# ------------------------------------------------------------------ where the ops ran
 
-# 3x5 bitmap glyphs for axis labels: each row is 3 bits, most significant left.
-_GLYPHS = {
-    "0": (7, 5, 5, 5, 7), "1": (2, 6, 2, 2, 7), "2": (7, 1, 7, 4, 7), "3": (7, 1, 7, 1, 7),
-    "4": (5, 5, 7, 1, 1), "5": (7, 4, 7, 1, 7), "6": (7, 4, 7, 5, 7), "7": (7, 1, 1, 1, 1),
-    "8": (7, 5, 7, 5, 7), "9": (7, 5, 7, 1, 7), ".": (0, 0, 0, 0, 2), " ": (0, 0, 0, 0, 0),
-    "e": (0, 7, 7, 4, 7), "p": (0, 7, 5, 7, 4), "o": (0, 7, 5, 5, 7), "c": (0, 7, 4, 4, 7),
-    "h": (4, 4, 7, 5, 5), "l": (6, 2, 2, 2, 7), "s": (0, 7, 6, 1, 7),
-}
+def kernel_counts() -> dict:
+    """How many times each (op, device type) kernel has run so far."""
+    return pg.testing.kernel_call_counts()
 
 
-def _png_bytes(pixels: np.ndarray) -> bytes:
-    """A PNG file (8-bit RGB, no interlace) of `pixels` (height, width, 3) uint8."""
-    h, w, _ = pixels.shape
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + \
-            struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    rows = np.concatenate([np.zeros((h, 1), np.uint8), pixels.reshape(h, w * 3)], axis=1)
-    return (b"\x89PNG\r\n\x1a\n"
-            + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9))
-            + chunk(b"IEND", b""))
-
-
-def _draw_text(img: np.ndarray, x: int, y: int, text: str, color, scale: int = 2) -> None:
-    for i, ch in enumerate(text):
-        for r, bits in enumerate(_GLYPHS.get(ch, _GLYPHS[" "])):
-            for c in range(3):
-                if bits >> (2 - c) & 1:
-                    x0, y0 = x + (i * 4 + c) * scale, y + r * scale
-                    img[y0:y0 + scale, x0:x0 + scale] = color
-
-
-def _draw_line(img: np.ndarray, x0: float, y0: float, x1: float, y1: float, color) -> None:
-    n = int(max(abs(x1 - x0), abs(y1 - y0))) + 1
-    xs = np.rint(np.linspace(x0, x1, n + 1)).astype(int)
-    ys = np.rint(np.linspace(y0, y1, n + 1)).astype(int)
-    ok = (xs >= 0) & (xs < img.shape[1]) & (ys >= 0) & (ys < img.shape[0])
-    img[ys[ok], xs[ok]] = color
+def placement_summary(before: dict, after: dict, device: str) -> list[str]:
+    """Lines saying how many kernel calls between two ``kernel_counts``
+    snapshots ran on each device type and, for any op that ran elsewhere
+    than `device`'s type, why."""
+    ran = {k: after[k] - before.get(k, 0) for k in after if after[k] > before.get(k, 0)}
+    dev_type = device.split(":")[0].upper()
+    per_type: dict = {}
+    for (op, t), n in ran.items():
+        per_type[t] = per_type.get(t, 0) + n
+    names = {"DEFAULT": "device-agnostic kernels (on the tensors' device)"}
+    lines = ["kernel calls of the last training step: " + ", ".join(
+        f"{n:,} {names.get(t, 'on ' + t)}" for t, n in sorted(per_type.items(),
+                                                                key=lambda kv: -kv[1]))]
+    elsewhere = sorted((op, t, n) for (op, t), n in ran.items() if t not in (dev_type, "DEFAULT"))
+    if not elsewhere:
+        lines.append(f"every op of the step ran on {device}")
+    for op, t, n in elsewhere:
+        why = (f"no {dev_type} kernel for {op}" if not pg.testing.has_kernel(op, dev_type)
+               else f"its inputs were on {t}")
+        lines.append(f"  {op}: {n} call(s) on {t} ({why})")
+    return lines
 
 
-def write_loss_png(path: str, step_losses: list, steps_per_epoch: int,
-                   width: int = 640, height: int = 360) -> None:
-    """The loss curve: each step's loss (light blue) and each epoch's mean
-    (dark red) against the step, on a log scale, epochs marked below."""
-    img = np.full((height, width, 3), 255, np.uint8)
-    left, right, top, bottom = 60, width - 20, 20, height - 40
-    losses = np.maximum(np.asarray(step_losses, np.float64), 1e-6)
-    lo, hi = np.log10(losses.min()), np.log10(losses.max())
-    hi = hi if hi > lo else lo + 1
+# ------------------------------------------------------------------ plot
 
-    def px(step: float, loss: float) -> tuple:
-        x = left + (right - left) * step / max(len(losses) - 1, 1)
-        y = bottom - (bottom - top) * (np.log10(max(loss, 1e-6)) - lo) / (hi - lo)
-        return x, y
-
-    black, grey = (0, 0, 0), (200, 200, 200)
-    for frac in (0.0, 0.25, 0.5, 0.75, 1.0):         # horizontal grid and loss labels
-        y = bottom - (bottom - top) * frac
-        _draw_line(img, left, y, right, y, grey)
-        _draw_text(img, 4, int(y) - 5, f"{10 ** (lo + frac * (hi - lo)):.3f}"[:6], black)
-    epochs = max(1, len(losses) // max(steps_per_epoch, 1))
-    for e in range(0, epochs + 1, max(1, epochs // 10)):      # epoch ticks and labels
-        x, _ = px(min(e * steps_per_epoch, len(losses) - 1), 1.0)
-        _draw_line(img, x, bottom, x, bottom + 5, black)
-        _draw_text(img, int(x) - 3, bottom + 9, str(e), black)
-    _draw_text(img, right - 40, bottom + 24, "epoch", black)
-    _draw_line(img, left, top, left, bottom, black)
-    _draw_line(img, left, bottom, right, bottom, black)
-    points = [px(i, v) for i, v in enumerate(losses)]
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        _draw_line(img, x0, y0, x1, y1, (120, 170, 230))
-    means = [(min((e + 0.5) * steps_per_epoch, len(losses) - 1),
-              losses[e * steps_per_epoch:(e + 1) * steps_per_epoch].mean())
-             for e in range(epochs) if losses[e * steps_per_epoch:(e + 1) * steps_per_epoch].size]
-    mpoints = [px(s, m) for s, m in means]
-    for (x0, y0), (x1, y1) in zip(mpoints, mpoints[1:]):
-        for d in (-1, 0, 1):
-            _draw_line(img, x0, y0 + d, x1, y1 + d, (180, 30, 30))
-    _draw_text(img, left + 8, top + 6, "loss", (180, 30, 30))
-    with open(path, "wb") as f:
-        f.write(_png_bytes(img))
+def write_loss_plot(path: str, step_losses: list, steps_per_epoch: int, device: str) -> None:
+    """The loss curve with matplotlib: each step's loss and each epoch's
+    mean against the step, on a log scale, with axes, legend and title."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("the loss plot needs matplotlib: pip install -e \".[examples]\" (or --png '')")
+    losses = np.asarray(step_losses, np.float64)
+    epochs = -(-len(losses) // max(steps_per_epoch, 1))
+    means = [losses[e * steps_per_epoch:(e + 1) * steps_per_epoch].mean() for e in range(epochs)]
+    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
+    ax.plot(np.arange(1, len(losses) + 1) / steps_per_epoch, losses, color="#78aae6",
+            linewidth=1, label="loss of each step")
+    ax.plot(np.arange(epochs) + 0.5, means, color="#b41e1e", marker="o", linewidth=2,
+            label="mean loss of the epoch")
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("sparse softmax cross-entropy")
+    ax.set_title(f"digits CNN on {device}: training loss")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 # ------------------------------------------------------------------ training
@@ -251,6 +232,9 @@ class Result:
     step_losses: list
     seconds: float
     traces: int = 0          # traces of the step function (--function)
+    epoch_seconds: list = dataclasses.field(default_factory=list)
+    examples_per_second: float = 0.0   # training examples per second of training
+    placement: list = dataclasses.field(default_factory=list)  # placement_summary's lines
 
 
 def cosine_decay(learning_rate: float, total_steps: int,
@@ -275,9 +259,9 @@ def train(device: str, epochs: int = 20, batch_size: int = 32, learning_rate: fl
     if train_limit:
         x_train, y_train = x_train[:train_limit], y_train[:train_limit]
     rng = np.random.default_rng(seed)
-    bar = ProgressBar(progress)
+    bar = Progress(progress)
     steps = -(-len(x_train) // batch_size)
-    step_losses, epoch_losses = [], []
+    step_losses, epoch_losses, epoch_seconds = [], [], []
     start = time.perf_counter()
     with pg.device(device):
         model = DigitsCNN(rng)
@@ -287,23 +271,32 @@ def train(device: str, epochs: int = 20, batch_size: int = 32, learning_rate: fl
         for epoch in range(1, epochs + 1):
             order = rng.permutation(len(x_train))
             pending, last = [], None
+            bar.start_epoch(epoch, epochs, steps)
+            t0 = time.perf_counter()
             for step in range(steps):
                 idx = order[step * batch_size:(step + 1) * batch_size]
+                last_step = epoch == epochs and step == steps - 1
+                if last_step:                   # where the kernels of one step run
+                    counts = kernel_counts()
                 loss = step_fn(pg.constant(x_train[idx]), pg.constant(y_train[idx]))
+                if last_step:
+                    where = placement_summary(counts, kernel_counts(), device)
                 if pending and bar.live:       # the previous step's loss: no stall
                     last = float(pending[-1].numpy())
                 pending.append(loss)
-                bar.update(epoch, epochs, step + 1, steps, last)
+                bar.update(last)
             losses = [float(t.numpy()) for t in pending]
+            epoch_seconds.append(time.perf_counter() - t0)
             step_losses += losses
             epoch_losses.append(float(np.mean(losses)))
             acc = accuracy(model, test_images, y_test)
-            bar.end_epoch(epoch, epochs, steps, epoch_losses[-1], f"  test accuracy {acc:.2%}")
+            bar.end_epoch(epoch, epochs, epoch_losses[-1], acc, epoch_seconds[-1], len(x_train))
     seconds = time.perf_counter() - start
     if png:
-        write_loss_png(png, step_losses, steps)
+        write_loss_plot(png, step_losses, steps, device)
     traces = getattr(step_fn, "tracing_count", 0)
-    return Result(device, epochs, acc, epoch_losses, step_losses, seconds, traces)
+    return Result(device, epochs, acc, epoch_losses, step_losses, seconds, traces,
+                  epoch_seconds, epochs * len(x_train) / max(sum(epoch_seconds), 1e-9), where)
 
 
 def default_device() -> str:
@@ -346,8 +339,10 @@ def main(argv: list | None = None) -> int:
     r = train(device, epochs, args.batch_size, args.learning_rate, args.seed,
               progress=sys.stdout, png=args.png or None, function=args.function)
     print(f"test accuracy {r.test_accuracy:.2%} on {device} after {epochs} epoch(s), "
-          f"{r.seconds:.1f} s" + (f" ({r.traces} traces of the step)" if args.function else "")
+          f"{r.seconds:.1f} s, {r.examples_per_second:,.0f} training examples/s"
+          + (f" ({r.traces} traces of the step)" if args.function else "")
           + (f"; loss curve: {os.path.abspath(args.png)}" if args.png else ""))
+    print("\n".join(r.placement))
     return 0
 
 

@@ -257,3 +257,53 @@ def test_training_reduces_the_loss_on_every_device(device, rng):
         opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
         losses.append(float(loss.numpy()))
     assert losses[-1] < 0.01 * losses[0]
+
+
+def test_variables_without_gradients_are_named_in_a_warning(device, rng):
+    """As in TensorFlow: a None gradient leaves its variable unchanged, with
+    a UserWarning naming it; the others are updated."""
+    a0, b0 = rng.standard_normal(3), rng.standard_normal(3)
+    with pg.device(device):
+        a, b = pg.Variable(a0, name="used"), pg.Variable(b0, name="unused")
+    opt = pg.optimizers.SGD(learning_rate=0.5)
+    with pg.GradientTape() as tape:
+        loss = pg.reduce_sum(a * 2.0)
+    grads = tape.gradient(loss, [a, b])
+    assert grads[1] is None
+    with pytest.warns(UserWarning, match=r"Gradients do not exist for variables \['unused:0'\]"):
+        opt.apply_gradients(zip(grads, [a, b]))
+    np.testing.assert_allclose(a.numpy(), a0 - 1.0)
+    np.testing.assert_array_equal(b.numpy(), b0)
+
+
+@pytest.mark.parametrize("schedule", [
+    lambda: pg.optimizers.schedules.Tabulated([0.5, 0.3, 0.2, 0.05]),
+    lambda: pg.optimizers.schedules.ExponentialDecay(0.4, 3, 0.5),
+    lambda: pg.optimizers.schedules.ExponentialDecay(0.4, 3, 0.5, staircase=True)])
+def test_eager_steps_take_the_schedule_rate_without_host_ops(device, rng, schedule):
+    """An eager step gets the schedule's rate as a number (``at_step``),
+    the same as its ops give, and after the first step (which reads
+    ``iterations`` once) runs no CPU op for it."""
+    sched = schedule()
+    for step in range(7):
+        with pg.device("CPU:0"):
+            ops = float(sched(pg.constant(np.float64(step))).numpy())
+        assert sched.at_step(step) == pytest.approx(ops, rel=1e-12)
+    x0 = rng.standard_normal(4)
+    with pg.device(device):
+        v = pg.Variable(x0)
+    opt = pg.optimizers.SGD(sched)
+    expected = x0.copy()
+    for step in range(5):
+        with pg.GradientTape() as tape:
+            loss = pg.reduce_sum(v * 1.0)
+        g = tape.gradient(loss, v)
+        before = pg.testing.kernel_call_counts()
+        opt.apply_gradients([(g, v)])
+        after = pg.testing.kernel_call_counts()
+        expected -= sched.at_step(step)
+        cpu = {k: after[k] - before.get(k, 0) for k in after
+               if k[1] == "CPU" and after[k] != before.get(k, 0)}
+        if step > 0 and not device.startswith("CPU"):
+            assert cpu == {}, cpu
+    np.testing.assert_allclose(v.numpy(), expected, rtol=1e-12)

@@ -575,3 +575,20 @@ def test_gpu_ops_are_on_the_gpu_track(tmp_path, rng, monkeypatch):
     row = next(r for r in res.summary.rows if (r.name, r.device) == ("AddV2", "GPU:0"))
     assert row.count == n and row.device_events == n
     assert row.device_ns == sum(e["end_ns"] - e["start_ns"] for e in adds)
+
+
+def test_ops_without_outputs_are_shown_on_their_variables_device(tmp_path, rng):
+    """A variable update (ResourceApplyAdam, AssignAddVariableOp) has no
+    output: the summary puts it on the device of the variable it updates."""
+    with pg.device("MY_DEVICE:0"):
+        w = pg.Variable(rng.standard_normal(8).astype(np.float32), name="w")
+    opt = pg.optimizers.Adam(0.1)
+    with pg.profiler.Profile(tmp_path) as p:
+        with pg.GradientTape() as tape:
+            loss = pg.reduce_sum(w * w)
+        opt.apply_gradients([(tape.gradient(loss, w), w)])
+        w.assign_add(np.ones(8, np.float32))
+    devices = {(r.name, r.device) for r in p.result.summary.rows}
+    assert ("ResourceApplyAdam", "MY_DEVICE:0") in devices, devices
+    assert ("AssignAddVariableOp", "MY_DEVICE:0") in devices, devices
+    assert not any(d == "?" for _, d in devices), devices

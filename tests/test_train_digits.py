@@ -1,16 +1,15 @@
 """examples/train_digits.py: a shortened training of the digits CNN on
 MY_DEVICE (seconds) learns (the loss falls, the test accuracy is far above
 chance), runs its ops and the Adam step as MY_DEVICE kernels, prints a
-progress bar and writes a valid PNG of the loss curve."""
+line per epoch with its time and examples/s, says where the kernels of a
+step ran, and writes a PNG of the loss curve drawn with matplotlib."""
 from __future__ import annotations
 
 import contextlib
 import importlib.util
 import io
 import pathlib
-import struct
 import sys
-import zlib
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import pytest
 import pluggable as pg
 
 pytest.importorskip("sklearn", reason="scikit-learn (the test extra) ships the digits data set")
+pytest.importorskip("matplotlib", reason="matplotlib (the test extra) draws the loss plot")
 
 EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_digits.py"
 
@@ -33,24 +33,16 @@ def example():
 
 
 def read_png(path) -> np.ndarray:
-    """Decodes the 8-bit RGB, filter-0 PNG the example writes, checking the
-    signature, every chunk's CRC and the chunk order."""
-    data = pathlib.Path(path).read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks = 8, []
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
-        (crc,) = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
-        assert zlib.crc32(kind + body) & 0xFFFFFFFF == crc, kind
-        chunks.append((kind, body))
-        pos += 12 + n
-    assert [k for k, _ in chunks] == [b"IHDR", b"IDAT", b"IEND"]
-    w, h, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
-    assert (depth, color, interlace) == (8, 2, 0)
-    raw = np.frombuffer(zlib.decompress(chunks[1][1]), np.uint8).reshape(h, 1 + 3 * w)
-    assert not raw[:, 0].any()          # filter type 0 on every row
-    return raw[:, 1:].reshape(h, w, 3)
+    """The RGB pixels (0-255) of the PNG the example writes, read by
+    matplotlib's PNG reader."""
+    from matplotlib import image
+    assert pathlib.Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    return np.rint(image.imread(str(path))[..., :3] * 255).astype(np.uint8)
+
+
+def near(img: np.ndarray, rgb: tuple, tol: int = 12) -> int:
+    """How many pixels of `img` are within `tol` of the colour `rgb`."""
+    return int((np.abs(img.astype(int) - np.asarray(rgb)).max(axis=-1) <= tol).sum())
 
 
 def test_short_training_on_my_device_learns(example, rng, tmp_path):
@@ -75,12 +67,29 @@ def test_short_training_on_my_device_learns(example, rng, tmp_path):
     # learning without failing on an unlucky seed.
     assert result.test_accuracy > 0.25, (seed, result.test_accuracy)
     lines = out.getvalue().splitlines()
-    assert [ln.split("[")[0].strip() for ln in lines] == ["epoch 1/2", "epoch 2/2"]
-    assert "15/15" in lines[-1] and "test accuracy" in lines[-1]
+    assert [ln.split("  ")[0] for ln in lines] == ["epoch 1/2", "epoch 2/2"]
+    assert "test accuracy" in lines[-1] and lines[-1].endswith("examples/s")
+    assert len(result.epoch_seconds) == 2 and all(t > 0 for t in result.epoch_seconds)
+    assert result.examples_per_second == pytest.approx(
+        2 * 480 / sum(result.epoch_seconds), rel=1e-6)
+    # every kernel of a step ran on MY_DEVICE (or is device-agnostic)
+    assert result.placement[-1] == "every op of the step ran on MY_DEVICE:0", result.placement
+    assert "on MY_DEVICE" in result.placement[0] and "on CPU" not in result.placement[0]
     img = read_png(png)
-    assert img.shape == (360, 640, 3)
-    assert (img == (180, 30, 30)).all(axis=-1).sum() > 50          # the epoch-mean curve
-    assert (img == (120, 170, 230)).all(axis=-1).sum() > 50        # the per-step curve
+    assert img.shape == (450, 800, 3)
+    assert near(img, (0xb4, 0x1e, 0x1e)) > 50          # the epoch-mean curve
+    assert near(img, (0x78, 0xaa, 0xe6)) > 50          # the per-step curve
+
+
+def test_placement_summary_names_ops_that_ran_elsewhere(example):
+    before = {("MatMul", "MY_DEVICE"): 3, ("Sin", "CPU"): 0}
+    after = {("MatMul", "MY_DEVICE"): 5, ("Sin", "CPU"): 2, ("NoSuchOp", "CPU"): 1,
+             ("ReadVariableOp", "DEFAULT"): 4}
+    lines = example.placement_summary(before, after, "MY_DEVICE:0")
+    assert lines[0].startswith("kernel calls of the last training step: 4 device-agnostic")
+    assert "2 on MY_DEVICE" in lines[0] and "3 on CPU" in lines[0]
+    assert "  NoSuchOp: 1 call(s) on CPU (no MY_DEVICE kernel for NoSuchOp)" in lines
+    assert any(ln.startswith("  Sin: 2 call(s) on CPU (") for ln in lines)
 
 
 def test_command_line_device_option(example, capsys):
@@ -119,3 +128,17 @@ def test_command_line_function_option(example, capsys, monkeypatch):
     assert example.main(["--device", "MY_DEVICE", "--quick", "--function", "--png", ""]) == 0
     assert calls[0]["function"] is True
     assert "1 traces of the step" in capsys.readouterr().out
+
+
+def test_progress_bar_on_a_terminal(example, rng):
+    """On a terminal a tqdm bar counts the steps of the epoch (with the
+    loss) and gives way to the epoch's line."""
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    out = Terminal()
+    example.train("MY_DEVICE:0", epochs=1, batch_size=32, seed=int(rng.integers(1 << 30)),
+                  train_limit=96, progress=out)
+    text = out.getvalue()
+    assert "epoch 1/1:" in text and "3/3" in text and "step" in text and "loss=" in text
+    assert text.rstrip("\n").split("\n")[-1].split("\r")[-1].startswith("epoch 1/1  loss ")

@@ -61,7 +61,7 @@ class HostTracer:
             self._ops.append((op.name, t0, t1, thread_id(),
                               [getattr(x, "_shape", None) for x in inputs],
                               [getattr(x, "_dtype", None) for x in inputs],
-                              outs[0]._dev if outs else None, outs is None))
+                              outs[0]._dev if outs else _input_device(inputs), outs is None))
 
     def _sink(self, category: str, name: str, start_ns: int, end_ns: int, tid: int,
               args: dict) -> None:
@@ -95,6 +95,16 @@ class HostTracer:
         if failed:
             args["failed"] = True
         return Span("op", name, t0, t1, tid, args)
+
+
+def _input_device(inputs: list) -> Any:
+    """The device of an op without outputs (a variable update): that of its
+    first input on a device (the variable's handle)."""
+    for x in inputs:
+        dev = getattr(x, "_dev", None) or getattr(getattr(x, "_handle", None), "_dev", None)
+        if dev is not None:
+            return dev
+    return None
 
 
 def _shape_text(shape: Any) -> str:

@@ -14,6 +14,20 @@ def kernel_calls(op: str, device_type: str) -> int:
     return sum(k.calls for k in registry.KERNELS.get((op, device_type.upper()), ()))
 
 
+def kernel_call_counts() -> dict[tuple[str, str], int]:
+    """How many times the kernels of every (op, device type) have run so
+    far (device type "DEFAULT" for device-agnostic kernels); the difference
+    of two snapshots says where the work between them ran."""
+    plugins.ensure_loaded()
+    return {key: sum(k.calls for k in ks) for key, ks in registry.KERNELS.items()}
+
+
+def has_kernel(op: str, device_type: str) -> bool:
+    """Whether any kernel of `op` is registered for `device_type`."""
+    plugins.ensure_loaded()
+    return bool(registry.KERNELS.get((op, device_type.upper())))
+
+
 def kernel_forwards(op: str, device_type: str) -> int:
     """How many outputs the kernels of `op` on `device_type` have written
     over a donated input's buffer (``TF_ForwardInputOrAllocateOutput``)."""

@@ -25,6 +25,7 @@ so one graph serves every step.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -151,15 +152,14 @@ class Optimizer:
         scalars computed from ``iterations`` when the graph runs, so a
         schedule keeps changing the rate across calls of one graph."""
         lr = self.learning_rate
-        traced = tracing.current_graph() is not None
-        if not traced and not isinstance(lr, schedules.LearningRateSchedule):
+        if tracing.current_graph() is None:
             it = self._step_count()
+            if isinstance(lr, schedules.LearningRateSchedule):
+                return lr.at_step(it), it + 1
             return float(lr(it) if callable(lr) else lr), it + 1
         with placement.device("CPU:0"):
             it = raw_ops.Cast(x=self._iterations.value(), DstT=dtypes.float64)
-            if traced:
-                return schedules.traced_rate(lr, it), it + 1.0
-            return float(lr(it).numpy()), int(it.numpy()) + 1
+            return schedules.traced_rate(lr, it), it + 1.0
 
     def _step_count(self) -> int:
         """``iterations`` as a Python int, read from the variable only when
@@ -193,10 +193,11 @@ class Optimizer:
 
     # ------------------------------------------------------------ checks
     def _checked_pairs(self, grads_and_vars: Iterable) -> list[tuple[Tensor, Variable]]:
-        pairs, seen = [], set()
+        pairs, seen, missing = [], set(), []
         for item in grads_and_vars:
             g, v = item
             if g is None:
+                missing.append(getattr(v, "name", repr(v)))
                 continue
             if not isinstance(v, Variable):
                 raise TypeError(f"{self._update_op}: expected a pg.Variable, got "
@@ -207,6 +208,10 @@ class Optimizer:
                     op=self._update_op)
             seen.add(id(v))
             pairs.append((self._checked_grad(g, v), v))
+        if missing:
+            warnings.warn(f"Gradients do not exist for variables {missing} when minimizing the "
+                          "loss: they are left unchanged. Check that the loss depends on them "
+                          "(and that the tape watched them).", UserWarning, stacklevel=3)
         return pairs
 
     def _checked_grad(self, g: Any, v: Variable) -> Tensor:
@@ -242,7 +247,8 @@ class Optimizer:
     # ------------------------------------------------------------ steps
     def apply_gradients(self, grads_and_vars: Iterable) -> Variable:
         """Applies one step: for each (gradient, variable) pair (None
-        gradients are skipped), weight decay if set, then the update op.
+        gradients are skipped, with a warning naming their variables, as in
+        TensorFlow), weight decay if set, then the update op.
         Everything is checked before anything changes. Returns
         ``iterations``. Inside a ``pg.function`` the step is traced: slots
         are made once, at tracing; the updates are graph nodes."""

@@ -17,13 +17,21 @@ import numpy as np
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..ops import raw_ops
+from ..runtime import placement
 
 
 class LearningRateSchedule:
-    """Base class: ``__call__(step)`` returns the learning rate at `step`."""
+    """Base class: ``__call__(step)`` returns the learning rate at `step`.
+    ``at_step(step)`` gives the same rate as a Python float for an int step:
+    an eager optimizer step uses it, so a schedule that defines it costs no
+    op per step (the default runs ``__call__`` on the CPU)."""
 
     def __call__(self, step: Tensor) -> Tensor:
         raise NotImplementedError
+
+    def at_step(self, step: int) -> float:
+        with placement.device("CPU:0"):
+            return float(self(Tensor._from_array(np.float64(step), placement.CPU)).numpy())
 
 
 class ExponentialDecay(LearningRateSchedule):
@@ -46,6 +54,12 @@ class ExponentialDecay(LearningRateSchedule):
         return raw_ops.Mul(x=np.float64(self.initial_learning_rate),
                            y=raw_ops.Pow(x=np.float64(self.decay_rate), y=p))
 
+    def at_step(self, step: int) -> float:
+        p = np.float64(step) / np.float64(self.decay_steps)
+        if self.staircase:
+            p = np.floor(p)
+        return float(np.float64(self.initial_learning_rate) * np.float64(self.decay_rate) ** p)
+
 
 class Tabulated(LearningRateSchedule):
     """The rate of each step from a table: ``values[min(step, len - 1)]``.
@@ -65,6 +79,9 @@ class Tabulated(LearningRateSchedule):
         index = raw_ops.Cast(x=raw_ops.Minimum(x=step, y=last), DstT=dtypes.int32)
         return raw_ops.GatherV2(params=self.values, indices=index,
                                 axis=np.int32(0))
+
+    def at_step(self, step: int) -> float:
+        return float(self.values[min(max(int(step), 0), self.values.size - 1)])
 
 
 def traced_rate(lr: Any, step: Tensor) -> Any:
