@@ -179,8 +179,11 @@ def test_two_logical_devices_with_their_own_memory_limits(device_type, rng):
         assert out[f"device{i}"].endswith(f"device:{device_type}:{i}")
         np.testing.assert_array_equal(out[f"value{i}"], np.maximum(x, 0))
     assert f"{device_type}:0" in out["oom0"] and str(3 << 20) in out["oom0"]
+    # the error names the limit the user configured, and where to change it
+    assert f"configured for this logical device is {2 << 20} bytes (2.0 MiB)" in out["oom0"]
+    assert "memory_limit" in out["oom0"]
     assert out["info1"]["current"] >= 3 << 20
-    assert f"{device_type}:1" in out["oom1"]
+    assert f"{device_type}:1" in out["oom1"] and f"{8 << 20} bytes (8.0 MiB)" in out["oom1"]
     np.testing.assert_array_equal(out["after"], np.maximum(x, 0))
 
 

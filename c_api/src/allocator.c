@@ -387,14 +387,21 @@ pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status) {
     dev->stats.num_ooms += 1;
     s = dev->stats;
     pthread_mutex_unlock(&a->mu);
+    char limit[200] = "";
+    if (dev->bytes_limit > 0)
+      snprintf(limit, sizeof limit,
+               " The memory limit configured for this logical device is "
+               "%lld bytes (%.1f MiB): raise memory_limit in "
+               "pg.config.set_logical_device_configuration, or leave it out.",
+               (long long)dev->bytes_limit, dev->bytes_limit / 1048576.0);
     pg_set_status(status, TF_RESOURCE_EXHAUSTED,
                   "out of memory on %s: could not allocate %zu bytes "
                   "(%lld bytes are in use by live tensors%s). Free tensors "
-                  "you no longer need or use smaller shapes.",
+                  "you no longer need or use smaller shapes.%s",
                   dev->name, nbytes, (long long)s.bytes_in_use,
                   pool != NULL ? ", while capturing a device graph"
                                : "; the cache was emptied and the "
-                                 "allocation retried");
+                                 "allocation retried", limit);
     return NULL;
   }
 

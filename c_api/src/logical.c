@@ -68,6 +68,7 @@ pg_device* pg_device_create_logical(pg_platform* p, int physical_ordinal,
   snprintf(d->name, sizeof d->name, "/device:%s:%d", p->platform->type,
            logical_ordinal);
   if (bytes_limit <= 0) return d;
+  d->bytes_limit = bytes_limit;
   pthread_mutex_lock(&limited_mu);
   if (num_limited == MAX_LIMITED) {
     pthread_mutex_unlock(&limited_mu);

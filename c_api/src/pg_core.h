@@ -76,6 +76,8 @@ typedef struct pg_device {
                              * through pg_device_cache_stats */
   SP_Stream capture_stream; /* the stream captures record on (or NULL) */
   int capturing;            /* 1 while a thread captures on this device */
+  int64_t bytes_limit;      /* the configured memory limit of a logical
+                             * device, in bytes (0: none) */
 } pg_device;
 
 /* Opens a shared library with RTLD_NOW | RTLD_LOCAL. Returns NULL and writes
