@@ -77,7 +77,8 @@ CORPUS = [
      "SP_Platform.name \"MINI2\" has a digit: TensorFlow refuses it", []),
     ("core_minimum", "quarantined",
      "SE_PlatformRegistrationParams.destroy_platform is NULL", []),
-    ("zero_devices", "loaded", "", []),
+    ("zero_devices", "loaded",
+     "loaded with 0 devices: the plugin's SP_PlatformFns.get_device_count reported none", []),
     ("allocate_null", "loaded", "", []),
     ("unknown_op_kernel", "loaded", "", ["kernel for unknown op 'NoSuchOp' on MINI"]),
     ("bad_type_constraint", "loaded", "", [
@@ -88,6 +89,22 @@ CORPUS = [
     ("old_structs", "loaded", "", []),
     ("good_mini", "loaded", "", []),
 ]
+
+
+def test_a_gpu_plugin_without_devices_says_what_this_process_sees(monkeypatch):
+    from pluggable.plugins import loader
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert "CUDA_VISIBLE_DEVICES='-1' hides every GPU" in loader.no_devices_reason("GPU")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    real_exists = os.path.exists
+    for driver in (False, True):
+        monkeypatch.setattr(os.path, "exists", lambda p, d=driver: d if p.startswith(
+            "/proc/driver/nvidia") else real_exists(p))
+        why = loader.no_devices_reason("GPU")
+        assert why.startswith("loaded with 0 devices")
+        assert ("no NVIDIA driver is loaded" in why) is not driver, why
+        assert ("check `nvidia-smi`" in why) is driver, why
+    assert "hardware is present" in loader.no_devices_reason("MINI")
 
 
 @pytest.mark.parametrize("name,status,reason,rejected", CORPUS, ids=[c[0] for c in CORPUS])
@@ -141,7 +158,8 @@ def test_zero_devices_is_legal():
     res = run_child([build("zero_devices")],
                     extra="out['n'] = len(pg.list_physical_devices('MINI'))")
     rec = res["records"][0]
-    assert rec["status"] == "loaded" and rec["device_count"] == 0 and rec["reason"] == ""
+    assert rec["status"] == "loaded" and rec["device_count"] == 0
+    assert rec["reason"].startswith("loaded with 0 devices"), rec
     assert res["n"] == 0
     _healthy(res)
 

@@ -79,7 +79,27 @@ def _load_platform(rec: PluginRecord, se_init, init_capture) -> list[Device]:
             raise PluginQuarantined(msg or f"creating device {ordinal} failed")
         devices.append(Device(rec, cdev))
     rec.device_count = len(devices)
+    if not devices:
+        rec.reason = no_devices_reason(rec.device_type)
     return devices
+
+def no_devices_reason(device_type: str | None) -> str:
+    """Why a plugin that loaded may have no devices, for its record: the
+    plugin's get_device_count said 0; for GPU plugins, what this process can
+    see of NVIDIA's driver and CUDA_VISIBLE_DEVICES."""
+    why = "loaded with 0 devices: the plugin's SP_PlatformFns.get_device_count reported none"
+    if device_type != "GPU":
+        return why + " (check that its hardware is present and visible to this process)"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return why + f"; CUDA_VISIBLE_DEVICES={visible!r} hides every GPU from this process"
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        return why + ("; no NVIDIA driver is loaded on this machine (/proc/driver/nvidia is "
+                      "missing): on a machine without a GPU this is expected")
+    return why + ("; an NVIDIA driver is loaded but the CUDA runtime found no usable GPU: "
+                  "check `nvidia-smi`, CUDA_VISIBLE_DEVICES"
+                  + (f" (={visible!r})" if visible is not None else "")
+                  + " and that the driver supports the plugin's CUDA version")
 
 def load_plugin(path: str | os.PathLike, probe: bool | None = None,
                 source: str = "load_plugin") -> PluginRecord:
