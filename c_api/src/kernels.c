@@ -18,8 +18,20 @@ struct TF_OpKernelConstruction {
 
 /* A kernel instance. Inputs and outputs are counted flattened: a list
  * argument ("values: N * T") takes N consecutive slots, as in TensorFlow's
- * kernel C API, so the arrays are sized when the instance is created. */
+ * kernel C API, so the arrays are sized when the instance is created.
+ *
+ * Ownership: an instance is reference-counted. pg_kernel_create returns it
+ * with one reference (dispatch's instance cache holds that one, through the
+ * Python object that releases it when collected); every graph-plan step that
+ * runs it holds one more (pg_plan_add_kernel retains, pg_plan_free
+ * releases). A launch needs no reference of its own: its caller holds one
+ * for the call, and the last release frees the instance only once the work
+ * queued on its device's stream so far has run (a host callback), so work an
+ * earlier launch enqueued never outlives it. Evicting an instance from the
+ * cache, or the cache replacing a duplicate another thread built, only drops
+ * the cache's reference. */
 struct pg_kernel {
+  atomic_int refs;
   pg_kernel_def* def;
   pg_device* dev;
   void* state;
@@ -518,6 +530,7 @@ pg_kernel* pg_kernel_create(pg_kernel_def* def, pg_device* dev,
     pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
     return NULL;
   }
+  atomic_init(&k->refs, 1);
   k->def = def;
   k->dev = dev;
   k->num_inputs = num_inputs;
@@ -700,8 +713,15 @@ TF_Code pg_kernel_run_in_span(pg_kernel* k, TF_Tensor* const* inputs,
 
 static void free_kernel(void* k) { pg_kernel_free(k); }
 
+void pg_kernel_retain(pg_kernel* k) {
+  if (k != NULL) atomic_fetch_add_explicit(&k->refs, 1, memory_order_relaxed);
+}
+
 void pg_kernel_release(pg_kernel* k) {
   if (k == NULL) return;
+  /* The last reference frees; the others only count down (acq_rel: what
+   * the other owners wrote to the instance is seen by the one that frees). */
+  if (atomic_fetch_sub_explicit(&k->refs, 1, memory_order_acq_rel) != 1) return;
   /* Queued work may still use the kernel's state. */
   if (!pg_host_callback_once(k->dev, k->dev->stream, free_kernel, k)) {
     TF_Status* st = TF_NewStatus();

@@ -319,6 +319,9 @@ pg_kernel* pg_kernel_create(pg_kernel_def* def, pg_device* dev,
                             const unsigned char* in_host, int num_outputs,
                             const TF_DataType* out_types,
                             const unsigned char* out_host, TF_Status* status);
+/* Frees `k` at once, whatever its references: only for an instance nobody
+ * else ever saw (its creator's failure paths); everyone else calls
+ * pg_kernel_release. */
 void pg_kernel_free(pg_kernel* k);
 
 /* Runs compute_func on `inputs`; on success fills `outputs` with new handles
@@ -358,7 +361,17 @@ TF_Tensor* pg_kernel_run1_donated(pg_kernel* k, TF_Tensor* const* inputs,
 int pg_kernel_run1_group(int n, pg_kernel* const* kernels, TF_Tensor* const* inputs,
                          const int64_t* expects, const uint64_t* donated,
                          TF_Tensor** outputs, TF_Status* const* statuses);
-/* Frees `k` once the work queued on its device so far has run. */
+/* Kernel instances are reference-counted (kernels.c, struct pg_kernel):
+ * pg_kernel_create returns one reference, owned by the caller (dispatch's
+ * instance cache); pg_kernel_retain adds one (every graph-plan step holds
+ * one: pg_plan_add_kernel retains, pg_plan_free releases). Only the holder
+ * of a reference may use the instance; a call that uses it must hold one
+ * for the call's duration. */
+void pg_kernel_retain(pg_kernel* k);
+/* Drops one reference; the last one frees `k` once the work queued on its
+ * device's stream so far has run (a host callback; without callbacks, after
+ * synchronising the device). Never frees an instance another holder still
+ * uses. */
 void pg_kernel_release(pg_kernel* k);
 
 /*** Resource variables (variables.c) ***/
@@ -436,8 +449,10 @@ int pg_plan_add_buffer(pg_plan* p, pg_device* dev, size_t nbytes, TF_Status* sta
  * `inputs`, storing its outputs (owned) in slots `outputs`. `buffers` gives
  * each output's planned buffer (-1: none; NULL: none at all): the kernel's
  * TF_AllocateOutput uses it when the plan holds its only reference and it is
- * large enough. Slots `release` are released after the step. Returns the
- * step index, or -1 with `status` set. */
+ * large enough. Slots `release` are released after the step. The step
+ * holds a reference to `k` (pg_kernel_retain) until pg_plan_free: the
+ * caller's own reference may go (the instance cache evicting it) while the
+ * plan lives. Returns the step index, or -1 with `status` set. */
 int pg_plan_add_kernel(pg_plan* p, pg_kernel* k, int num_inputs, const int* inputs,
                        int num_outputs, const int* outputs, const int* buffers,
                        int num_release, const int* release, TF_Status* status);

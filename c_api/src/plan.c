@@ -31,7 +31,7 @@ enum { STEP_KERNEL, STEP_COPY };
 
 typedef struct plan_step {
   int kind;
-  pg_kernel* kernel;        /* STEP_KERNEL; not owned (cached by the caller) */
+  pg_kernel* kernel;        /* STEP_KERNEL; one reference, held until free_step */
   pg_device* dev;           /* STEP_KERNEL: the kernel's device */
   int num_inputs, num_outputs;
   int* inputs;              /* slot of each input */
@@ -110,6 +110,8 @@ static void forget_slot(pg_plan* p, int s) {
 }
 
 static void free_step(plan_step* s) {
+  pg_kernel_release(s->kernel); /* NULL for copies and unfinished steps */
+  s->kernel = NULL;
   free(s->inputs);
   free(s->outputs);
   free(s->buffers);
@@ -199,6 +201,7 @@ int pg_plan_add_kernel(pg_plan* p, pg_kernel* k, int num_inputs, const int* inpu
   plan_step* s = new_step(p, num_release, release, status);
   if (s == NULL) return -1;
   s->kind = STEP_KERNEL;
+  pg_kernel_retain(k);
   s->kernel = k;
   s->dev = pg_kernel_device(k);
   s->num_inputs = num_inputs;

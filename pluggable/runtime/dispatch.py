@@ -409,7 +409,9 @@ def _kernel_instance(op: OpDef, k: KernelDef, dev: Device, attrs: dict):
         raise errors.make_error(code or 13, f"{op.name} on {dev.short_name}: creating the kernel "
                                 f"from {k.plugin.path if k.plugin else '?'} failed: {msg}",
                                 op=op.name, device=dev.name)
-    inst = ffi.gc(inst, lib.pg_kernel_release)  # freed when no plan holds it
+    # The cache's reference, dropped when the object is collected; a graph
+    # plan that runs the instance holds its own (pg_plan_add_kernel).
+    inst = ffi.gc(inst, lib.pg_kernel_release)
     _instances.put(key, inst)
     return inst
 
