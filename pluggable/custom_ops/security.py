@@ -68,8 +68,8 @@ def open_checked(path: str, extra_dirs: tuple = ()) -> int:
     dirs = allowed_dirs()
     if dirs is None:
         _warn_open()
-    real = os.path.realpath(path)
     try:
+        real = os.path.realpath(path)
         fd = os.open(real, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         raise errors.NotFoundError(f"custom op file {path!r} does not exist") from None
