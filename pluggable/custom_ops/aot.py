@@ -95,6 +95,12 @@ _libs: dict[tuple, Library] = {}
 _libs_lock = threading.Lock()
 
 
+def _open_cached(so: Any) -> int:
+    """A compiled library of the cache, opened and checked like a given one
+    (the private cache directory counts as allowed)."""
+    return security.open_checked(str(so), (compiler.cache_dir(),))
+
+
 def load(path: str, flags: Sequence[str] = (), capability: tuple | None = None) -> Library:
     """Loads a library, or compiles a source first (see ``compiler``; a
     ``.cu`` source for the GPU `capability`); both pass the allow-list
@@ -114,12 +120,12 @@ def load(path: str, flags: Sequence[str] = (), capability: tuple | None = None) 
             src = security.read_fd(fd)
             os.close(fd)
             so = compiler.compile_source(src, ext, path, list(flags))
-            fd = os.open(so, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = _open_cached(so)
         elif ext in cuda.CUDA_EXTS:
             src = security.read_fd(fd)
             os.close(fd)
             so = cuda.compile_cuda(src, path, capability, list(flags))
-            fd = os.open(so, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            fd = _open_cached(so)
         lib = _libs[key] = Library(fd, path)
         return lib
 
@@ -269,7 +275,8 @@ class CustomOp:
         self.out_shape = out_shape
         self.out_dtype = out_dtype
         self.attrs = dict(attrs or {})
-        self.entry: op_catalog.OpEntry | None = None  # set when registered by name
+        self.entry: op_catalog.OpEntry | None = None  # set when registered
+        self.checked = True  # calls are checked against the entry's schema
         self._instances: dict[tuple, tuple] = {}
         self._default: tuple | None = None  # (attrs, key) of calls without attrs=
         self.bprop: Callable | None = None    # MindSpore's bprop(*inputs, out, dout)
@@ -346,7 +353,7 @@ class CustomOp:
         if not attrs and self._default is not None:
             return self._default
         given = {**self.attrs, **(attrs or {})}
-        if self.entry is not None:
+        if self.entry is not None and self.checked:
             given = self.entry.check_attrs(given)
         out = (given, _freeze(given))
         if not attrs:
@@ -666,6 +673,30 @@ def _register(op: CustomOp, name: str, version: int, schema: Any, description: s
         devices=lambda: _devices(op), op=op))
 
 
+def _register_unnamed(op: CustomOp, version: int, schema: Any, description: str,
+                      origin: str) -> None:
+    """Enters an op made without ``name=`` as ``custom::<function>``, or
+    ``custom::<function>_2``, ``_3``, ... when that name is taken by a
+    function of another library (the same function made again takes over)."""
+    for i in range(1, 10000):
+        name = f"custom::{op.func_name}" + (f"_{i}" if i > 1 else "")
+        try:
+            _register(op, name, version, schema, description, origin)
+        except errors.AlreadyExistsError:
+            old = op_catalog.get(name, version).op
+            if not (isinstance(old, CustomOp) and old.lib is op.lib
+                    and old.func_name == op.func_name):
+                continue
+            # The same function of the same library made again: it takes the name over.
+            op_catalog.unregister(name, version)
+            _register(op, name, version, schema, description, origin)
+        op.checked = schema is not None  # no schema given: attributes are free
+        return
+    raise errors.AlreadyExistsError(
+        f"custom op {op.func_name}: every derived name custom::{op.func_name}_N is taken; "
+        "pass name='namespace::Name'")
+
+
 def custom_op(func: str, out_shape: Callable | None = None, out_dtype: Callable | None = None,
               attrs: dict | None = None, flags: Sequence[str] = (),
               arch: Any = None, *, name: str | None = None, version: int = 1,
@@ -686,7 +717,9 @@ def custom_op(func: str, out_shape: Callable | None = None, out_dtype: Callable 
     (``pg.ops.get``) at ``version`` with its attribute ``schema``
     (``{"axis": "int64", "scale": ("float32", 1.0)}``: TensorRT field types,
     a tuple gives a default) and ``description``; calls are then checked
-    against the schema. ``bprop(*inputs, out, dout)`` (MindSpore's
+    against the schema. Without ``name=`` it is entered as
+    ``custom::<FunctionName>`` (``custom::<FunctionName>_2``, ... when that
+    name belongs to another library's function), so every custom op is in the catalogue. ``bprop(*inputs, out, dout)`` (MindSpore's
     convention) returns the input gradients, written with ops: it makes the
     op differentiable under ``pg.GradientTape``."""
     path, sep, fname = func.rpartition(":")
@@ -696,8 +729,11 @@ def custom_op(func: str, out_shape: Callable | None = None, out_dtype: Callable 
     cap = _capability(arch) if path.lower().endswith(cuda.CUDA_EXTS) else None
     op = CustomOp(load(path, flags, cap), fname, out_shape, out_dtype, attrs, cap)
     op.bprop = bprop
+    f = sys._getframe(1)
+    where = f"{f.f_code.co_filename}:{f.f_lineno}"
     if name is not None:
-        f = sys._getframe(1)
-        _register(op, name, version, schema, description, f"{f.f_code.co_filename}:{f.f_lineno}")
+        _register(op, name, version, schema, description, where)
+    else:
+        _register_unnamed(op, version, schema, description, where)
     graph_op.op_def(op, {})  # an op of the registry, with its kernels
     return op
