@@ -55,7 +55,6 @@ import hashlib
 import hmac
 import ipaddress
 import logging
-import math
 import os
 import re
 import secrets
@@ -68,9 +67,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..framework.errors import (AlreadyExistsError, DeadlineExceededError, InvalidArgumentError,
-                                ResourceExhaustedError, UnauthenticatedError, UnavailableError,
-                                make_error)
+from ..framework.errors import (DeadlineExceededError, InvalidArgumentError, UnauthenticatedError,
+                                UnavailableError, make_error)
 
 log = logging.getLogger("pluggable.distribute.store")
 
