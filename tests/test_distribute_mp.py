@@ -28,6 +28,12 @@ from pluggable.distribute.store import TCPStore
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
+@pytest.fixture(autouse=True)
+def _group_secret(monkeypatch):
+    """Every test's ranks (and the processes they start) share a fresh secret."""
+    monkeypatch.setenv("PLUGGABLE_STORE_SECRET", os.urandom(16).hex())
+
 PRELUDE = textwrap.dedent("""
     import os, sys, time
     import numpy as np, pluggable as pg

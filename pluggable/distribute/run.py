@@ -4,8 +4,9 @@
 
 Each process runs ``python script.py args...`` with RANK and LOCAL_RANK
 (0..N-1), WORLD_SIZE and LOCAL_WORLD_SIZE (N), MASTER_ADDR and MASTER_PORT
-(a free port unless ``--master-port`` is given) in its environment, which
-``pg.distribute.init_process_group()`` reads. Their output is streamed with
+(a free port unless ``--master-port`` is given) and PLUGGABLE_STORE_SECRET
+(the group's shared secret: the one exported, else 32 random bytes, hex) in
+its environment, which ``pg.distribute.init_process_group()`` reads. Their output is streamed with
 each line prefixed by ``[rank R]``. When one process fails, the others are
 terminated and the launcher exits with that process's exit code (1 for a
 signal), naming the rank; when all succeed it exits 0.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -43,11 +45,20 @@ def _pump(src: BinaryIO, dst: BinaryIO, prefix: bytes, lock: threading.Lock) -> 
     src.close()
 
 
-def _env(rank: int, nproc: int, addr: str, port: int) -> dict[str, str]:
+SECRET_ENV = "PLUGGABLE_STORE_SECRET"    # as pluggable.distribute.store reads it
+
+
+def store_secret() -> str:
+    """The group's secret: the one exported, else a fresh random one (hex)."""
+    return os.environ.get(SECRET_ENV) or secrets.token_bytes(32).hex()
+
+
+def _env(rank: int, nproc: int, addr: str, port: int, secret: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc),
                LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR=addr, MASTER_PORT=str(port),
                PYTHONUNBUFFERED="1")
+    env[SECRET_ENV] = secret
     return env
 
 
@@ -74,10 +85,11 @@ def launch(command: Sequence[str], nproc: int, master_addr: str = "127.0.0.1",
     out = out or sys.stdout.buffer
     err = err or sys.stderr.buffer
     port = master_port or free_port(master_addr)
+    secret = store_secret()
     lock = threading.Lock()
     procs, pumps = [], []
     for rank in range(nproc):
-        p = subprocess.Popen(list(command), env=_env(rank, nproc, master_addr, port),
+        p = subprocess.Popen(list(command), env=_env(rank, nproc, master_addr, port, secret),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         procs.append(p)
         prefix = f"[rank {rank}] ".encode()
