@@ -3,6 +3,7 @@ every device, the latest-checkpoint file, and damaged or mismatched
 checkpoints (typed errors, nothing restored)."""
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -145,3 +146,147 @@ def test_damaged_or_missing_checkpoint_is_a_typed_error(rng, tmp_path):
         ckpt.restore(path)
     assert not np.array_equal(before, np.zeros(16))
     assert not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+
+
+# --------------------------------------------------------------- hostile files
+
+def _saved(rng, tmp_path):
+    v = pg.Variable(rng.standard_normal(8))
+    ckpt = pg.train.Checkpoint(v=v)
+    path = ckpt.save(str(tmp_path / "h"))
+    return v, ckpt, path
+
+
+def _edit_index(path, **changes):
+    with open(path + ".index") as f:
+        index = json.load(f)
+    index.update(changes)
+    with open(path + ".index", "w") as f:
+        json.dump(index, f)
+
+
+@pytest.mark.parametrize("name", ["../outside.data", "/etc/passwd", "sub/h-1.data", "..",
+                                  "", 7, None])
+def test_data_file_outside_the_directory_is_refused(rng, tmp_path, name):
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    v, ckpt, path = _saved(rng, inner)
+    os.rename(path + ".data", tmp_path / "outside.data")   # a file that would fit
+    (inner / "sub").mkdir()
+    os.symlink(tmp_path / "outside.data", inner / "sub" / "h-1.data")
+    _edit_index(path, data_file=name)
+    v.assign(np.zeros(8))
+    with pytest.raises(pg.errors.DataLossError, match="plain file name"):
+        ckpt.restore(path)
+    np.testing.assert_array_equal(v.numpy(), np.zeros(8))
+
+
+def test_data_file_that_is_a_symlink_is_refused(rng, tmp_path):
+    v, ckpt, path = _saved(rng, tmp_path)
+    os.rename(path + ".data", tmp_path / "real")
+    os.symlink(tmp_path / "real", path + ".data")
+    with pytest.raises(pg.errors.DataLossError, match="symbolic link"):
+        ckpt.restore(path)
+
+
+@pytest.mark.parametrize("kind", ["dev_zero", "fifo", "directory"])
+def test_data_file_that_is_no_regular_file_is_refused_unread(rng, tmp_path, kind):
+    v, ckpt, path = _saved(rng, tmp_path)
+    os.remove(path + ".data")
+    if kind == "dev_zero":
+        _edit_index(path, data_file="zero")
+        os.symlink("/dev/zero", tmp_path / "zero")   # and as itself, below
+    elif kind == "fifo":
+        os.mkfifo(path + ".data")                    # no writer: a blocking read hangs
+    else:
+        os.mkdir(path + ".data")
+    with pytest.raises(pg.errors.DataLossError, match="symbolic link|not a regular file"):
+        ckpt.restore(path)
+
+
+def test_dev_zero_and_fifo_index_are_refused(rng, tmp_path):
+    v, ckpt, path = _saved(rng, tmp_path)
+    with pytest.raises(pg.errors.DataLossError, match="p.index is not a regular file"):
+        ckpt.restore(_prefix_of(tmp_path, "/dev/zero"))
+    os.remove(path + ".index")
+    os.mkfifo(path + ".index")
+    with pytest.raises(pg.errors.DataLossError, match="not a regular file"):
+        ckpt.restore(path)
+    os.remove(path + ".index")
+    os.mkdir(path + ".index")
+    with pytest.raises(pg.errors.DataLossError, match="not a regular file"):
+        ckpt.restore(path)
+
+
+def _prefix_of(tmp_path, index_path):
+    """A prefix whose index is `index_path` (a link named <prefix>.index)."""
+    os.symlink(index_path, tmp_path / "p.index")
+    return str(tmp_path / "p")
+
+
+def test_data_larger_than_declared_is_not_read(rng, tmp_path):
+    v, ckpt, path = _saved(rng, tmp_path)
+    with open(path + ".data", "ab") as f:
+        f.write(b"\0" * 4096)
+    with pytest.raises(pg.errors.DataLossError, match=r"more than the 72 allowed"):
+        ckpt.restore(path)
+
+
+@pytest.mark.parametrize("index_text", [
+    "[" * 100000 + "]" * 100000,                      # RecursionError in json
+    '{"format": "pluggable.checkpoint", "version": 1, "data_file": "h-1.data", '
+    '"data_size": "64", "entries": {}}',
+    '{"format": "pluggable.checkpoint", "version": 1, "data_file": "h-1.data", '
+    '"data_size": 64, "entries": {"v": {"dtype": "float64", "shape": [1e300], '
+    '"offset": 0, "size": 64, "crc32": 0}}}',
+    '{"format": "pluggable.checkpoint", "version": 1, "data_file": "h-1.data", '
+    '"data_size": 64, "entries": {"v": {"dtype": "float64", "shape": [-8, -1], '
+    '"offset": 0, "size": 64, "crc32": 0}}}',
+    '{"format": "pluggable.checkpoint", "version": 1, "data_file": "h-1.data", '
+    '"data_size": 64, "entries": {"v": {"dtype": "float64", "shape": [99999999999999999999, '
+    '99999999999999999999], "offset": 0, "size": 64, "crc32": 0}}}',
+    '{"format": "pluggable.checkpoint", "version": 1, "data_file": "h-1.data", '
+    '"data_size": 64, "entries": {"v": [1, 2]}}',
+    '{"format": "pluggable.checkpoint", "version": 1, "data_file": "h-1.data", '
+    '"data_size": 64, "entries": {"v": {"dtype": "nope", "shape": [8], '
+    '"offset": 0, "size": 64, "crc32": 0}}}',
+    '{"a": NaN, "b": 1e999999}',
+])
+def test_malformed_index_is_data_loss(rng, tmp_path, index_text):
+    v, ckpt, path = _saved(rng, tmp_path)
+    with open(path + ".index", "w") as f:
+        f.write(index_text)
+    with pytest.raises(pg.errors.DataLossError, match=r"checkpoint .*h-1 is damaged"):
+        ckpt.restore(path)
+
+
+def test_latest_checkpoint_never_leaves_the_directory(rng, tmp_path):
+    inner = tmp_path / "inner"
+    inner.mkdir()
+    v, ckpt, path = _saved(rng, tmp_path)      # a real checkpoint one level up
+    for name in ["../h-1", str(tmp_path / "h-1"), "..", "a/../../h-1"]:
+        (inner / "checkpoint").write_text(f'model_checkpoint_path: "{name}"\n')
+        with pytest.raises(pg.errors.DataLossError, match="not a plain name"):
+            pg.train.latest_checkpoint(str(inner))
+    os.remove(inner / "checkpoint")
+    os.mkfifo(inner / "checkpoint")
+    with pytest.raises(pg.errors.DataLossError, match="not a regular file"):
+        pg.train.latest_checkpoint(str(inner))
+
+
+def test_save_never_writes_through_a_planted_link(rng, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    v = pg.Variable(rng.standard_normal(4))
+    ckpt = pg.train.Checkpoint(v=v)
+    prefix = tmp_path / "s-1"
+    # every name the old writer could have used, planted as links to the victim
+    for suffix in (".data", ".index"):
+        os.symlink(victim, f"{prefix}{suffix}.tmp{os.getpid()}")
+    os.symlink(victim, tmp_path / f"checkpoint.tmp{os.getpid()}")
+    path = ckpt.save(str(tmp_path / "s"))
+    assert victim.read_bytes() == b"precious"
+    assert not os.path.islink(path + ".data") and os.path.isfile(path + ".data")
+    v.assign(np.zeros(4))
+    ckpt.restore(pg.train.latest_checkpoint(str(tmp_path)))
+    assert not np.array_equal(v.numpy(), np.zeros(4))

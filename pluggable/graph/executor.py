@@ -687,9 +687,18 @@ def _while_step(ex: Executable, node: ir.Node, library: dict, reads: list, write
     cond_g = _branch_graph(library, node.attrs["cond"], node)
     body_g = _branch_graph(library, node.attrs["body"], node)
 
+    def predicate(args: list) -> bool:
+        t = ex.sub_executable(node, cond_g, args).run(args)[0]
+        if tuple(t.shape) != ():
+            raise errors.InvalidArgumentError(
+                f"node {node.name!r} ({node.op}): its condition {cond_g.name!r} returned a "
+                f"tensor of shape {list(t.shape)}; a While condition must return a scalar",
+                op=node.op)
+        return _truth(t)
+
     def step(plan, state: _State) -> None:
         args = [state.py[s] for s in reads]
-        while _truth(ex.sub_executable(node, cond_g, args).run(args)[0]):
+        while predicate(args):
             args = ex.sub_executable(node, body_g, args).run(args)
         for s, t in zip(writes, args):
             state.py[s] = t

@@ -10,6 +10,7 @@ traced function.
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any, Sequence
 
 from ..framework import errors, proto, registry
@@ -82,16 +83,78 @@ class ImportedGraph:
                 f"({', '.join(self.input_names)}) -> ({', '.join(self.output_names)})>")
 
 
+def set_import_limits(max_constant_bytes: int | None = None, max_nodes: int | None = None,
+                      max_function_depth: int | None = None,
+                      max_file_bytes: int | None = None) -> dict:
+    """Changes the bounds ``import_graph_def`` checks before it allocates
+    anything for a GraphDef (None keeps a bound); returns the previous
+    values, which can be passed back as keywords.
+
+    * `max_constant_bytes` (1 GiB): bytes one tensor attribute (a Const's
+      value, or a fill of one value to a shape) may describe;
+    * `max_nodes` (10^6): nodes of the graph and of each function;
+    * `max_function_depth` (64): how deeply functions may call functions
+      (a function calling itself is always refused);
+    * `max_file_bytes` (2 GiB): the size of a GraphDef file read from a path.
+
+    A graph past a bound is a ResourceExhaustedError naming the node and
+    the setting."""
+    limits = graphdef.LIMITS
+    old = dict(vars(limits))
+    for key, value in (("max_constant_bytes", max_constant_bytes), ("max_nodes", max_nodes),
+                       ("max_function_depth", max_function_depth),
+                       ("max_file_bytes", max_file_bytes)):
+        if value is not None:
+            if type(value) is not int or value < 0:
+                raise errors.InvalidArgumentError(
+                    f"set_import_limits: {key} must be a non-negative int, got {value!r}")
+            setattr(limits, key, value)
+    return old
+
+
+def _read_file(path: str) -> bytes:
+    """The bytes of GraphDef file `path`: a regular file (opened without
+    blocking, so a FIFO never hangs) of at most ``max_file_bytes``."""
+    limit = graphdef.LIMITS.max_file_bytes
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise errors.NotFoundError(f"cannot read the GraphDef file {path!r}: "
+                                   f"{exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise errors.InvalidArgumentError(
+                f"the GraphDef file {path!r} is not a regular file; give the path of a "
+                "binary GraphDef (.pb) file")
+        if st.st_size > limit:
+            raise errors.ResourceExhaustedError(
+                f"the GraphDef file {path!r} holds {st.st_size} bytes, more than "
+                f"max_file_bytes={limit}; raise it with "
+                "pg.graph_util.set_import_limits(max_file_bytes=...) if the file is trusted")
+        chunks, left = [], st.st_size + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise errors.ResourceExhaustedError(
+                f"the GraphDef file {path!r} grew past max_file_bytes={limit} while read")
+        return data
+    except OSError as exc:
+        raise errors.DataLossError(f"cannot read the GraphDef file {path!r}: "
+                                   f"{exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
 def _load(graph_def_or_path: Any):
     if isinstance(graph_def_or_path, (str, os.PathLike)):
         path = os.fspath(graph_def_or_path)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise errors.NotFoundError(f"cannot read the GraphDef file {path!r}: "
-                                       f"{exc.strerror or exc}") from None
-        return _decode(data, path)
+        return _decode(_read_file(path), path)
     if isinstance(graph_def_or_path, (bytes, bytearray, memoryview)):
         return _decode(bytes(graph_def_or_path), "the given bytes")
     if hasattr(graph_def_or_path, "SerializeToString"):  # ours, or TensorFlow's class
@@ -130,6 +193,33 @@ def _check_kernels(graph: Graph, seen: set) -> None:
         if name not in seen:
             seen.add(name)
             _check_kernels(graph.library[name], seen)
+
+
+_WHILE_OPS = ("While", "StatelessWhile")
+
+
+def _check_while_predicates(graph: Graph) -> None:
+    """The condition of every While loop returns one scalar (TensorFlow's
+    rule); a shape known only at run time is checked at the first iteration."""
+    graphs = [graph] + [graph.library[n] for n in sorted(graphdef._called_functions(graph))]
+    for g in graphs:
+        for node in g.nodes:
+            if node.op not in _WHILE_OPS:
+                continue
+            cond = graph.library.get(node.attrs.get("cond"))
+            if cond is None:
+                raise errors.NotFoundError(
+                    f"node {node.name!r} ({node.op}) of {g.name!r} calls condition "
+                    f"{node.attrs.get('cond')!r}, which is not in the function library",
+                    op=node.op)
+            outs = cond.outputs
+            shape = outs[0][0].out_shapes[outs[0][1]] if len(outs) == 1 else None
+            if len(outs) != 1 or (shape is not None and shape != ()):
+                raise errors.InvalidArgumentError(
+                    f"node {node.name!r} ({node.op}) of {g.name!r}: its condition "
+                    f"{cond.name!r} returns {len(outs)} outputs"
+                    + (f" of shape {list(shape)}" if shape is not None else "")
+                    + "; a While condition must return one scalar", op=node.op)
 
 
 def _fetch(graph: Graph, name: str) -> tuple:
@@ -174,8 +264,25 @@ def import_graph_def(graph_def_or_path: Any, inputs: Sequence[str] | None = None
     on its first call. A file that does not parse is a DataLossError; an op
     that no device implements is a NotFoundError naming the node and op."""
     gd = _load(graph_def_or_path)
+    try:
+        return _import(gd, inputs, outputs, name)
+    except errors.PluggableError:
+        raise
+    except RecursionError:
+        raise errors.ResourceExhaustedError(
+            f"{name}: the GraphDef nests too deeply to be read (lower its depth, or "
+            "check pg.graph_util.set_import_limits(max_function_depth=...))") from None
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError,
+            MemoryError) as exc:
+        raise errors.InvalidArgumentError(
+            f"{name}: the GraphDef cannot be imported ({type(exc).__name__}: {exc}); it is "
+            "corrupt or from a writer pluggable does not understand") from None
+
+
+def _import(gd, inputs, outputs, name: str) -> ImportedGraph:
     graph = graphdef.from_graph_def(gd, name=name)
     _check_kernels(graph, set())
+    _check_while_predicates(graph)
     outs = [_fetch(graph, o) for o in outputs] if outputs is not None \
         else _default_outputs(graph)
     if not outs:

@@ -31,6 +31,27 @@ PRODUCER = 1766
 _warned_attrs: set = set()
 
 
+class ImportLimits:
+    """Bounds a GraphDef read here must keep, checked before anything is
+    allocated for it (``pg.graph_util.set_import_limits`` changes them).
+
+    * ``max_constant_bytes``: the bytes one tensor attribute (a ``Const``'s
+      value, or a fill: one value repeated to a shape) may describe;
+    * ``max_nodes``: the nodes of the graph and of each function;
+    * ``max_function_depth``: how deeply functions may call functions;
+      a function calling itself is refused at any depth;
+    * ``max_file_bytes``: the size of a GraphDef file read from a path."""
+
+    def __init__(self) -> None:
+        self.max_constant_bytes = 1 << 30
+        self.max_nodes = 1_000_000
+        self.max_function_depth = 64
+        self.max_file_bytes = 1 << 31
+
+
+LIMITS = ImportLimits()
+
+
 # =============================================================== attributes
 
 def attr_kinds(op: str) -> dict[str, str]:
@@ -138,7 +159,7 @@ def from_attr_value(a, kind: str | None = None) -> Any:
         shape = proto.from_shape_proto(a.shape)
         return shape
     if which == "tensor":
-        return proto.from_tensor_proto(a.tensor)
+        return _tensor(a.tensor)
     if which == "func":
         return a.func.name
     if which == "placeholder":
@@ -146,6 +167,26 @@ def from_attr_value(a, kind: str | None = None) -> Any:
             f"attribute placeholder {a.placeholder!r}: only function bodies use them, and "
             "pluggable reads functions without attribute placeholders")
     return None if kind is None else _empty(kind)
+
+
+def _tensor(t) -> np.ndarray:
+    """The array of TensorProto `t`, once its declared size is known to
+    fit ``LIMITS.max_constant_bytes`` (a fill of one value may declare any
+    shape)."""
+    count = 1
+    for d in t.tensor_shape.dim:
+        count *= max(int(d.size), 0)
+    size = count * max(dtypes.from_enum(t.dtype).size if t.dtype in _ENUMS else 1, 1)
+    if size > LIMITS.max_constant_bytes:
+        dims = [int(d.size) for d in t.tensor_shape.dim]
+        raise errors.ResourceExhaustedError(
+            f"a tensor attribute of shape {dims} describes {size} bytes, more than "
+            f"max_constant_bytes={LIMITS.max_constant_bytes}; raise it with "
+            "pg.graph_util.set_import_limits(max_constant_bytes=...) if the graph is trusted")
+    return proto.from_tensor_proto(t)
+
+
+_ENUMS = {d.enum for d in dtypes.ALL}
 
 
 def _empty(kind: str) -> Any:
@@ -159,7 +200,7 @@ def _from_list(lst, inner: str | None) -> tuple:
               "bool": lambda: tuple(bool(x) for x in lst.b),
               "string": lambda: tuple(x.decode(errors="replace") for x in lst.s),
               "shape": lambda: tuple(proto.from_shape_proto(s) for s in lst.shape),
-              "tensor": lambda: tuple(proto.from_tensor_proto(t) for t in lst.tensor),
+              "tensor": lambda: tuple(_tensor(t) for t in lst.tensor),
               "func": lambda: tuple(f.name for f in lst.func)}
     if inner in fields:
         return fields[inner]()
@@ -306,23 +347,40 @@ def _read_attrs(nd) -> dict:
             if not name.startswith("_") and (nd.op, name) not in _warned_attrs:
                 _warned_attrs.add((nd.op, name))
                 # a newer TensorFlow's attributes usually default to "off"
-                level = logging.WARNING if from_attr_value(a) else logging.DEBUG
+                which = a.WhichOneof("value")
+                on = bool(getattr(a, which)) if which in ("b", "i", "f", "s") else \
+                    which is not None
+                level = logging.WARNING if on else logging.DEBUG
                 log.log(level, "attribute %r of op %s is not in pluggable's definition of "
                         "the op; it is ignored", name, nd.op)
             continue
-        attrs[name] = from_attr_value(a, kinds.get(name))
+        try:
+            attrs[name] = from_attr_value(a, kinds.get(name))
+        except errors.OpError as exc:
+            raise type(exc)(f"node {nd.name!r} ({nd.op}), attribute {name!r}: {exc.message}",
+                            op=nd.op) from None
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError,
+                MemoryError) as exc:
+            raise errors.InvalidArgumentError(
+                f"node {nd.name!r} ({nd.op}): attribute {name!r} cannot be read "
+                f"({type(exc).__name__}: {exc}); the GraphDef is corrupt", op=nd.op) from None
     return attrs
 
 
-def _split_input(text: str) -> tuple[str, str | None, int, bool]:
+def _split_input(text: str, where: str = "graph") -> tuple[str, str | None, int, bool]:
     """"^name" -> control; "name:arg:i" (functions) or "name:i" / "name"."""
     if text.startswith("^"):
         return text[1:], None, 0, True
     parts = text.split(":")
-    if len(parts) == 3:
-        return parts[0], parts[1], int(parts[2]), False
-    if len(parts) == 2:
-        return parts[0], None, int(parts[1]), False
+    if len(parts) in (2, 3):
+        index = parts[-1]
+        if not (index.isascii() and index.isdigit()) or len(index) > 9:
+            raise errors.InvalidArgumentError(
+                f"{where}: input {text!r} ends in {index!r}, which is no output index "
+                "(write 'node', 'node:<index>' or, in a function, 'node:<arg>:<index>')")
+        return parts[0], parts[1] if len(parts) == 3 else None, int(index), False
+    if len(parts) > 3:
+        raise errors.InvalidArgumentError(f"{where}: input {text!r} is not a node name")
     return text, None, 0, False
 
 
@@ -331,6 +389,9 @@ def from_graph_def(gd, name: str = "graph", library: dict | None = None) -> Grap
     Every Placeholder becomes an input; outputs are left empty."""
     library = {} if library is None else library
     graph = Graph(name, library)
+    _check_count(len(gd.node), name)
+    for fd in gd.library.function:
+        _check_count(len(fd.node_def), f"function {fd.signature.name!r}")
     pending = []
     for nd in gd.node:
         pending.append(_new_node(graph, nd, name))
@@ -342,7 +403,69 @@ def from_graph_def(gd, name: str = "graph", library: dict | None = None) -> Grap
             library[fd.signature.name] = None  # reserve: functions may call each other
     for fd in gd.library.function:
         library[fd.signature.name] = from_function_def(fd, library)
+    check_call_depth(graph)
     return graph
+
+
+def _check_count(n: int, where: str) -> None:
+    if n > LIMITS.max_nodes:
+        raise errors.ResourceExhaustedError(
+            f"{where} has {n} nodes, more than max_nodes={LIMITS.max_nodes}; raise it with "
+            "pg.graph_util.set_import_limits(max_nodes=...) if the graph is trusted")
+
+
+def check_call_depth(graph: Graph) -> None:
+    """Refuses a graph whose functions call themselves (directly or
+    through others) or nest deeper than ``LIMITS.max_function_depth``."""
+    depth: dict[str, int] = {}          # function -> depth of its deepest call chain
+
+    def calls(g: Graph) -> list[tuple[Node, str]]:
+        return [(n, f) for n in g.nodes for f in _func_attrs(n)]
+
+    for root_node, root in calls(graph):
+        if root in depth:
+            continue
+        # iterative depth-first walk; `path` is the chain of calls being followed
+        path: list[str] = [root]
+        stack: list[list] = [[root, None]]
+        while stack:
+            frame = stack[-1]
+            fname = frame[0]
+            g = graph.library.get(fname)
+            if frame[1] is None:
+                frame[1] = iter(calls(g)) if g is not None else iter(())
+                frame.append(0)
+            nxt = next(frame[1], None)
+            if nxt is None:
+                depth[fname] = frame[2] + 1
+                stack.pop()
+                path.pop()
+                if stack:
+                    stack[-1][2] = max(stack[-1][2], depth[fname])
+                continue
+            node, callee = nxt
+            if callee in path:
+                raise errors.InvalidArgumentError(
+                    f"function {fname!r}: node {node.name!r} ({node.op}) calls "
+                    f"{callee!r}, which is already being called "
+                    f"({' -> '.join(path + [callee])}); recursive functions are not "
+                    "supported", op=node.op)
+            if callee in depth:
+                frame[2] = max(frame[2], depth[callee])
+            else:
+                if len(path) >= LIMITS.max_function_depth:
+                    raise errors.ResourceExhaustedError(
+                        f"function {fname!r}: node {node.name!r} ({node.op}) calls "
+                        f"{callee!r} at depth {len(path) + 1}, deeper than "
+                        f"max_function_depth={LIMITS.max_function_depth}; raise it with "
+                        "pg.graph_util.set_import_limits(max_function_depth=...)",
+                        op=node.op)
+                path.append(callee)
+                stack.append([callee, None])
+        if depth.get(root, 0) > LIMITS.max_function_depth:
+            raise errors.ResourceExhaustedError(
+                f"node {root_node.name!r} calls functions nested {depth[root]} deep, more "
+                f"than max_function_depth={LIMITS.max_function_depth}")
 
 
 def _new_node(graph: Graph, nd, where: str) -> _Pending:
@@ -356,7 +479,7 @@ def _new_node(graph: Graph, nd, where: str) -> _Pending:
     graph.adopt(node)
     ins, ctl = [], []
     for text in nd.input:
-        src, arg, i, control = _split_input(text)
+        src, arg, i, control = _split_input(text, f"{where}: node {nd.name!r} ({nd.op})")
         (ctl if control else ins).append((src, arg, i, text))
     return _Pending(node, ins, ctl)
 
@@ -392,7 +515,22 @@ def _infer(graph: Graph, where: str) -> None:
 
 def infer_node(node: Node, where: str = "graph") -> None:
     """Fills node.out_dtypes and node.out_shapes from its op, attributes
-    and inputs (attributes are completed with defaults and inferred types)."""
+    and inputs (attributes are completed with defaults and inferred types).
+    Attributes of the wrong kind or missing are an InvalidArgumentError
+    naming the node."""
+    try:
+        _infer_node(node, where)
+    except errors.OpError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError,
+            MemoryError, ZeroDivisionError) as exc:
+        raise errors.InvalidArgumentError(
+            f"{where}: node {node.name!r} ({node.op}) has attributes or inputs its op "
+            f"cannot take ({type(exc).__name__}: {exc}); the GraphDef is corrupt or from a "
+            "writer pluggable does not understand", op=node.op) from None
+
+
+def _infer_node(node: Node, where: str) -> None:
     g = graph_ops.GRAPH_OPS.get(node.op)
     if g is not None:
         _infer_graph_op(node, g)
@@ -464,7 +602,7 @@ def from_function_def(fd, library: dict) -> Graph:
     _infer(g, where)
     for arg in sig.output_arg:
         text = fd.ret.get(arg.name)
-        got = None if text is None else resolve(*_split_input(text)[:3])
+        got = None if text is None else resolve(*_split_input(text, where)[:3])
         if got is None:
             raise errors.InvalidArgumentError(
                 f"{where}: output {arg.name!r} reads {text!r}, which names nothing in the "

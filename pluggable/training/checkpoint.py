@@ -19,9 +19,17 @@ Format (version 1): two files per checkpoint prefix.
 
 ``save`` also keeps a ``checkpoint`` file in the directory naming the latest
 checkpoint (TensorFlow's text format: ``model_checkpoint_path: "ckpt-2"``),
-read by ``latest_checkpoint``. Files are written to temporary names and
+read by ``latest_checkpoint``. Files are written to new files of random
+names, created exclusively (never through a link planted there), and
 renamed, so a crash never leaves a half-written checkpoint under the real
 name.
+
+Reading trusts nothing in the files: ``data_file`` must be a plain name in
+the index's directory (no directory part, no ``..``) and a regular file, not
+a symbolic link; every file is opened without blocking and checked to be a
+regular file before it is read; the data file must hold exactly
+``data_size`` bytes and nothing more is read; the index is at most 256 MiB.
+``latest_checkpoint`` accepts only a plain name in its directory.
 
 Errors: a missing file is ``NotFoundError``, a damaged one (bad index,
 truncated data, checksum mismatch) ``DataLossError``, a value whose dtype or
@@ -31,9 +39,12 @@ nothing.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import secrets
+import stat
 import types
 import zlib
 from typing import Any, Iterator
@@ -115,13 +126,77 @@ def _saveables(roots: dict) -> dict[str, Variable]:
 
 # ------------------------------------------------------------- files
 
+_MAX_INDEX_BYTES = 256 << 20   # an index larger than this is refused unread
+_MAX_STATE_BYTES = 1 << 20     # the same for the directory's `checkpoint` file
+
+
 def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Writes `data` to a new file of an unpredictable name, created
+    exclusively (never through a link planted there), then renames it."""
+    tmp = f"{path}.tmp{secrets.token_hex(8)}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except OSError as exc:
+        raise errors.PermissionDeniedError(
+            f"cannot write checkpoint file {path}: {exc.strerror or exc} (check that the "
+            "directory exists and is writable)") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _read_regular(path: str, limit: int, on_error, follow: bool = True) -> bytes:
+    """The bytes of the regular file `path`, at most `limit` of them.
+
+    Opened without blocking (a FIFO never hangs) and, unless `follow`,
+    without following a symbolic link; what is not a regular file, or is
+    larger than `limit`, is refused before anything is read. `on_error(why)`
+    makes the error raised; a missing file is NotFoundError."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise errors.NotFoundError(f"{path} does not exist") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise on_error(f"{path} is a symbolic link; checkpoint files must be regular "
+                           "files inside the checkpoint's directory") from None
+        raise on_error(f"{path} cannot be opened ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise on_error(f"{path} is not a regular file")
+        if st.st_size > limit:
+            raise on_error(f"{path} holds {st.st_size} bytes, more than the {limit} "
+                           "allowed")
+        chunks, left = [], min(st.st_size, limit) + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 24))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        if len(data) > limit:
+            raise on_error(f"{path} grew past the {limit} bytes allowed while read")
+        return data
+    except OSError as exc:
+        raise on_error(f"{path} cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
 
 
 def write_files(prefix: str, values: dict[str, np.ndarray]) -> None:
@@ -151,15 +226,20 @@ def _corrupt(prefix: str, why: str) -> errors.DataLossError:
 def read_index(prefix: str) -> dict:
     """The parsed index of checkpoint `prefix`, validated."""
     path = prefix + ".index"
-    if not os.path.exists(path):
+    try:
+        raw = _read_regular(path, _MAX_INDEX_BYTES, lambda why: _corrupt(prefix, why))
+    except errors.NotFoundError:
         raise errors.NotFoundError(
             f"checkpoint {prefix} not found: {path} does not exist (give the prefix "
-            "that save() returned, e.g. 'ckpt/model-1', or pg.train.latest_checkpoint(dir))")
+            "that save() returned, e.g. 'ckpt/model-1', or pg.train.latest_checkpoint(dir))"
+        ) from None
     try:
-        with open(path, "rb") as f:
-            index = json.loads(f.read().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _corrupt(prefix, f"the index is not valid JSON ({exc})") from None
+        index = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise _corrupt(prefix, f"the index {path} is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise _corrupt(prefix, f"the index {path} nests too deeply to be a checkpoint "
+                       "index") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         raise _corrupt(prefix, f"{path} is not a pluggable checkpoint index")
     if index.get("version") != VERSION:
@@ -167,37 +247,72 @@ def read_index(prefix: str) -> dict:
                        f"(this pluggable reads version {VERSION})")
     if not isinstance(index.get("entries"), dict):
         raise _corrupt(prefix, "the index has no entries table")
+    size = index.get("data_size")
+    if type(size) is not int or size < 0:
+        raise _corrupt(prefix, f"the index gives the data size {size!r}; it must be a "
+                       "count of bytes")
+    _data_name(prefix, index)
     return index
+
+
+def _data_name(prefix: str, index: dict) -> str:
+    """The index's data file name: a plain name in the checkpoint's directory."""
+    name = index.get("data_file")
+    if not isinstance(name, str) or not _plain_name(name):
+        raise _corrupt(prefix, f"the index names the data file {name!r}; it must be a "
+                       "plain file name in the checkpoint's directory (no directory part, "
+                       "no '..')")
+    return name
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "\0" not in name and "/" not in name \
+        and os.sep not in name and not (os.altsep and os.altsep in name)
 
 
 def read_values(prefix: str, index: dict) -> dict[str, np.ndarray]:
     """Every value of checkpoint `prefix`, checked against its checksum."""
     data_path = os.path.join(os.path.dirname(os.path.abspath(prefix)),
-                             str(index.get("data_file", "")))
-    if not os.path.exists(data_path):
+                             _data_name(prefix, index))
+    size = index.get("data_size")
+    if type(size) is not int or size < 0:
+        raise _corrupt(prefix, f"the index gives the data size {size!r}")
+    try:
+        data = _read_regular(data_path, size, lambda why: _corrupt(prefix, why), follow=False)
+    except errors.NotFoundError:
         raise errors.NotFoundError(f"checkpoint {prefix}: its data file {data_path} does "
-                                   "not exist", op=None)
-    with open(data_path, "rb") as f:
-        data = f.read()
-    if len(data) != index.get("data_size"):
+                                   "not exist (restore the .data file saved with the "
+                                   "index, or save the checkpoint again)") from None
+    if len(data) != size:
         raise _corrupt(prefix, f"the data file holds {len(data)} bytes, the index says "
-                       f"{index.get('data_size')}")
+                       f"{size}")
     out = {}
     for key, e in index["entries"].items():
         try:
             dt = dtypes.as_dtype(e["dtype"])
-            shape = tuple(int(d) for d in e["shape"])
-            lo, size = int(e["offset"]), int(e["size"])
+            shape = tuple(_count(d) for d in e["shape"])
+            lo, size = _count(e["offset"]), _count(e["size"])
             crc = int(e["crc32"])
-        except (KeyError, TypeError, ValueError) as exc:
+            count = 1
+            for d in shape:
+                count *= d
+            expected = dt.size * count
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise _corrupt(prefix, f"entry {key!r} is malformed ({exc})") from None
         raw = data[lo:lo + size]
-        if lo < 0 or len(raw) != size or size != dt.size * int(np.prod(shape, dtype=np.int64)):
+        if len(raw) != size or size != expected:
             raise _corrupt(prefix, f"entry {key!r} lies outside the data or has the wrong size")
         if zlib.crc32(raw) != crc:
             raise _corrupt(prefix, f"the value of {key!r} does not match its checksum")
         out[key] = np.frombuffer(raw, dt.as_numpy_dtype).reshape(shape).copy()
     return out
+
+
+def _count(v: Any) -> int:
+    """A non-negative integer of the index (bools and floats are refused)."""
+    if type(v) is not int or v < 0:
+        raise ValueError(f"{v!r} is not a count")
+    return v
 
 
 def _update_state_file(prefix: str, keep: list[str]) -> None:
@@ -209,16 +324,27 @@ def _update_state_file(prefix: str, keep: list[str]) -> None:
 
 def latest_checkpoint(checkpoint_dir: str) -> str | None:
     """The prefix of the newest checkpoint ``save`` wrote in
-    `checkpoint_dir`, or None if there is none."""
+    `checkpoint_dir`, or None if there is none. The name must be a plain
+    name inside `checkpoint_dir`: a state file pointing elsewhere is a
+    DataLossError."""
     path = os.path.join(checkpoint_dir, _STATE_FILE)
-    if not os.path.exists(path):
+
+    def bad(why: str) -> errors.DataLossError:
+        return errors.DataLossError(f"the checkpoint state file {path} is damaged: {why} "
+                                    "(delete it, or save a checkpoint again to rewrite it)")
+    try:
+        raw = _read_regular(path, _MAX_STATE_BYTES, bad)
+    except errors.NotFoundError:
         return None
-    with open(path, encoding="utf-8", errors="replace") as f:
-        m = re.search(r'^model_checkpoint_path:\s*"([^"]*)"', f.read(), re.M)
+    m = re.search(r'^model_checkpoint_path:\s*"([^"]*)"',
+                  raw.decode("utf-8", errors="replace"), re.M)
     if not m:
         return None
+    if not _plain_name(m.group(1)):
+        raise bad(f"it names {m.group(1)!r}, which is not a plain name inside "
+                  f"{checkpoint_dir}")
     prefix = os.path.join(checkpoint_dir, m.group(1))
-    return prefix if os.path.exists(prefix + ".index") else None
+    return prefix if os.path.isfile(prefix + ".index") else None
 
 
 # ------------------------------------------------------------- Checkpoint
