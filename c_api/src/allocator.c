@@ -44,11 +44,19 @@
 #define LARGE_ROUND ((size_t)2 << 20) /* above: multiples of 2 MiB */
 #define NUM_BINS 21                   /* 2^0 .. 2^20 */
 
+/* A stream that used a block: `key` is the core's cell holding the stream's
+ * handle (its identity; the handle value may be NULL or shared by several
+ * streams), `handle` the value to record on. */
+typedef struct pg_stream_use {
+  const SP_Stream* key;
+  SP_Stream handle;
+} pg_stream_use;
+
 typedef struct pg_block {
   SP_DeviceMemoryBase mem; /* as the plugin gave it */
   size_t size;             /* the rounded size asked of the plugin */
   uint64_t freed_epoch;    /* allocator epoch when last freed */
-  SP_Stream* uses;         /* other streams that used it since allocation */
+  pg_stream_use* uses;     /* other streams that used it since allocation */
   int num_uses, cap_uses;
   SP_Event* events;        /* parked: one event per stream of `uses` */
   int num_events;
@@ -413,21 +421,21 @@ pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status) {
 
 /*** Streams using a block ***/
 
-void pg_buffer_record_stream(pg_buffer* buf, SP_Stream stream,
+void pg_buffer_record_stream(pg_buffer* buf, const SP_Stream* stream,
                              TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   pg_device* dev = buf != NULL ? buf->device : NULL;
   pg_block* b = buf != NULL ? buf->owner : NULL;
   if (dev == NULL || buf->release != release_device_buffer || b == NULL ||
-      stream == dev->stream)
+      stream == &dev->stream)
     return; /* host memory, empty tensors and the default stream: nothing */
   pg_allocator* a = dev->allocator;
   pthread_mutex_lock(&a->mu);
   int known = 0;
-  for (int i = 0; i < b->num_uses; ++i) known |= b->uses[i] == stream;
+  for (int i = 0; i < b->num_uses; ++i) known |= b->uses[i].key == stream;
   if (!known && b->num_uses == b->cap_uses) {
     int cap = b->cap_uses ? b->cap_uses * 2 : 2;
-    SP_Stream* grown = realloc(b->uses, (size_t)cap * sizeof(SP_Stream));
+    pg_stream_use* grown = realloc(b->uses, (size_t)cap * sizeof(pg_stream_use));
     if (grown == NULL) {
       pthread_mutex_unlock(&a->mu);
       pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
@@ -436,7 +444,10 @@ void pg_buffer_record_stream(pg_buffer* buf, SP_Stream stream,
     b->uses = grown;
     b->cap_uses = cap;
   }
-  if (!known) b->uses[b->num_uses++] = stream;
+  if (!known) {
+    b->uses[b->num_uses].key = stream;
+    b->uses[b->num_uses++].handle = *stream;
+  }
   pthread_mutex_unlock(&a->mu);
 }
 
@@ -451,7 +462,7 @@ int pg_buffer_used_elsewhere(pg_buffer* buf) {
   return used;
 }
 
-void pg_tensor_record_stream(const TF_Tensor* t, SP_Stream stream,
+void pg_tensor_record_stream(const TF_Tensor* t, const SP_Stream* stream,
                              TF_Status* status) {
   if (t == NULL || stream == NULL) {
     pg_set_status(status, TF_INVALID_ARGUMENT,
@@ -469,7 +480,7 @@ static int record_uses(pg_device* dev, pg_block* b) {
   TF_Status* st = TF_NewStatus();
   for (int i = 0; i < b->num_uses; ++i) {
     SP_Event ev = pg_event_acquire(dev, st);
-    if (ev != NULL) dev->se->record_event(dev->device, b->uses[i], ev, st);
+    if (ev != NULL) dev->se->record_event(dev->device, b->uses[i].handle, ev, st);
     if (TF_GetCode(st) != TF_OK) {
       pg_event_release(dev, ev); /* never recorded: reusable as is */
       break;

@@ -141,7 +141,7 @@ TF_Code pg_kernel_run_in_span(pg_kernel* k, TF_Tensor* const* inputs,
 pg_buffer* pg_device_alloc(pg_device* dev, size_t nbytes, TF_Status* status);
 void pg_allocator_init(pg_device* dev);
 /* See pg_tensor_record_stream. */
-void pg_buffer_record_stream(pg_buffer* buf, SP_Stream stream,
+void pg_buffer_record_stream(pg_buffer* buf, const SP_Stream* stream,
                              TF_Status* status);
 
 /* Reusable events of a device (events.c). pg_event_acquire returns NULL and

@@ -129,10 +129,14 @@ TF_Tensor* pg_device_alloc_tensor(pg_device* dev, TF_DataType dtype,
 void pg_device_empty_cache(pg_device* dev, TF_Status* status);
 /* A consistent copy of the allocator statistics (taken under its lock). */
 void pg_device_cache_stats(pg_device* dev, pg_alloc_stats* out);
-/* Records that `stream` (not the device's default stream) uses the memory of
- * `t`: when the memory is freed it is reused or returned to the plugin only
- * after the work enqueued on `stream` until then has completed. */
-void pg_tensor_record_stream(const TF_Tensor* t, SP_Stream stream,
+/* Records that a stream other than the device's default stream uses the
+ * memory of `t`: when the memory is freed it is reused or returned to the
+ * plugin only after the work enqueued on that stream until then has
+ * completed. `stream` is the core's cell holding the stream's handle (a
+ * Stream object's, or &dev->stream for the default stream): the cell's
+ * address identifies the stream, since the plugin's handle may be NULL or
+ * the same value for every stream. */
+void pg_tensor_record_stream(const TF_Tensor* t, const SP_Stream* stream,
                              TF_Status* status);
 
 /* Waits for the default stream. An asynchronous error it reports is given to

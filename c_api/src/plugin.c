@@ -367,10 +367,11 @@ pg_platform* pg_platform_init(void* se_init_plugin, int plugin_id,
   return p;
 }
 
-/* Undoes a partly created device. */
-static void destroy_partial(pg_device* d) {
+/* Undoes a partly created device; `has_stream` says whether the default
+ * stream was created (its handle may be NULL, a legal value). */
+static void destroy_partial(pg_device* d, int has_stream) {
   pg_platform* p = d->platform;
-  if (d->stream != NULL && d->se != NULL && d->se->destroy_stream != NULL)
+  if (has_stream && d->se != NULL && d->se->destroy_stream != NULL)
     d->se->destroy_stream(d->device, d->stream);
   if (d->se != NULL && d->se->struct_size != 0)
     p->fns->destroy_stream_executor(p->platform, d->se);
@@ -395,6 +396,7 @@ pg_device* pg_device_create(pg_platform* p, int ordinal, TF_Status* status) {
     pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
     return NULL;
   }
+  int has_stream = 0;
   d->platform = p;
   d->ordinal = ordinal;
   snprintf(d->name, sizeof d->name, "/device:%s:%d", p->platform->type, ordinal);
@@ -455,16 +457,11 @@ pg_device* pg_device_create(pg_platform* p, int ordinal, TF_Status* status) {
   d->se->create_stream(d->device, &d->stream, status);
   if (TF_GetCode(status) != TF_OK) {
     failed(status, "SP_StreamExecutor.create_stream", ordinal);
-    d->stream = NULL;
     goto fail;
   }
-  if (d->stream == NULL) {
-    pg_set_status(status, TF_FAILED_PRECONDITION,
-                  "SP_StreamExecutor.create_stream returned OK but a NULL "
-                  "stream for device %d: a plugin must return a handle for "
-                  "every stream it creates (or fail with a status)", ordinal);
-    goto fail;
-  }
+  /* Any handle is legal, NULL included (TensorFlow's sample plugin leaves it
+   * NULL): the core keys nothing on its value. */
+  has_stream = 1;
   pg_allocator_init(d);
   pg_events_init(d);
   pg_oplog_init(d);
@@ -475,7 +472,7 @@ pg_device* pg_device_create(pg_platform* p, int ordinal, TF_Status* status) {
   return d;
 
 fail:
-  destroy_partial(d);
+  destroy_partial(d, has_stream);
   return NULL;
 }
 

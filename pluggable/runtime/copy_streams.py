@@ -172,7 +172,7 @@ def copy_to_device_async(value: Any, device: Any = None) -> PendingCopy:
         se.memcpy_htod(sp, copy, mem, ffi.from_buffer(a), a.nbytes, st)
         raise_status(st, f"host-to-device copy of {a.nbytes} bytes on {dev.short_name}",
                      dev.name)
-    lib.pg_tensor_record_stream(h, copy, st)
+    lib.pg_tensor_record_stream(h, cs.stream._cell, st)
     raise_status(st, f"record_stream on {dev.short_name}", dev.name)
     cs.stream.record(pending._done)
     cs.keep(pending._done, a)

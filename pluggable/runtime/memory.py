@@ -76,7 +76,7 @@ class DeviceBuffer:
             raise errors.InvalidArgumentError(
                 f"record_stream: the stream is on {stream.device.short_name}, the memory on "
                 f"{self.device.short_name}", device=self.device.name)
-        lib.pg_tensor_record_stream(self._t, stream._s, st)
+        lib.pg_tensor_record_stream(self._t, stream._cell, st)
         if self._streams is None:
             self._streams = []
         if not any(s is stream for s in self._streams):

@@ -14,8 +14,9 @@ from .status import raise_status
 
 
 def _created(handle, what: str, device: Any):
-    """The handle a create_* callback gave, refusing NULL (a plugin must
-    return a handle for every object it reports as created)."""
+    """The handle a create_event callback gave, refusing NULL: the core's
+    event pool (c_api/src/events.c) still takes NULL for "no event", so a
+    NULL event handle cannot be told apart from it there."""
     if handle == ffi.NULL:
         raise errors.InternalError(
             f"{what} on {device.short_name} returned OK but a NULL handle: the plugin "
@@ -32,7 +33,10 @@ class Stream:
         st = status()
         device._se.create_stream(device._sp, out, st)
         raise_status(st, f"create_stream on {device.short_name}", device.name)
-        self._s = _created(out[0], "SP_StreamExecutor.create_stream", device)
+        # Any handle is legal, NULL or one shared by every stream: the core
+        # identifies the stream by `_cell`, this object's copy of it.
+        self._cell = out
+        self._s = out[0]
         self._keep: list = []   # host arrays in use by enqueued copies
 
     def __del__(self):
@@ -134,7 +138,7 @@ class Timer:
         st = status()
         se.create_timer(device._sp, out, st)
         raise_status(st, "create_timer", device.name)
-        self._t = _created(out[0], "SP_StreamExecutor.create_timer", device)
+        self._t = out[0]  # any value is legal, NULL included
 
     def __del__(self):
         if getattr(self, "_t", None) is None:

@@ -180,7 +180,9 @@ static SE_EventStatus mini_event_status(const SP_Device* device, SP_Event event)
 static void mini_record_event(const SP_Device* device, SP_Stream stream,
                               SP_Event event, TF_Status* status) {
   (void)device, (void)status;
-  event->state = stream->code == TF_OK ? SE_EVENT_COMPLETE : SE_EVENT_ERROR;
+  /* A NULL stream handle is legal (a plugin that keeps no stream state). */
+  event->state = stream == NULL || stream->code == TF_OK ? SE_EVENT_COMPLETE
+                                                          : SE_EVENT_ERROR;
 }
 
 static void mini_wait_for_event(const SP_Device* const device, SP_Stream stream,
@@ -198,6 +200,7 @@ static void mini_block_for_event(const SP_Device* device, SP_Event event,
 static void mini_block_until_done(const SP_Device* device, SP_Stream stream,
                                   TF_Status* status) {
   mini_get_stream_status(device, stream, status);
+  if (stream == NULL) return;
   stream->code = TF_OK;
   stream->msg[0] = '\0';
 }
@@ -211,7 +214,7 @@ static TF_Bool mini_host_callback(const SP_Device* device, SP_Stream stream,
   (void)device;
   TF_Status* s = TF_NewStatus();
   fn(arg, s);
-  if (TF_GetCode(s) != TF_OK && stream->code == TF_OK) {
+  if (TF_GetCode(s) != TF_OK && stream != NULL && stream->code == TF_OK) {
     stream->code = TF_GetCode(s);
     strncpy(stream->msg, TF_Message(s), sizeof stream->msg - 1);
   }
@@ -236,16 +239,17 @@ static void mini_destroy_timer(const SP_Device* device, SP_Timer timer) {
 static void mini_start_timer(const SP_Device* device, SP_Stream stream,
                              SP_Timer timer, TF_Status* status) {
   (void)device, (void)stream, (void)status;
-  timer->start_ns = mini_now_ns();
+  if (timer != NULL) timer->start_ns = mini_now_ns(); /* NULL is legal */
 }
 
 static void mini_stop_timer(const SP_Device* device, SP_Stream stream,
                             SP_Timer timer, TF_Status* status) {
   (void)device, (void)stream, (void)status;
-  timer->stop_ns = mini_now_ns();
+  if (timer != NULL) timer->stop_ns = mini_now_ns();
 }
 
 static uint64_t mini_nanoseconds(SP_Timer timer) {
+  if (timer == NULL) return 1; /* a timer without state measures nothing */
   uint64_t d = timer->stop_ns - timer->start_ns;
   return d != 0 ? d : 1;
 }
