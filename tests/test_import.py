@@ -131,15 +131,15 @@ def test_entry_point_scan_reads_metadata_only_when_a_distribution_may_declare_on
     monkeypatch.setattr(sys, "path", [str(site), str(tmp_path / "missing")])
     import importlib.metadata
     calls = []
-    real = importlib.metadata.entry_points
-    monkeypatch.setattr(importlib.metadata, "entry_points",
+    real = importlib.metadata.distributions
+    monkeypatch.setattr(importlib.metadata, "distributions",
                         lambda **kw: calls.append(kw) or real(**kw))
     assert discovery._may_declare_entry_points() is False
     assert discovery.entry_point_items() == [] and calls == []
     _dist(site, "a_plugin", f"[{discovery.ENTRY_POINT_GROUP}]\nx = some_module:PATH\n")
     assert discovery._may_declare_entry_points() is True
     items = discovery.entry_point_items()  # some_module does not exist: a broken entry
-    assert calls == [{"group": discovery.ENTRY_POINT_GROUP}]
+    assert calls == [{"path": [str(site), str(tmp_path / "missing")]}]
     assert len(items) == 1 and items[0][0] is None and "x = some_module:PATH" in items[0][1]
 
 

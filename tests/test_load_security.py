@@ -9,6 +9,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -206,3 +207,112 @@ def test_plugin_owned_by_another_user_is_refused(tmp_path, what):
     assert rec["status"] == "skipped", rec
     assert "user id 54321" in rec["reason"] and "PLUGGABLE_ALLOW_INSECURE_PLUGINS" in rec["reason"]
     assert not marker.exists()
+
+
+# ------------------------------------------------------------- where plugins are found
+
+def test_plugin_path_takes_files_and_names_missing_entries(tmp_path):
+    lib = _copy(build("constructor_marker"), tmp_path / "one", "libmarked.so")
+    missing = tmp_path / "no_such_dir"
+    marker = tmp_path / "marker"
+    env = clean_env(PLUGGABLE_PLUGIN_PATH=os.pathsep.join([str(missing), str(lib), "rel"]),
+                    PLUGGABLE_TEST_MARKER=str(marker))
+    res = run_child(env=env)
+    recs = [r for r in res["all"] if r["path"] == str(lib)]
+    assert len(recs) == 1 and recs[0]["status"] == "loaded", res["all"]
+    assert recs[0]["source"] == f"PLUGGABLE_PLUGIN_PATH ({lib})"
+    assert marker.exists()
+    assert f"PLUGGABLE_PLUGIN_PATH entry {missing} does not exist" in res["stderr"]
+    assert "PLUGGABLE_PLUGIN_PATH entry 'rel' is ignored" in res["stderr"]
+
+
+@pytest.mark.parametrize("xdg,home,found", [
+    ("data", ".", False),          # both relative: no user directory
+    ("data", "", False),           # an empty HOME is relative too
+    (None, "home", False),
+    ("data", "ABS", True),         # a relative XDG_DATA_HOME falls back to $HOME
+], ids=["both-relative", "empty-home", "relative-home", "relative-xdg-absolute-home"])
+def test_user_directory_is_never_relative_to_the_current_directory(tmp_path, xdg, home, found):
+    cwd, abs_home = tmp_path / "cwd", tmp_path / "abshome"
+    lib = build("constructor_marker")
+    for base in (cwd / "data", cwd / ".local" / "share", cwd / "home" / ".local" / "share",
+                 abs_home / ".local" / "share"):
+        _copy(lib, base / "pluggable" / "plugins")
+    marker = tmp_path / "marker"
+    env = clean_env(PLUGGABLE_TEST_MARKER=str(marker),
+                    HOME=str(abs_home) if home == "ABS" else home)
+    env.pop("XDG_DATA_HOME", None)
+    if xdg is not None:
+        env["XDG_DATA_HOME"] = xdg
+    res = run_child(env=env, cwd=str(cwd))
+    loaded = [r["path"] for r in res["all"] if r["device_type"] == "MINI"]
+    if found:
+        assert loaded == [str(abs_home / ".local/share/pluggable/plugins/libconstructor_marker.so")]
+        assert marker.exists()
+    else:
+        assert loaded == [] and not marker.exists(), loaded
+    if xdg is not None:
+        assert "XDG_DATA_HOME='data' is ignored" in res["stderr"]
+
+
+def _planted_distribution(site: pathlib.Path, marker: pathlib.Path, plugin: pathlib.Path):
+    (site / "planted_plugin_mod.py").write_text(
+        f"open({str(marker)!r}, 'a').write('imported\\n')\nPATH = {str(plugin)!r}\n")
+    info = site / "planted_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: planted-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[pluggable.plugins]\nplanted = planted_plugin_mod:PATH\n")
+
+
+def test_distribution_in_the_current_directory_is_not_an_entry_point(tmp_path):
+    """python -c puts '' (the current directory) first on sys.path; a
+    distribution found only there is not read, so its module is never
+    imported. The same distribution on an absolute PYTHONPATH entry is."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    plugin = _copy(build("good_mini"), tmp_path / "plugins")
+    marker = tmp_path / "marker"
+    _planted_distribution(cwd, marker, plugin)
+    res = run_child(env=clean_env(), cwd=str(cwd))
+    assert not marker.exists(), "a module of the current directory was imported"
+    assert not any(r["source"].startswith("entry point planted") for r in res["all"])
+    # python -m (the current directory as an absolute sys.path[0]) and
+    # PYTHONPATH=. neither
+    for args, env in ((["-m", "pluggable", "plugins", "--json"], clean_env()),
+                      (["-c", "import pluggable as pg; pg.plugins()"],
+                       clean_env(PYTHONPATH="."))):
+        proc = subprocess.run([sys.executable, *args], cwd=str(cwd), env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert not marker.exists(), args
+    # the script's own directory (python script.py) is searched
+    (cwd / "main.py").write_text("import pluggable as pg\n"
+                                 "print([r.source for r in pg.plugins()])\n")
+    proc = subprocess.run([sys.executable, "main.py"], cwd=str(cwd), env=clean_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert "entry point planted" in proc.stdout, proc.stdout + proc.stderr
+    assert marker.exists()
+
+
+def test_os_error_while_opening_is_a_quarantine_naming_the_file(tmp_path):
+    """A file replaced by another process while it is opened and checked can
+    make the kernel answer EINVAL; that is the plugin's quarantine reason."""
+    lib = _copy(build("good_mini"), tmp_path / "plugins")
+    extra = f"""
+import errno, os
+real_fstat = os.fstat
+def fstat(fd):
+    raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
+os.fstat = fstat
+try:
+    out["rec"] = pg.load_plugin({str(lib)!r}).to_dict()
+finally:
+    os.fstat = real_fstat
+"""
+    res = run_child(extra=extra)
+    assert "extra_error" not in res, res["extra_error"]
+    rec = res["rec"]
+    assert rec["status"] == "quarantined", rec
+    assert f"cannot open and check {lib}: Invalid argument (errno 22)" in rec["reason"], rec
+    assert res["health"] == {"MY_DEVICE:0": True, "CPU:0": True}, res["health"]

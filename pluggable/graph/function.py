@@ -10,10 +10,11 @@ Every trace is counted (``tracing_count``) and logged on the
 ``pluggable.graph`` logger; frequent retracing is warned about once.
 
 Nested tuples, lists and dicts of tensors are accepted as arguments and
-returned as results. A function must return tensors (or None); a function
-whose body changes Python state (rebinding a global or nonlocal variable,
-changing a list or dict it was given or refers to) is refused, because the
-change would happen once, at tracing, not on every call.
+returned as results. Python numbers and bools (and numpy values) that a body
+returns become constant tensors of the graph and None stays None, as in
+``tf.function``. The Python body's side effects (printing, appending to a
+list, changing a global) happen when it runs, that is once per trace, and
+not on the calls that reuse a trace.
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ import functools
 import inspect
 import logging
 import threading
-import types
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -143,77 +143,6 @@ def _key_compatible(general: Any, specific: Any) -> bool:
         _key_compatible(a, b) for a, b in zip(general, specific))
 
 
-# ------------------------------------------------------------ Python state
-
-_WATCHED = (list, dict, set, bytearray)
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names |= _code_names(c)
-    return names
-
-
-def _contents(v: Any) -> list:
-    if isinstance(v, dict):
-        return [x for kv in v.items() for x in kv]
-    return list(v)
-
-
-class _PythonState:
-    """A snapshot of the Python state a function body could change: its
-    arguments' lists and dicts, its closure cells and the globals it names."""
-
-    def __init__(self, fn: Callable, arguments: list[tuple[str, Any]]):
-        self.containers: list[tuple[str, Any, list]] = []
-        for name, value in arguments:
-            self._watch(f"argument {name!r}", value)
-        fn = inspect.unwrap(fn)
-        code = getattr(fn, "__code__", None)
-        self.cells: list[tuple[str, Any, Any]] = []
-        self.globals: list[tuple[str, Any]] = []
-        self.namespace = getattr(fn, "__globals__", {})
-        if code is None:
-            return
-        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-            try:
-                v = cell.cell_contents
-            except ValueError:
-                continue
-            self.cells.append((name, cell, v))
-            self._watch(f"closure variable {name!r}", v)
-        for name in sorted(_code_names(code)):
-            if name in self.namespace:
-                v = self.namespace[name]
-                self.globals.append((name, v))
-                self._watch(f"global variable {name!r}", v)
-
-    def _watch(self, what: str, v: Any) -> None:
-        if isinstance(v, _WATCHED):
-            self.containers.append((what, v, _contents(v)))
-
-    def changes(self) -> str | None:
-        """What the body changed, or None."""
-        for name, cell, v in self.cells:
-            try:
-                now = cell.cell_contents
-            except ValueError:
-                now = None
-            if now is not v:
-                return f"closure variable {name!r} was reassigned"
-        missing = object()
-        for name, v in self.globals:
-            if self.namespace.get(name, missing) is not v:
-                return f"global variable {name!r} was reassigned"
-        for what, v, before in self.containers:
-            now = _contents(v)
-            if len(now) != len(before) or any(a is not b for a, b in zip(now, before)):
-                return f"{what} (a {type(v).__name__}) was modified"
-        return None
-
-
 # ------------------------------------------------------------ concrete functions
 
 class ConcreteFunction:
@@ -232,6 +161,9 @@ class ConcreteFunction:
         self.input_specs = [s for _, s in specs]
         self.input_names = [n for n, _ in specs]
         self._structure = structure
+        marks = nest.flatten(structure) if structure is not None else []
+        # The leaves to fill when the result holds None leaves (None: none does).
+        self._marks = marks if any(m is None for m in marks) else None
         self._executables: dict = {}
         self._captures: dict = {}   # id(executable) -> device_capture.CaptureState
         self._last: Executable | None = None
@@ -247,8 +179,14 @@ class ConcreteFunction:
 
     @property
     def structured_outputs(self) -> Any:
-        return nest.pack_as(self._structure, self.outputs) if self._structure is not None \
-            else None
+        return self._pack(self.outputs) if self._structure is not None else None
+
+    def _pack(self, outs: list) -> Any:
+        """The graph's outputs `outs` in the structure the body returned."""
+        if self._marks is None:
+            return nest.pack_as(self._structure, outs)
+        return nest.pack_as(self._structure, [None if m is None else outs[m]
+                                              for m in self._marks])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         leaves = nest.flatten(list(args)) + nest.flatten([kwargs[k] for k in sorted(kwargs)])
@@ -274,7 +212,7 @@ class ConcreteFunction:
             outs = self._capture_state(ex).run(tensors)
         if self._structure is None:
             return None
-        return nest.pack_as(self._structure, outs)
+        return self._pack(outs)
 
     def executable(self, devices: list) -> Executable:
         """The compiled graph for inputs on `devices` (built on first use)."""
@@ -485,18 +423,11 @@ class Function:
         specs: list[tuple[str, TensorSpec]] = []
         with tracing.trace_scope(graph):
             symbolic = [(name, self._symbolic_arg(graph, name, v, specs)) for name, v in named]
-            state = _PythonState(self.python_function, symbolic)
             pos = [v for _, v in symbolic[:len(args)]]
             kw = dict(symbolic[len(args):])
+            # Side effects of the body (print, a counter, a list it appends
+            # to) happen here, once per trace, as in tf.function.
             result = self.python_function(*pos, **kw)
-            change = state.changes()
-            if change is not None:
-                raise errors.InvalidArgumentError(
-                    f"pg.function {self.__name__!r}: {change} while the function was traced. "
-                    "The Python body runs only when the function is traced, not each time "
-                    "the graph runs, so the change would happen once instead of on every "
-                    "call. Return new values as tensors instead, or change the state "
-                    "outside the function.")
             structure = self._outputs(graph, result)
         self._log_trace(specs, named)
         return ConcreteFunction(graph, specs, structure, self.__name__)
@@ -518,20 +449,36 @@ class Function:
         if result is None:
             return None
         pairs = nest.flatten_with_paths(result)
-        outs = []
+        marks: list[int | None] = []   # per leaf: its graph output, None for None
         for path, x in pairs:
+            if x is None:
+                marks.append(None)
+                continue
             as_tensor = getattr(x, "__pg_tensor__", None)
             if as_tensor is not None:  # a variable: its value when the graph runs
                 x = as_tensor()
-            if not isinstance(x, Tensor):
-                raise tracing.structure_error(
-                    f"pg.function {self.__name__!r}: the returned value{path}", x)
-            t = tracing.symbolic_input(graph, x, what=f"the returned value{path}")
+            if not isinstance(x, (Tensor, bool, int, float, np.ndarray, np.generic)):
+                raise self._result_error(path, x)
+            try:  # Python and numpy values become constants, as tf.function's do
+                t = tracing.symbolic_input(graph, x, what=f"the returned value{path}")
+            except (TypeError, errors.InvalidArgumentError) as exc:
+                raise self._result_error(path, x, str(exc)) from None
             node = graph.add_node("Identity", [t.ref], {"T": t.dtype}, [t.dtype], [t.shape],
                                   name="Identity", device=tracing.scope_name())
             graph.outputs.append((node, 0))
-            outs.append(len(outs))
-        return nest.pack_as(result, outs)
+            marks.append(len(graph.outputs) - 1)
+        return nest.pack_as(result, marks)
+
+    def _result_error(self, path: str, x: Any, why: str = "") -> errors.InvalidArgumentError:
+        kind = type(x).__name__
+        if isinstance(x, (str, bytes)):
+            why = "pluggable has no string dtype"
+        return errors.InvalidArgumentError(
+            f"pg.function {self.__name__!r}: the returned value{path} is a {kind}"
+            f"{f' ({why})' if why else ''}, not a tensor: a traced function returns "
+            "tensors, Python numbers and bools, numpy values, None, or nested tuples, "
+            "lists and dicts of them; return other Python objects from outside the "
+            "function")
 
     def _log_trace(self, specs: list, named: list) -> None:
         sig = ", ".join(f"{n}: {s.dtype.name}{list(s.shape) if s.shape is not None else '[?]'}"

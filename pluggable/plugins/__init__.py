@@ -13,14 +13,17 @@ sees new kernels through the registry.
 
 Search order (each file is loaded once, by its resolved real path, so a
 symlink or a directory listed twice never loads a library twice):
-  1. the directories listed in the environment variable PLUGGABLE_PLUGIN_PATH
-     (separated by os.pathsep; empty and relative entries are ignored, so the
-     current directory is never searched by accident);
+  1. the directories and plugin files listed in the environment variable
+     PLUGGABLE_PLUGIN_PATH (separated by os.pathsep; empty, relative and
+     missing entries are ignored with a warning, so the current directory is
+     never searched by accident);
   2. the package's own ``pluggable/plugins`` directory (the reference plugins);
-  3. the per-user directory ``$XDG_DATA_HOME/pluggable/plugins`` (default
-     ``~/.local/share/pluggable/plugins``);
-  4. installed Python distributions that advertise plugins through the entry
-     point group ``pluggable.plugins``. The entry point's object is either a
+  3. the per-user directory ``$XDG_DATA_HOME/pluggable/plugins`` (else
+     ``$HOME/.local/share/pluggable/plugins``; only absolute ones);
+  4. Python distributions on the absolute sys.path entries that are not the
+     current directory (the directory of a script run as ``python
+     script.py`` excepted: ``discovery.entry_point_path``) that advertise
+     plugins through the entry point group ``pluggable.plugins``. The entry point's object is either a
      path (str or os.PathLike) or an iterable of paths, or a callable taking no
      arguments that returns one of those. Each path names a plugin file or a
      directory whose ``*.so`` files are plugins. Example (pyproject.toml)::

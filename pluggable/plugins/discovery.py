@@ -18,27 +18,43 @@ ENTRY_POINT_GROUP = "pluggable.plugins"
 PLUGIN_SUFFIXES = (".so",)
 
 
-def user_plugin_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return pathlib.Path(base) / "pluggable" / "plugins"
+def user_plugin_dir() -> pathlib.Path | None:
+    """``$XDG_DATA_HOME/pluggable/plugins``, else ``$HOME/.local/share/...``;
+    only absolute: a relative XDG_DATA_HOME is ignored (as the XDG spec
+    says), and a relative HOME gives no user directory."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    if os.path.isabs(xdg):
+        return pathlib.Path(xdg) / "pluggable" / "plugins"
+    if xdg:
+        log.warning("XDG_DATA_HOME=%r is ignored: it is not an absolute path", xdg)
+    home = os.path.expanduser("~")
+    if not os.path.isabs(home):
+        log.warning("no user plugin directory: HOME=%r is not an absolute path (the "
+                    "current directory is never searched)", home)
+        return None
+    return pathlib.Path(home) / ".local" / "share" / "pluggable" / "plugins"
 
 
-def _env_path_dirs() -> list[pathlib.Path]:
-    dirs = []
+def _env_path_entries() -> list[pathlib.Path]:
+    """The absolute entries of PLUGGABLE_PLUGIN_PATH (directories or files)."""
+    entries = []
     for entry in os.environ.get("PLUGGABLE_PLUGIN_PATH", "").split(os.pathsep):
         if not entry:
             continue  # an empty entry would mean the current directory
         if not os.path.isabs(entry):
-            log.warning("PLUGGABLE_PLUGIN_PATH entry %r is ignored: plugin directories must "
-                        "be absolute paths (the current directory is never searched)", entry)
+            log.warning("PLUGGABLE_PLUGIN_PATH entry %r is ignored: plugin directories and "
+                        "files must be absolute paths (the current directory is never "
+                        "searched)", entry)
             continue
-        dirs.append(pathlib.Path(entry))
-    return dirs
+        entries.append(pathlib.Path(entry))
+    return entries
 
 
 def search_dirs() -> list[pathlib.Path]:
-    """The plugin directories, in search order (entry points come after)."""
-    return [*_env_path_dirs(), PACKAGE_PLUGIN_DIR, user_plugin_dir()]
+    """The plugin directories and files, in search order (entry points come
+    after)."""
+    user = user_plugin_dir()
+    return [*_env_path_entries(), PACKAGE_PLUGIN_DIR, *([user] if user is not None else [])]
 
 
 def plugin_files(d: pathlib.Path) -> list[pathlib.Path]:
@@ -69,6 +85,42 @@ def _as_paths(value: Any) -> list[str]:
 _METADATA_DIRS = (".dist-info", ".egg-info")
 
 
+def _script_dir() -> str | None:
+    """The directory the interpreter put at sys.path[0] for ``python
+    script.py`` (resolved), or None: under -P/-I (``sys.flags.safe_path``)
+    nothing is put there, and for -c, -m, standard input and the interactive
+    prompt it is the current directory, not a script's."""
+    if getattr(sys.flags, "safe_path", False) or sys.flags.isolated:
+        return None
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str) or getattr(main, "__spec__", None) is not None:
+        return None  # -m (a spec), -c, stdin or the prompt (no file)
+    return os.path.realpath(os.path.dirname(os.path.abspath(path)))
+
+
+def entry_point_path() -> list[str]:
+    """The sys.path entries searched for ``pluggable.plugins`` entry points:
+    every absolute entry except those that are the current directory, the
+    directory of the script being run (``python script.py``) excepted.
+    Relative entries ('' of -c and the prompt, '.') are never searched, nor
+    is the current directory that -m puts at sys.path[0]."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:
+        cwd = None
+    script = _script_dir()
+    out = []
+    for i, entry in enumerate(sys.path):
+        if not isinstance(entry, str) or not os.path.isabs(entry):
+            continue
+        if cwd is not None and os.path.realpath(entry) == cwd and not (
+                i == 0 and script is not None and script == cwd):
+            continue
+        out.append(entry)
+    return out
+
+
 def _may_declare_entry_points() -> bool:
     """False only when no distribution on ``sys.path`` can declare a
     ``pluggable.plugins`` entry point: no metadata directory's
@@ -81,11 +133,9 @@ def _may_declare_entry_points() -> bool:
            for f in sys.meta_path):
         return True
     group = ENTRY_POINT_GROUP.encode()
-    for entry in sys.path:
-        if not isinstance(entry, str):
-            return True
+    for entry in entry_point_path():
         try:
-            listing = os.scandir(entry or ".")
+            listing = os.scandir(entry)
         except NotADirectoryError:
             return True  # a zip file: let importlib.metadata read it
         except OSError:
@@ -112,8 +162,14 @@ def entry_point_items() -> list[tuple[pathlib.Path | None, str, str]]:
     if not _may_declare_entry_points():
         return []
     try:
-        from importlib.metadata import entry_points
-        eps = entry_points(group=ENTRY_POINT_GROUP)
+        from importlib.metadata import distributions
+        eps, names = [], set()
+        for dist in distributions(path=entry_point_path()):
+            name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+            if name in names:
+                continue  # the first of a name on the path wins, as for imports
+            names.add(name)
+            eps.extend(ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP)
     except Exception as exc:  # a broken distribution must not stop the import
         log.warning("cannot read the %s entry points: %r", ENTRY_POINT_GROUP, exc)
         return []
@@ -141,11 +197,17 @@ def entry_point_items() -> list[tuple[pathlib.Path | None, str, str]]:
 def discover() -> list[tuple[pathlib.Path, str]]:
     """(plugin file, source) pairs in search order, before de-duplication."""
     found: list[tuple[pathlib.Path, str]] = []
-    env_dirs = _env_path_dirs()
-    for d in env_dirs:
-        if d.is_dir():
-            found.extend((f, f"PLUGGABLE_PLUGIN_PATH ({d})") for f in plugin_files(d))
-    for d, what in ((PACKAGE_PLUGIN_DIR, "package"), (user_plugin_dir(), "user")):
-        if d.is_dir():
+    for entry in _env_path_entries():
+        source = f"PLUGGABLE_PLUGIN_PATH ({entry})"
+        if entry.is_dir():
+            found.extend((f, source) for f in plugin_files(entry))
+        elif entry.exists():  # a plugin file, as load_pluggable_device_library takes
+            found.append((entry, source))
+        else:
+            log.warning("PLUGGABLE_PLUGIN_PATH entry %s does not exist: no plugin loaded "
+                        "from it", entry)
+    user = user_plugin_dir()
+    for d, what in ((PACKAGE_PLUGIN_DIR, "package"), (user, "user")):
+        if d is not None and d.is_dir():
             found.extend((f, f"{what} directory") for f in plugin_files(d))
     return found

@@ -126,6 +126,10 @@ def load_plugin(path: str | os.PathLike, probe: bool | None = None,
             rec = _by_realpath[real] = new_record(real, source)
             _refuse(rec, refused)
             return rec
+        except OSError as exc:  # e.g. the file replaced by another process meanwhile
+            rec = _by_realpath[real] = new_record(real, source)
+            _quarantine(rec, _os_error_reason(given, exc))
+            return rec
         try:
             return _load_opened(opened, real, source, use_probe)
         finally:
@@ -142,7 +146,17 @@ def load_from_fd(fd: int, given: str, source: str) -> PluginRecord:
             rec = new_record(given, source)
             _refuse(rec, refused)
             return rec
+        except OSError as exc:
+            rec = new_record(given, source)
+            _quarantine(rec, _os_error_reason(given, exc))
+            return rec
         return _load_opened(opened, given, source, use_probe=False)
+
+
+def _os_error_reason(given: str, exc: OSError) -> str:
+    what = exc.strerror or str(exc)
+    return (f"cannot open and check {given}: {what} (errno {exc.errno}); if another "
+            "process was replacing the file, load it again once it is in place")
 
 
 def _refuse(rec: PluginRecord, refused: Refused) -> None:
@@ -167,7 +181,8 @@ def _load_opened(opened: OpenedPlugin, real: str, source: str,
             if rec.status in ("pending", "loaded"):
                 placement.remove_devices(rec.devices)
                 rec.devices = []
-                _quarantine(rec, f"internal error while loading: {exc!r}")
+                _quarantine(rec, _os_error_reason(opened.path, exc) if isinstance(exc, OSError)
+                            else f"internal error while loading: {exc!r}")
     _by_realpath[real] = _by_realpath[opened.path] = rec
     return rec
 
