@@ -11,8 +11,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _setup_module():
-    spec = importlib.util.spec_from_file_location("pluggable_setup", ROOT / "setup.py")
+CUDA_SETUP = ROOT / "reference_device" / "cuda" / "setup.py"
+
+
+def _setup_module(path=ROOT / "setup.py"):
+    spec = importlib.util.spec_from_file_location("pluggable_setup", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)   # defines the build functions, runs no build
     return mod
@@ -66,7 +69,7 @@ class _FakeRuntime:
 
 
 def test_cuda_archs_come_from_the_gpus_through_cuda_python(monkeypatch):
-    setup = _setup_module()
+    setup = _setup_module(CUDA_SETUP)
     monkeypatch.delenv("PLUGGABLE_CUDA_ARCHS", raising=False)
     fake = _FakeRuntime([(9, 0), (8, 6), (9, 0)])
     monkeypatch.setattr(setup, "_cudart", lambda: fake)
@@ -78,7 +81,7 @@ def test_cuda_archs_come_from_the_gpus_through_cuda_python(monkeypatch):
 
 
 def test_cuda_archs_without_a_gpu_or_without_cuda_python(monkeypatch, tmp_path):
-    setup = _setup_module()
+    setup = _setup_module(CUDA_SETUP)
     monkeypatch.delenv("PLUGGABLE_CUDA_ARCHS", raising=False)
     # cuda-python present, no driver: it says so, and nothing else is asked
     monkeypatch.setattr(setup, "_cudart", lambda: _FakeRuntime([], count_error=35))
@@ -96,7 +99,7 @@ def test_cuda_archs_without_a_gpu_or_without_cuda_python(monkeypatch, tmp_path):
 
 
 def test_cuda_archs_with_the_real_cuda_python_never_raise():
-    setup = _setup_module()
+    setup = _setup_module(CUDA_SETUP)
     rt = setup._cudart()
     if rt is None:
         pytest.skip("cuda-python is not installed (pip install .[cuda]): the fake runtime "
