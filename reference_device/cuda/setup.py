@@ -263,5 +263,12 @@ class BinaryDistribution(Distribution):
         return True
 
 
-if __name__ == "__main__":  # setuptools runs this file as __main__
+if __name__ == "__main__" and sys.argv[1:2] == ["--plugin-into"] and len(sys.argv) == 3:
+    # `python3 setup.py --plugin-into DIR`: only libpluggable_cuda.so, into DIR
+    # (e.g. pluggable/plugins of a checkout, as the GPU machine's scripts do).
+    try:
+        build_cuda_plugin(pathlib.Path(sys.argv[2]).resolve())
+    except BuildError as exc:
+        raise SystemExit(f"pluggable-cuda: {exc}") from None
+elif __name__ == "__main__":  # setuptools runs this file as __main__
     setup(distclass=BinaryDistribution, cmdclass={"build_py": BuildPyWithPlugin})
