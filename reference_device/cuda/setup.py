@@ -153,6 +153,10 @@ def _gpu_archs(rt) -> list[str]:
     """The compute capabilities of the GPUs present ("90" for 9.0), asked of
     the CUDA runtime `rt` (cuda-python); [] without a driver or a GPU."""
     err, count = rt.cudaGetDeviceCount()
+    if int(err) == 35:  # cudaErrorInsufficientDriver
+        say("the NVIDIA driver is older than this CUDA runtime: the plugin is built for "
+            "the default architectures but will not run until the driver is updated (or a "
+            "CUDA toolkit no newer than the driver is used, NVCC=...)")
     if int(err) != 0:
         return []
     attr = rt.cudaDeviceAttr
