@@ -1,34 +1,31 @@
-"""Build of the core runtime (cffi) and of the reference device plugins.
+"""Build of the core runtime (cffi) and of the host reference plugin.
 
 `pip install .` compiles:
   * pluggable._core: the core C runtime (c_api/src) through cffi;
-  * pluggable/plugins/libpluggable_my_device.so: the host reference plugin;
-  * pluggable/plugins/libpluggable_cuda.so: the CUDA reference plugin, when
-    nvcc is found (PLUGGABLE_BUILD_CUDA=0 skips it; PLUGGABLE_CUDA_ARCHS, e.g.
-    "90" or "80;90", picks the GPU architectures; by default those of the
-    GPUs present, asked of the CUDA runtime through cuda-python where the
-    build environment has it, else of nvidia-smi, else sm_80 and sm_90).
+  * pluggable/plugins/libpluggable_my_device.so: the host reference plugin.
+The CUDA reference plugin is its own distribution, built by
+reference_device/cuda/setup.py (`pip install ./reference_device/cuda`).
 Plugins are built like third-party plugins: shared objects with the TF_*
 symbols left unresolved, bound to the core when loaded.
 
-The usual variables choose the tools and add flags, for the core and both
-plugins (e.g. a sanitizer build: CFLAGS="-fsanitize=address,undefined -g"
+The usual variables choose the tools and add flags, for the core and the
+host plugin (e.g. a sanitizer build: CFLAGS="-fsanitize=address,undefined -g"
 LDFLAGS=-fsanitize=address,undefined): CC and CXX (compilers), CPPFLAGS,
 CFLAGS, CXXFLAGS (compile flags, after the project's own), LDFLAGS (link
-flags), NVCC and NVCCFLAGS (the CUDA compiler and its extra flags). The core
-gets them through setuptools; the plugins through `_tool`/`_flags` below.
+flags). The core gets them through setuptools; the plugin through
+`_tool`/`_flags` below.
 Objects are cached per set of tools and flags.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import hashlib
-import importlib.util
 import os
 import pathlib
 import shlex
 import shutil
 import subprocess
+import sys
 
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
@@ -40,11 +37,28 @@ GRAPH_SRC = ROOT / "reference_device" / "graph"
 # The XSpace writer both reference plugins' profilers compile in.
 PROFILER_SRC = ROOT / "reference_device" / "profiler"
 OBJ_CACHE = ROOT / "build" / "plugin-objects"
-DEFAULT_CUDA_ARCHS = ["80", "90"]
+
+
+def say(msg: str) -> None:
+    """A progress line the user sees: pip hides a build's stdout and stderr
+    unless -v, so the line goes to the terminal when there is one (and to
+    stderr, which `pip -v` and logs show)."""
+    line = f"pluggable: {msg}\n"
+    sys.stderr.write(line)
+    sys.stderr.flush()
+    try:
+        with open("/dev/tty", "w") as tty:
+            tty.write(line)
+    except OSError:
+        pass
 
 
 def _run(cmd: list[str]) -> None:
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise RuntimeError(f"pluggable: the compiler {cmd[0]!r} was not found: install a C "
+                           "compiler (e.g. apt-get install gcc) or name one with CC=...") from None
     if proc.returncode != 0:
         raise RuntimeError(f"command failed: {' '.join(cmd)}\n{proc.stdout}{proc.stderr}")
 
@@ -109,114 +123,17 @@ def host_plugin_commands(sources: list[pathlib.Path], objdir: pathlib.Path,
 def build_host_plugin(out: pathlib.Path) -> None:
     src = ROOT / "reference_device" / "host"
     if os.environ.get("PLUGGABLE_BUILD_HOST", "1") == "0":
-        print("pluggable: PLUGGABLE_BUILD_HOST=0, skipping the host reference plugin")
+        say("PLUGGABLE_BUILD_HOST=0, skipping the host reference plugin")
         return
     sources = (sorted(src.glob("*.c")) + sorted(GRAPH_SRC.glob("*.c"))
                + sorted(PROFILER_SRC.glob("*.c")))
     objdir = _objdir("host", _tool("CC", "cc"), _flags("CPPFLAGS", "CFLAGS", "LDFLAGS"))
     compile_cmds, link = host_plugin_commands(sources, objdir, out)
+    say(f"building the host reference plugin ({len(sources)} C files) into {out}")
     deps = _headers(src)
     _compile_all([(cmd, objdir / (c.stem + ".o"), deps + [c])
                   for cmd, c in zip(compile_cmds, sources)])
     _run(link)
-
-
-def _cudart():
-    """cuda-python's runtime module (pluggable/_core/cuda_python.py, loaded by
-    path: the package cannot be imported before it is built), or None where
-    the build environment lacks cuda-python (an isolated build; the `cuda`
-    extra installed first with `pip install --no-build-isolation`, or
-    setup.py run directly, has it)."""
-    spec = importlib.util.spec_from_file_location(
-        "pluggable_cuda_python", ROOT / "pluggable" / "_core" / "cuda_python.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.cudart()
-
-
-def _gpu_archs(rt) -> list[str]:
-    """The compute capabilities of the GPUs present ("90" for 9.0), asked of
-    the CUDA runtime `rt` (cuda-python); [] without a driver or a GPU."""
-    err, count = rt.cudaGetDeviceCount()
-    if int(err) != 0:
-        return []
-    attr = rt.cudaDeviceAttr
-    caps = set()
-    for i in range(count):
-        e1, major = rt.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMajor, i)
-        e2, minor = rt.cudaDeviceGetAttribute(attr.cudaDevAttrComputeCapabilityMinor, i)
-        if int(e1) == 0 and int(e2) == 0:
-            caps.add(f"{major}{minor}")
-    return sorted(caps)
-
-
-def _cuda_archs() -> list[str]:
-    """PLUGGABLE_CUDA_ARCHS, else the GPUs present (cuda-python, else
-    nvidia-smi where cuda-python is not in the build environment), else
-    DEFAULT_CUDA_ARCHS."""
-    env = os.environ.get("PLUGGABLE_CUDA_ARCHS")
-    if env:
-        return [a.strip().replace(".", "") for a in env.replace(",", ";").split(";") if a.strip()]
-    rt = _cudart()
-    caps = _gpu_archs(rt) if rt is not None else []
-    if caps:
-        return caps
-    smi = shutil.which("nvidia-smi") if rt is None else None
-    if smi:
-        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"],
-                              capture_output=True, text=True)
-        caps = sorted({l.strip().replace(".", "") for l in proc.stdout.splitlines() if l.strip()})
-        if proc.returncode == 0 and caps:
-            return caps
-    return DEFAULT_CUDA_ARCHS
-
-
-def build_cuda_plugin(out: pathlib.Path) -> None:
-    src = ROOT / "reference_device" / "cuda"
-    nvcc = os.environ.get("NVCC", "").strip() or shutil.which("nvcc") or (
-        "/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
-    if os.environ.get("PLUGGABLE_BUILD_CUDA", "1") == "0":
-        print("pluggable: PLUGGABLE_BUILD_CUDA=0, skipping the CUDA reference plugin")
-        return
-    if nvcc is None or not any(src.glob("*.cu")):
-        print("pluggable: no CUDA toolkit (nvcc) found, skipping the CUDA reference plugin")
-        return
-    archs = _cuda_archs()
-    gencode = []
-    for a in archs:
-        gencode += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
-    gencode += ["-gencode", f"arch=compute_{archs[-1]},code=compute_{archs[-1]}"]
-    nvcc_cmd = [*shlex.split(nvcc), *_flags("NVCCFLAGS")]
-    cuda_inc = pathlib.Path(shlex.split(nvcc)[0]).resolve().parent.parent / "include"
-    ldflags = _flags("LDFLAGS")
-    host_link = ["-Xcompiler", ",".join(ldflags)] if ldflags else []
-    objdir = _objdir("cuda-" + "-".join(archs), nvcc_cmd, _tool("CC", "cc"),
-                     _tool("CXX", "c++"), _flags("CPPFLAGS", "CFLAGS", "CXXFLAGS", "LDFLAGS"))
-    deps = _headers(src)
-    jobs, objs = [], []
-    extra = sorted(GRAPH_SRC.glob("*.c")) + sorted(PROFILER_SRC.glob("*.c"))
-    for f in sorted(src.iterdir()) + extra:
-        obj = objdir / (f.name + ".o")
-        if f.suffix == ".cu":
-            cmd = [*nvcc_cmd, "-O3", "-std=c++17", "-Xcompiler", "-fPIC", f"-I{INCLUDE}",
-                   f"-I{src}", f"-I{GRAPH_SRC}", f"-I{PROFILER_SRC}", *gencode,
-                   "-c", str(f), "-o", str(obj)]
-        elif f.suffix in (".c", ".cc", ".cpp"):
-            c = f.suffix == ".c"
-            std = ["-std=gnu11"] if c else []
-            cmd = [*(_tool("CC", "cc") if c else _tool("CXX", "c++")), "-O2", "-fPIC", "-Wall",
-                   *std, f"-I{INCLUDE}", f"-I{src}", f"-I{GRAPH_SRC}", f"-I{PROFILER_SRC}",
-                   f"-I{cuda_inc}",
-                   *_flags("CPPFLAGS", "CFLAGS" if c else "CXXFLAGS"),
-                   "-c", str(f), "-o", str(obj)]
-        else:
-            continue
-        objs.append(str(obj))
-        jobs.append((cmd, obj, deps + [f]))
-    _compile_all(jobs)
-    _run([*nvcc_cmd, "-shared", "-cudart", "static", *host_link, "-o",
-          str(out / "libpluggable_cuda.so"), *objs, "-ldl", "-lpthread"])
-    print(f"pluggable: built the CUDA reference plugin for sm_{', sm_'.join(archs)}")
 
 
 def copy_headers(pkg: pathlib.Path) -> None:
@@ -231,6 +148,7 @@ class BuildExtWithPlugins(build_ext):
     """Builds the cffi core, then the reference plugins and the headers."""
 
     def run(self) -> None:
+        say("building the core runtime (cffi, c_api/src)")
         super().run()
         targets = {pathlib.Path(self.build_lib) / "pluggable"}
         if self.inplace or getattr(self, "editable_mode", False):
@@ -239,7 +157,6 @@ class BuildExtWithPlugins(build_ext):
             plugins = pkg / "plugins"
             plugins.mkdir(parents=True, exist_ok=True)
             build_host_plugin(plugins)
-            build_cuda_plugin(plugins)
             copy_headers(pkg)
 
 

@@ -11,8 +11,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _setup_module():
-    spec = importlib.util.spec_from_file_location("pluggable_setup", ROOT / "setup.py")
+CUDA_SETUP = ROOT / "reference_device" / "cuda" / "setup.py"
+
+
+def _setup_module(path=ROOT / "setup.py"):
+    spec = importlib.util.spec_from_file_location("pluggable_setup", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)   # defines the build functions, runs no build
     return mod
@@ -66,7 +69,7 @@ class _FakeRuntime:
 
 
 def test_cuda_archs_come_from_the_gpus_through_cuda_python(monkeypatch):
-    setup = _setup_module()
+    setup = _setup_module(CUDA_SETUP)
     monkeypatch.delenv("PLUGGABLE_CUDA_ARCHS", raising=False)
     fake = _FakeRuntime([(9, 0), (8, 6), (9, 0)])
     monkeypatch.setattr(setup, "_cudart", lambda: fake)
@@ -78,7 +81,7 @@ def test_cuda_archs_come_from_the_gpus_through_cuda_python(monkeypatch):
 
 
 def test_cuda_archs_without_a_gpu_or_without_cuda_python(monkeypatch, tmp_path):
-    setup = _setup_module()
+    setup = _setup_module(CUDA_SETUP)
     monkeypatch.delenv("PLUGGABLE_CUDA_ARCHS", raising=False)
     # cuda-python present, no driver: it says so, and nothing else is asked
     monkeypatch.setattr(setup, "_cudart", lambda: _FakeRuntime([], count_error=35))
@@ -96,10 +99,61 @@ def test_cuda_archs_without_a_gpu_or_without_cuda_python(monkeypatch, tmp_path):
 
 
 def test_cuda_archs_with_the_real_cuda_python_never_raise():
-    setup = _setup_module()
+    setup = _setup_module(CUDA_SETUP)
     rt = setup._cudart()
     if rt is None:
         pytest.skip("cuda-python is not installed (pip install .[cuda]): the fake runtime "
                     "tests above cover the logic")
     archs = setup._gpu_archs(rt)      # [] without a driver or a GPU
     assert all(a.isdigit() and len(a) >= 2 for a in archs), archs
+
+
+def _fake_nvcc(tmp_path, body: str) -> str:
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\n" + body)
+    nvcc.chmod(0o755)
+    return str(nvcc)
+
+
+def test_cuda_build_with_an_nvcc_too_old_for_the_arch_says_what_to_do(monkeypatch, tmp_path):
+    cuda = _setup_module(CUDA_SETUP)
+    monkeypatch.setattr(cuda, "OBJ_CACHE", tmp_path / "objects")
+    monkeypatch.setenv("PLUGGABLE_CUDA_ARCHS", "90")
+    monkeypatch.setenv("NVCC", _fake_nvcc(
+        tmp_path, "echo \"nvcc fatal   : Unsupported gpu architecture 'compute_90'\" >&2\nexit 1\n"))
+    with pytest.raises(cuda.BuildError) as info:
+        cuda.build_cuda_plugin(tmp_path)
+    msg = str(info.value)
+    assert "Unsupported gpu architecture" in msg
+    assert "newer CUDA toolkit" in msg and "PLUGGABLE_CUDA_ARCHS" in msg
+    assert not (tmp_path / "libpluggable_cuda.so").exists()
+
+
+def test_cuda_build_without_nvcc_or_with_a_missing_one(monkeypatch, tmp_path):
+    cuda = _setup_module(CUDA_SETUP)
+    monkeypatch.setattr(cuda, "OBJ_CACHE", tmp_path / "objects")
+    monkeypatch.setenv("PLUGGABLE_CUDA_ARCHS", "80")
+    monkeypatch.setenv("NVCC", str(tmp_path / "nonexistent-nvcc"))
+    with pytest.raises(cuda.BuildError, match="was not found.*NVCC="):
+        cuda.build_cuda_plugin(tmp_path)
+    monkeypatch.delenv("NVCC")
+    monkeypatch.setattr(cuda.shutil, "which", lambda name: None)
+    monkeypatch.setattr(cuda.os.path, "exists", lambda p: False)
+    with pytest.raises(cuda.BuildError, match="no CUDA toolkit found.*need no CUDA"):
+        cuda.build_cuda_plugin(tmp_path)
+
+
+def test_cuda_archs_say_when_the_driver_is_older_than_the_runtime(monkeypatch, capsys):
+    cuda = _setup_module(CUDA_SETUP)
+    assert cuda._gpu_archs(_FakeRuntime([], count_error=35)) == []
+    assert "driver is older than this CUDA runtime" in capsys.readouterr().err
+    assert cuda._gpu_archs(_FakeRuntime([], count_error=100)) == []     # no GPU: quiet
+    assert "driver" not in capsys.readouterr().err
+
+
+def test_host_plugin_without_a_c_compiler_says_what_to_do(monkeypatch, tmp_path):
+    setup = _setup_module()
+    monkeypatch.setattr(setup, "OBJ_CACHE", tmp_path / "objects")
+    monkeypatch.setenv("CC", "/nonexistent")
+    with pytest.raises(RuntimeError, match="'/nonexistent' was not found.*C compiler.*CC="):
+        setup.build_host_plugin(tmp_path)

@@ -25,8 +25,10 @@ import pluggable as pg
 from pluggable.framework import registry
 from pluggable.tools import tf_certify
 
+from cuda_plugin_file import cuda_plugin_file
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CUDA_PLUGIN = ROOT / "pluggable" / "plugins" / "libpluggable_cuda.so"
+CUDA_PLUGIN = cuda_plugin_file()
 # Kernels pluggable has for GPU that TensorFlow's pip packages cannot take
 # (kernels_experimental.h's variable functions are not exported there).
 VARIABLE_API_OPS = {"AssignAddVariableOp", "AssignSubVariableOp", "ResourceApplyGradientDescent",
@@ -35,8 +37,8 @@ VARIABLE_API_OPS = {"AssignAddVariableOp", "AssignSubVariableOp", "ResourceApply
 
 def _not_built_reason() -> str | None:
     if not CUDA_PLUGIN.exists():
-        return (f"{CUDA_PLUGIN.name} is not built here (setup.py builds it where nvcc is "
-                "found)")
+        return (f"{CUDA_PLUGIN.name} is not installed here (pip install "
+                "./reference_device/cuda, which needs nvcc)")
     return None
 
 
@@ -49,7 +51,7 @@ def tensorflow_with_gpu_missing_reason() -> str | None:
     if not pg.list_physical_devices("GPU"):
         missing.append("a CUDA GPU")
     if not CUDA_PLUGIN.exists():
-        missing.append(f"{CUDA_PLUGIN.name} (built by setup.py where nvcc is found)")
+        missing.append(f"{CUDA_PLUGIN.name} (pip install ./reference_device/cuda, which needs nvcc)")
     if missing:
         return ("the CUDA plugin inside TensorFlow needs TensorFlow, a CUDA GPU and the "
                 "built plugin on one machine; missing here: " + ", ".join(missing))

@@ -69,7 +69,8 @@ def configure(plugin_dir: str) -> None:
     """Sets PLUGGABLE_CUBLAS_LIBRARY, PLUGGABLE_CUDNN_LIBRARY,
     PLUGGABLE_CUPTI_LIBRARY and PLUGGABLE_NCCL_LIBRARY, each where
     it is unset, when the CUDA plugin is installed."""
-    if not os.path.exists(os.path.join(plugin_dir, "libpluggable_cuda.so")):
+    if not (os.path.exists(os.path.join(plugin_dir, "libpluggable_cuda.so"))
+            or _cuda_package_installed()):
         return
     for library, variable in _VARIABLES.items():
         if variable in os.environ:
@@ -77,3 +78,41 @@ def configure(plugin_dir: str) -> None:
         path = locate(library)
         if path:
             os.environ[variable] = path
+
+
+# How to get the CUDA reference plugin, said where a GPU is present without it.
+INSTALL_HINT = ("an NVIDIA GPU driver is present but the CUDA reference plugin is not "
+                "installed: from a checkout of pluggable run `pip install "
+                "./reference_device/cuda` (it needs the CUDA toolkit's nvcc), or install the "
+                "pluggable-cuda package")
+
+
+def _cuda_package_installed() -> bool:
+    """Whether the pluggable-cuda distribution (package pluggable_cuda) is
+    importable."""
+    import importlib.util  # noqa: PLC0415
+    try:
+        return importlib.util.find_spec("pluggable_cuda") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def gpu_driver_present() -> bool:
+    """Whether an NVIDIA driver is visible: /proc/driver/nvidia, or libcuda
+    loadable."""
+    if os.path.exists("/proc/driver/nvidia"):
+        return True
+    import ctypes  # noqa: PLC0415
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def missing_plugin_hint(plugin_paths: list[str]) -> str:
+    """INSTALL_HINT where a GPU driver is present and none of `plugin_paths`
+    (the plugins found) is the CUDA reference plugin; else ""."""
+    if any(os.path.basename(p) == "libpluggable_cuda.so" for p in plugin_paths):
+        return ""
+    return INSTALL_HINT if gpu_driver_present() else ""

@@ -13,7 +13,7 @@ from typing import Callable
 from .._core import code_and_message, cstr, ffi, lib, status
 from ..runtime import placement
 from ..runtime.device import Device
-from . import discovery, graph_plugins, probe as probing, profilers
+from . import cuda_env, discovery, graph_plugins, probe as probing, profilers
 from . import registration  # noqa: F401  (installs the core's registration hooks)
 from .discovery import PACKAGE_PLUGIN_DIR  # noqa: F401  (re-exported)
 from .records import (PluginQuarantined, PluginRecord, _by_identity, _by_realpath, _lock,
@@ -275,11 +275,23 @@ def ensure_loaded() -> None:
         except Exception as exc:  # discovery must never break the import
             log.warning("plugin discovery failed: %r", exc)
 
+_hint_given = False
+
+
 def plugins() -> list[PluginRecord]:
     """Every plugin file found, with its status ("loaded", "quarantined",
     "skipped"), reason, ABI version, platform, device type, device count and
-    the number of kernels and ops it registered."""
-    return records()
+    the number of kernels and ops it registered. Where an NVIDIA driver is
+    present but the CUDA reference plugin is not installed, it logs (once)
+    how to install it (cuda_env.INSTALL_HINT)."""
+    global _hint_given
+    recs = records()
+    if not _hint_given:
+        _hint_given = True
+        hint = cuda_env.missing_plugin_hint([r.path for r in recs])
+        if hint:
+            log.warning("%s", hint)
+    return recs
 
 def records() -> list[PluginRecord]:
     ensure_loaded()

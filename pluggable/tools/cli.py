@@ -29,7 +29,7 @@ from ..framework import config, op_catalog
 from ..framework.version import VERSION as __version__
 from ..ops import math_ops, nn_ops
 from ..ops.cpu_kernels import conv2d_reference
-from ..plugins import loader
+from ..plugins import cuda_env, loader
 from .. import profiler
 from ..runtime import placement
 from ..runtime.device import Device
@@ -105,6 +105,9 @@ def plugins_main(argv: list[str] | None = None) -> int:
             notes.append(f"  {r.path}: rejected registration: {why}")
         notes += _optimizer_notes(r)
         notes += _profiler_notes(r)
+    hint = cuda_env.missing_plugin_hint([r.path for r in records])
+    if hint:
+        notes.append(f"  {hint}")
     if notes:
         print()
         print("\n".join(notes))
