@@ -2,6 +2,8 @@
 
 `pip install .` compiles:
   * pluggable._core: the core C runtime (c_api/src) through cffi;
+  * pluggable/framework/proto/*_pb2.py: the wire-format classes (GraphDef,
+    XSpace ...), by protoc from grpcio-tools (generate_protos);
   * pluggable/plugins/libpluggable_my_device.so: the host reference plugin.
 The CUDA reference plugin is its own distribution, built by
 reference_device/cuda/setup.py (`pip install ./reference_device/cuda`).
@@ -144,6 +146,50 @@ def copy_headers(pkg: pathlib.Path) -> None:
     shutil.copytree(INCLUDE, dest)
 
 
+def generate_protos(dest: pathlib.Path) -> None:
+    """Compiles pluggable/framework/proto/*.proto into `*_pb2.py` modules in
+    `dest` with the protoc of grpcio-tools (a build requirement).
+
+    protoc's modules add their descriptors to protobuf's default pool, where
+    TensorFlow's classes of the same names live, and the two would clash in
+    one process; each module is pointed at the package's own pool
+    (`_pool.POOL`) instead, and records the sha256 of its .proto so that the
+    package refuses a module older than its source."""
+    import hashlib
+    import tempfile
+    try:
+        from grpc_tools import protoc
+    except ImportError:
+        raise RuntimeError(
+            "pluggable: generating the *_pb2.py modules needs grpcio-tools, which pip "
+            "installs for an isolated build; where setup.py runs directly, install it "
+            "first: python3 -m pip install grpcio-tools (a release whose protobuf "
+            "requirement the installed protobuf meets)") from None
+    protos = sorted((ROOT / "pluggable" / "framework" / "proto").glob("*.proto"))
+    edits = [("from google.protobuf import descriptor_pool as _descriptor_pool\n",
+              "from . import _pool\n"),
+             ("_descriptor_pool.Default().AddSerializedFile(", "_pool.POOL.AddSerializedFile(")]
+    with tempfile.TemporaryDirectory() as out:
+        cmd = ["protoc", f"--proto_path={ROOT}", f"--python_out={out}", *map(str, protos)]
+        if protoc.main(cmd) != 0:
+            raise RuntimeError(f"pluggable: protoc failed (its message is above): {cmd}")
+        modules = {}
+        for proto in protos:
+            name = proto.stem + "_pb2.py"
+            text = (pathlib.Path(out) / proto.parent.relative_to(ROOT) / name).read_text()
+            for old, new in edits:
+                if text.count(old) != 1:
+                    raise RuntimeError(f"pluggable: protoc's {name} does not contain {old!r} "
+                                       "once; use a grpcio-tools in the range that "
+                                       "pyproject.toml's [build-system] requires")
+                text = text.replace(old, new)
+            digest = hashlib.sha256(proto.read_bytes()).hexdigest()
+            modules[name] = f"{text}\nSOURCE_SHA256 = {digest!r}\n"
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, text in modules.items():
+        (dest / name).write_text(text)
+
+
 class BuildExtWithPlugins(build_ext):
     """Builds the cffi core, then the reference plugins and the headers."""
 
@@ -158,6 +204,7 @@ class BuildExtWithPlugins(build_ext):
             plugins.mkdir(parents=True, exist_ok=True)
             build_host_plugin(plugins)
             copy_headers(pkg)
+            generate_protos(pkg / "framework" / "proto")
 
 
 if __name__ == "__main__":  # setuptools runs this file as __main__

@@ -67,6 +67,9 @@ def test_host_plugin_passes_json():
         [c for c in data["checks"] if c["outcome"] != "pass"]
     assert all(c["outcome"] == "skip" and "collective" in c["detail"]
                for c in data["checks"] if collective(c))
+    # One reason for all of an op's kernels: said once, with their count.
+    for c in filter(collective, data["checks"]):
+        assert c["detail"].count("is a collective") == 1 and " kernels: " in c["detail"], c
     assert DEVICE_CHECKS <= set(by)
     assert "match the CPU reference" in by["kernel MatMul"]["detail"]
     kernels = [c for c in data["checks"] if c["name"].startswith("kernel ")]

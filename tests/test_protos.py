@@ -1,21 +1,25 @@
-"""The wire formats in pluggable.framework.proto: the .proto parser, our
-descriptors against TensorFlow's, wire round trips in both directions, and
+"""The wire formats in pluggable.framework.proto: the modules the build
+generates with protoc, our descriptors against TensorFlow's, wire round trips in both directions, and
 the numpy/TensorProto, DataType and shape helpers.
 
 TensorFlow runs in a worker process (tests/tf_oracle.py says why)."""
 from __future__ import annotations
 
+import ast
+import hashlib
+import importlib.util
 import pathlib
 import subprocess
 import sys
 import threading
+import types
 
 import numpy as np
 import pytest
 
 import pluggable as pg
 from pluggable.framework import proto
-from pluggable.framework.proto import ProtoSyntaxError, add_to_pool, library, parse_files
+from pluggable.framework.proto import library
 from tf_oracle import (TensorFlowUnavailable, TfOracle, pack, pack_array,
                        tensorflow_missing_reason, unpack, unpack_array)
 
@@ -45,219 +49,149 @@ def tf():
     oracle.close()
 
 
-def new_pool(sources: dict[str, str]):
-    from google.protobuf import descriptor_pool
-    pool = descriptor_pool.DescriptorPool()
-    add_to_pool(pool, parse_files(sources))
-    return pool
+def load_setup():
+    """setup.py as a module: defines the build functions, runs no build."""
+    spec = importlib.util.spec_from_file_location("pluggable_setup", ROOT / "setup.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
-def message_class(pool, full_name: str):
-    from google.protobuf import message_factory
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))
+def run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
 
 
-# ------------------------------------------------------------------ the parser
+# ------------------------------------------------------------------ the generated modules
 
-TRICKY = '''
-/* A file that uses every construct the parser supports.
-   syntax below must still come first among statements. */
-syntax = "proto3";  // trailing comment
-package demo.nested;
-option java_package = "ignored.by.us";
-option (custom.opt).field = { a: 1 b: "x" };
-
-enum Colour { option allow_alias = true; RED = 0; CRIMSON = 0; GREEN = 0x10; BLUE = -3; }
-
-message Outer {
-  option deprecated = true;
-  message Inner {
-    enum Kind { KIND_UNSET = 0; KIND_A = 1; reserved 5 to 7, 100 to max; reserved "OLD"; }
-    Kind kind = 1;
-    repeated Inner children = 2;          // recursion
-    .demo.nested.Colour colour = 3;       // fully qualified
-  }
-  map<string, Inner> by_name = 1;
-  map<int64, Colour> colours = 2;
-  map<uint32, string> labels = 17;
-  oneof choice {
-    option (x) = 1;
-    string text = 4;
-    Inner inner = 5;
-    Inner.Kind kind = 6;
-  }
-  optional int32 maybe = 7;
-  repeated double values = 8 [packed = false];
-  repeated int64 ids = 9 [packed = true, deprecated = true];
-  bytes /* a comment inside a field */ blob = 10;
-  reserved 11, 13 to 15;
-  reserved "gone", "removed";
-  Inner.Kind outer_kind = 536870911;
-  ;
-}
-'''
+def test_every_proto_file_has_a_generated_module_in_the_private_pool():
+    for name, text in proto.proto_sources().items():
+        module = proto.generated_module(name)
+        assert module.__name__ == f"pluggable.framework.proto.{name[:-6]}_pb2"
+        assert module.DESCRIPTOR.pool is proto.pool()
+        assert module.DESCRIPTOR.name == f"pluggable/framework/proto/{name}"
+        assert module.SOURCE_SHA256 == hashlib.sha256(text.encode()).hexdigest()
+    assert proto.GraphDef.__module__ == "pluggable.framework.proto.graph_pb2"
 
 
-def test_parser_builds_nested_messages_maps_oneofs_and_reserved():
-    from google.protobuf.descriptor import FieldDescriptor as F
-    pool = new_pool({"tricky.proto": TRICKY})
-    outer = pool.FindMessageTypeByName("demo.nested.Outer")
-    f = outer.fields_by_name
+def test_a_module_generated_from_another_text_is_refused(monkeypatch, tmp_path, rng):
+    for name, text in proto.proto_sources().items():
+        (tmp_path / name).write_text(text)
+    changed = str(rng.choice(sorted(proto.proto_sources())))
+    with open(tmp_path / changed, "a") as f:
+        f.write("// edited after the build\n")
+    monkeypatch.setattr(library, "PROTO_DIR", tmp_path)
+    with pytest.raises(pg.errors.FailedPreconditionError,
+                       match=f"generated from another version of {changed}.*rebuild"):
+        proto.generated_module(changed)
+    monkeypatch.setattr(library, "_loaded", None)
+    with pytest.raises(pg.errors.FailedPreconditionError, match=changed):
+        proto.messages()
 
-    by_name = f["by_name"].message_type
-    assert by_name.GetOptions().map_entry and by_name.name == "ByNameEntry"
-    assert by_name.fields_by_name["value"].message_type.full_name == "demo.nested.Outer.Inner"
-    assert f["colours"].message_type.fields_by_name["key"].type == F.TYPE_INT64
-    assert f["colours"].message_type.fields_by_name["value"].enum_type.full_name == \
-        "demo.nested.Colour"
-    assert f["labels"].number == 17
 
-    assert [x.name for x in outer.oneofs_by_name["choice"].fields] == ["text", "inner", "kind"]
-    assert f["kind"].enum_type.full_name == "demo.nested.Outer.Inner.Kind"
-    assert f["maybe"].has_presence and f["maybe"].containing_oneof.name == "_maybe"
-    assert [o.name for o in outer.oneofs] == ["choice", "_maybe"]  # synthetic ones last
-    assert f["ids"].GetOptions().deprecated
-    assert f["blob"].type == F.TYPE_BYTES and f["blob"].number == 10
-    assert f["outer_kind"].number == (1 << 29) - 1
+def test_a_missing_module_says_how_to_build_it():
+    with pytest.raises(pg.errors.FailedPreconditionError,
+                       match=r"absent_pb2.py, the classes of absent.proto, is missing .*"
+                             r"setup.py build_ext --inplace"):
+        proto.generated_module("absent.proto")
 
-    inner = outer.nested_types_by_name["Inner"]
-    assert inner.fields_by_name["children"].message_type is inner
-    assert inner.fields_by_name["colour"].enum_type.full_name == "demo.nested.Colour"
-    colour = pool.FindEnumTypeByName("demo.nested.Colour")
-    assert [(v.name, v.number) for v in colour.values] == [
-        ("RED", 0), ("CRIMSON", 0), ("GREEN", 16), ("BLUE", -3)]
 
+def test_a_protobuf_older_than_the_generated_code_is_refused():
+    # As if the installed protobuf were 6.0.0, older than any code the build
+    # requirements generate; protobuf's own check refuses it.
+    res = run_python(
+        "import google.protobuf.runtime_version as r\n"
+        "r.MAJOR, r.MINOR, r.PATCH = 6, 0, 0\n"
+        "import pluggable as pg\n"
+        "from pluggable.framework import proto\n"
+        "try:\n"
+        "    proto.GraphDef()\n"
+        "except pg.errors.FailedPreconditionError as exc:\n"
+        "    print(exc)\n")
+    assert res.returncode == 0, res.stderr
+    assert "was generated for another protobuf than the installed" in res.stdout
+    assert "grpcio-tools" in res.stdout
+
+
+def test_tensorflows_generated_classes_live_beside_ours():
+    """Both define tensorflow.GraphDef ...: in one pool they would clash.
+    TensorFlow's pb2 modules are imported without TensorFlow itself, which
+    cannot share a process with pluggable (tests/tf_oracle.py says why)."""
+    reason = tensorflow_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    stub_tensorflow = (
+        "import importlib.util, sys, types\n"
+        "tf_dir = importlib.util.find_spec('tensorflow').submodule_search_locations[0]\n"
+        "for name, sub in [('tensorflow', ''), ('tensorflow.core', '/core'),\n"
+        "                  ('tensorflow.core.framework', '/core/framework')]:\n"
+        "    sys.modules[name] = types.ModuleType(name)\n"
+        "    sys.modules[name].__path__ = [tf_dir + sub]\n")
+    use = ("ours = proto.GraphDef()\n"
+           "ours.node.add(name='x', op='Const').attr['dtype'].type = proto.DataType.DT_HALF\n"
+           "assert type(ours) is not theirs.GraphDef\n"
+           "back = theirs.GraphDef.FromString(proto.encode(ours))\n"
+           "assert back.node[0].attr['dtype'].type == 19, back\n"
+           "assert proto.decode(proto.GraphDef, back.SerializeToString()) == ours\n")
+    ours = "from pluggable.framework import proto\nproto.messages()\n"
+    theirs = "from tensorflow.core.framework import graph_pb2 as theirs\n"
+    for first, second in ((ours, theirs), (theirs, ours)):
+        res = run_python(stub_tensorflow + first + second + use)
+        assert res.returncode == 0, res.stderr[-3000:]
+
+
+# ------------------------------------------------------------------ the build step
+
+def test_the_build_generates_modules_for_the_private_pool(tmp_path):
+    pytest.importorskip("grpc_tools", reason="grpcio-tools is not installed here; an "
+                        "isolated build (pip install) installs it for the build only")
     from google.protobuf import descriptor_pb2
-    raw = descriptor_pb2.DescriptorProto()
-    outer.CopyToProto(raw)
-    assert [(r.start, r.end) for r in raw.reserved_range] == [(11, 12), (13, 16)]
-    assert list(raw.reserved_name) == ["gone", "removed"]
-    kind = descriptor_pb2.EnumDescriptorProto()
-    inner.enum_types_by_name["Kind"].CopyToProto(kind)
-    assert [(r.start, r.end) for r in kind.reserved_range] == [(5, 7), (100, (1 << 31) - 1)]
+    setup = load_setup()
+    setup.generate_protos(tmp_path)
+    made = sorted(p.name for p in tmp_path.iterdir())
+    assert made == sorted(n[:-6] + "_pb2.py" for n in proto.proto_sources())
+    for name, source in proto.proto_sources().items():
+        text = (tmp_path / (name[:-6] + "_pb2.py")).read_text()
+        assert "from . import _pool\n" in text and "_descriptor_pool" not in text
+        assert f"SOURCE_SHA256 = '{hashlib.sha256(source.encode()).hexdigest()}'" in text
+        # The descriptor it adds is the one of the module the package loads.
+        call = text.index("_pool.POOL.AddSerializedFile(")
+        literal = text[text.index("b'", call):text.index("')\n", call) + 1]
+        written = descriptor_pb2.FileDescriptorProto.FromString(ast.literal_eval(literal))
+        loaded = descriptor_pb2.FileDescriptorProto()
+        proto.generated_module(name).DESCRIPTOR.CopyToProto(loaded)
+        assert written == loaded, name
 
 
-def test_parsed_messages_round_trip_through_the_wire(rng):
-    pool = new_pool({"tricky.proto": TRICKY})
-    Outer = message_class(pool, "demo.nested.Outer")
-    msg = Outer(maybe=0, blob=rng.bytes(7), inner=Outer.Inner(kind=1))
-    msg.by_name["a"].children.add(kind=1)
-    msg.colours[int(rng.integers(-2**63, 2**63))] = 16
-    msg.ids.extend(rng.integers(-2**40, 2**40, size=5).tolist())
-    msg.values.extend(rng.standard_normal(3).tolist())
-    data = msg.SerializeToString()
-    again = Outer.FromString(data)
-    assert again == msg
-    assert again.HasField("maybe") and again.WhichOneof("choice") == "inner"
-    # [packed = false] doubles go one per tag (wire type 1), [packed = true]
-    # ids as one length-delimited run (wire type 2).
-    assert data.count(bytes([8 << 3 | 1])) >= 3 and bytes([9 << 3 | 2]) in data
-    assert bytes([8 << 3 | 2]) not in Outer(values=[1.0, 2.0]).SerializeToString()
+def fake_protoc(monkeypatch, main):
+    package = types.ModuleType("grpc_tools")
+    package.protoc = types.SimpleNamespace(main=main)
+    monkeypatch.setitem(sys.modules, "grpc_tools", package)
 
 
-def test_imports_public_imports_and_scoping():
-    sources = {
-        "base.proto": 'syntax = "proto3"; package a; message Thing { int32 x = 1; }',
-        "relay.proto": 'syntax = "proto3"; package a.b; import public "base.proto";'
-                       'message Thing { string y = 1; }',
-        "user.proto": '''syntax = "proto3"; package a.b.c; import "relay.proto";
-            message User {
-              Thing inner_scope_wins = 1;   // a.b.Thing: the innermost match
-              a.Thing qualified = 2;        // a.Thing through the public import
-              .a.Thing absolute = 3;
-            }''',
-    }
-    files = parse_files(sources)
-    assert [f.name for f in files] == ["base.proto", "relay.proto", "user.proto"]
-    pool = new_pool(sources)
-    user = pool.FindMessageTypeByName("a.b.c.User").fields_by_name
-    assert user["inner_scope_wins"].message_type.full_name == "a.b.Thing"
-    assert user["qualified"].message_type.full_name == "a.Thing"
-    assert user["absolute"].message_type.full_name == "a.Thing"
+def test_the_build_refuses_protoc_output_it_does_not_know(monkeypatch, tmp_path):
+    setup = load_setup()
 
+    def main(cmd):  # writes modules without the line the build points at the pool
+        out = pathlib.Path(next(a for a in cmd if a.startswith("--python_out="))[13:])
+        for source in cmd[3:]:
+            path = out / pathlib.Path(source).relative_to(ROOT)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.with_name(path.stem + "_pb2.py").write_text("DESCRIPTOR = None\n")
+        return 0
 
-def test_proto2_labels_and_presence():
-    pool = new_pool({"p2.proto": '''syntax = "proto2"; package p;
-        message M { optional int32 a = 1; required string b = 2;
-                    repeated fixed64 c = 3 [packed = true]; map<fixed64, M> d = 4; }'''})
-    m = pool.FindMessageTypeByName("p.M")
-    assert m.fields_by_name["a"].has_presence
-    assert file_syntax(m) == "proto2"
-    M = message_class(pool, "p.M")
-    assert not M(a=0).IsInitialized() and M(b="").IsInitialized()  # b is required
-    assert M(a=0, b="").HasField("a")
-    assert M.FromString(M(b="", d={5: M(b="x")}).SerializeToString()).d[5].b == "x"
-    assert M(b="", c=[1, 2]).SerializeToString().startswith(b"\x12\x00\x1a\x10")  # packed
+    fake_protoc(monkeypatch, main)
+    with pytest.raises(RuntimeError, match=r"does not contain .* \[build-system\]"):
+        setup.generate_protos(tmp_path / "out")
+    assert not (tmp_path / "out").exists()  # nothing half written
 
+    fake_protoc(monkeypatch, lambda cmd: 1)
+    with pytest.raises(RuntimeError, match="protoc failed"):
+        setup.generate_protos(tmp_path / "out")
 
-BAD = [
-    # (text, line, column, words the message must contain)
-    ('syntax = "proto3";\nmessage M {\n  int32 a = 1\n}', 4, 1, "expected ';'"),
-    ('syntax = "proto3";\nmessage M { Missing a = 1; }', 2, 13, "unknown type 'Missing'"),
-    ('syntax = "proto3";\nmessage M {\n int32 a = 1;\n int32 b = 1; }', 4, 12, "reuses number 1"),
-    ('syntax = "proto3";\nmessage M { reserved 2 to 4;\n int32 a = 3; }', 3, 12, "reserves"),
-    ('syntax = "proto3";\nmessage M { reserved "a"; int32 a = 1; }', 2, 27, "is reserved"),
-    ('syntax = "proto3";\nmessage M { required int32 a = 1; }', 2, 13, "'required' is not allowed"),
-    ('syntax = "proto2";\nmessage M { int32 a = 1; }', 2, 13, "needs a label"),
-    ('syntax = "proto3";\n/* never closed\nmessage M {}', 2, 1, "comment is not closed"),
-    ('syntax = "proto3";\npackage "p;\n', 2, 9, "string is not closed"),
-    ('syntax = "proto3";\nmessage M { int32 a = 1; } $', 2, 28, "unexpected character '$'"),
-    ('syntax = "proto3";\nmessage M { oneof o { map<string, string> m = 1; } }', 2, 23,
-     "map field cannot be part of a oneof"),
-    ('syntax = "proto3";\nmessage M { oneof o { repeated int32 a = 1; } }', 2, 23,
-     "take no label"),
-    ('syntax = "proto3";\nmessage M { map<float, string> m = 1; }', 2, 17, "cannot be a map key"),
-    ('syntax = "proto3";\nmessage M { int32 a = 0; }', 2, 23, "not within 1 to"),
-    ('syntax = "proto3";\nmessage M { int32 a = 19001; }', 2, 23, "keeps for itself"),
-    ('syntax = "proto3";\nmessage M { int32 a = 536870912; }', 2, 23, "not within 1 to"),
-    ('syntax = "proto3";\nenum E { A = 1; }', 2, 14, "first value of a proto3 enum must be 0"),
-    ('syntax = "proto3";\nenum E { A = 0; B = 0; }', 2, 17, "allow_alias"),
-    ('syntax = "proto3";\nextend Foo { int32 a = 1; }', 2, 1, "extensions"),
-    ('syntax = "proto3";\nservice S {}', 2, 1, "services are not supported"),
-    ('syntax = "proto3";\nimport "elsewhere.proto";', 2, 8, "'elsewhere.proto' is not among"),
-    ('syntax = "proto3";\nmessage M { repeated string s = 1 [packed = true]; }', 2, 22,
-     "[packed] applies only"),
-    ('syntax = "proto3";\nmessage M { int32 a = 1 [default = 3]; }', 2, 26,
-     "'default' is not supported"),
-    ('syntax = "proto4";', 1, 10, "unsupported syntax 'proto4'"),
-    ('package p;\nsyntax = "proto3";', 2, 1, "must come first"),
-    ('syntax = "proto3";\nmessage M {\n  int32 a = 1;\n', 2, 9, "not closed with '}'"),
-    ('syntax = "proto3";\nmessage M { int32 a = 08; }', 2, 23, "not a valid integer"),
-]
-
-
-@pytest.mark.parametrize("text,line,column,words", BAD)
-def test_bad_text_gives_a_typed_error_with_its_position(text, line, column, words):
-    with pytest.raises(ProtoSyntaxError) as info:
-        parse_files({"bad.proto": text})
-    err = info.value
-    assert isinstance(err, pg.errors.InvalidArgumentError)
-    assert (err.file, err.line, err.column) == ("bad.proto", line, column), str(err)
-    assert words in err.reason
-    assert str(err).startswith(f"bad.proto:{line}:{column}: ")
-
-
-def test_errors_across_files_name_the_right_file():
-    with pytest.raises(ProtoSyntaxError, match="does not import") as info:
-        parse_files({"a.proto": 'syntax = "proto3"; package p; message A {}',
-                     "b.proto": 'syntax = "proto3"; package p; import "c.proto";\n'
-                                'message B { A a = 1; }',
-                     "c.proto": 'syntax = "proto3"; package q;'})
-    assert (info.value.file, info.value.line, info.value.column) == ("b.proto", 2, 13)
-    with pytest.raises(ProtoSyntaxError, match="import cycle"):
-        parse_files({"x.proto": 'syntax = "proto3"; import "y.proto";',
-                     "y.proto": 'syntax = "proto3"; import "x.proto";'})
-    with pytest.raises(ProtoSyntaxError, match="also defined in"):
-        parse_files({"x.proto": 'syntax = "proto3"; package p; message A {}',
-                     "y.proto": 'syntax = "proto3"; package p; message A {}'})
-
-
-def test_a_pool_refusal_is_a_typed_error():
-    # Enum values share their enclosing scope: two enums may not both define A.
-    with pytest.raises(ProtoSyntaxError, match="descriptor pool refused") as info:
-        new_pool({"e.proto": 'syntax = "proto3"; package p; enum E { A = 0; } '
-                             'enum F { A = 0; }'})
-    assert info.value.file == "e.proto"
+    monkeypatch.setitem(sys.modules, "grpc_tools", None)  # not installed
+    with pytest.raises(RuntimeError, match="needs grpcio-tools.*pip install grpcio-tools"):
+        setup.generate_protos(tmp_path / "out")
 
 
 # ------------------------------------------------------------------ our files
@@ -274,10 +208,27 @@ EXPECTED_NAMES = {
 }
 
 
+def our_files() -> list:
+    """The FileDescriptorProtos of our files, each after the files it imports."""
+    from google.protobuf import descriptor_pb2
+    out = []
+    for name in proto.proto_sources():
+        fdp = descriptor_pb2.FileDescriptorProto()
+        proto.generated_module(name).DESCRIPTOR.CopyToProto(fdp)
+        out.append(fdp)
+    ordered, done = [], set()
+    while len(ordered) < len(out):
+        for fdp in out:
+            if fdp.name not in done and set(fdp.dependency) <= done:
+                ordered.append(fdp)
+                done.add(fdp.name)
+    return ordered
+
+
 def our_definitions() -> list[str]:
     """Full names of every top-level message and enum of our files."""
     names = []
-    for fdp in parse_files(proto.proto_sources()):
+    for fdp in our_files():
         prefix = fdp.package + "."
         names += [prefix + m.name for m in fdp.message_type]
         names += [prefix + e.name for e in fdp.enum_type]
@@ -313,7 +264,8 @@ def test_another_pool_with_the_same_names_leaves_ours_alone(monkeypatch):
     monkeypatch.setattr(library, "_loaded", None)
     ours = proto.messages()
     other = descriptor_pool.DescriptorPool()
-    for file in add_to_pool(other, parse_files(proto.proto_sources())):
+    for fdp in our_files():
+        file = other.AddSerializedFile(fdp.SerializeToString())
         for desc in file.message_types_by_name.values():
             assert message_factory.GetMessageClass(desc) is not getattr(ours, desc.name)
     shape = ours.TensorShapeProto(dim=[ours.TensorShapeProto.Dim(size=3)])
@@ -336,13 +288,14 @@ def test_first_use_loads_once_across_threads(monkeypatch):
     assert len(seen) == 8 and all(s is seen[0] for s in seen)
 
 
-def test_importing_parses_nothing():
+def test_importing_loads_no_message_class():
     # Graph mode imports the package (its converters name the messages), but
-    # neither the protobuf runtime nor any .proto text is loaded until a
+    # neither the protobuf runtime nor a generated module is loaded until a
     # message is made.
     code = ("import sys, pluggable\n"
             "import pluggable.framework.proto as p\n"
-            "assert not [m for m in sys.modules if m.startswith('google.protobuf')]\n"
+            "assert not [m for m in sys.modules if m.startswith('google.protobuf')\n"
+            "            or m.endswith('_pb2')]\n"
             "assert p.library._loaded is None\n"
             "p.GraphDef()\n"
             "assert p.library._loaded is not None\n")
@@ -363,6 +316,12 @@ def test_proto_files_ship_in_the_wheel():
     assert len(shipped) == 15 and shipped == set(folder.glob("*.proto"))
     assert any(d.replace(" ", "").startswith("protobuf>=")
                for d in config["project"]["dependencies"])
+    # The *_pb2.py modules are made by the build, with this requirement.
+    import tomllib
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]
+    assert any(r.startswith("grpcio-tools>=") for r in build["requires"])
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "pluggable/framework/proto/*_pb2.py" in ignored
 
 
 # ------------------------------------------------------------------ against TensorFlow

@@ -1,7 +1,7 @@
 """The command line (``python -m pluggable``): the demo, the plugin table,
-and the conformance check.
+the op catalogue, the conformance check and the profiler.
 
-  python -m pluggable            list the devices and run a small workload on
+  python -m pluggable [demo]     list the devices and run a small workload on
                                  each, printing results, timings and where
                                  each op ran
   python -m pluggable plugins    the plugins found and their status
@@ -12,19 +12,28 @@ and the conformance check.
   python -m pluggable profile SCRIPT [ARGS]
                                  run a script under the profiler and print
                                  the per-op summary
+  python -m pluggable --version  the versions of pluggable, its C ABI, Python
+                                 and numpy
+
+Each command has its own ``--help``. Tables fit 100 columns (long cells are
+folded or cut, the PATH of ``plugins`` goes under its row); ``--wide``
+prints them whole and ``--json``, where offered, prints the data.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import platform
 import runpy
 import sys
 import time
 import traceback
+from typing import Callable, Sequence
 
 import numpy as np
 
+from .._core import lib as _core_lib
 from ..framework import config, op_catalog
 from ..framework.version import VERSION as __version__
 from ..ops import math_ops, nn_ops
@@ -35,8 +44,34 @@ from ..runtime import placement
 from ..runtime.device import Device
 from ..runtime.tensors import constant
 from . import check, testing
-from .check.results import format_table
+from .table import WIDTH, cuts_cells, fit_lines, format_table
 
+CUT_HINT = f"(cells cut to fit {WIDTH} columns: --wide prints them whole)"
+
+
+def version_text() -> str:
+    """What ``--version`` prints: pluggable's version, the C ABI version the
+    core implements (SE_MAJOR.SE_MINOR.SE_PATCH of stream_executor.h, which a
+    plugin's major version must equal) and the Python and numpy versions."""
+    abi = f"{_core_lib.SE_MAJOR}.{_core_lib.SE_MINOR}.{_core_lib.SE_PATCH}"
+    return (f"pluggable {__version__}\n"
+            f"C ABI (SE_MAJOR.SE_MINOR.SE_PATCH) {abi}\n"
+            f"Python {platform.python_version()}, numpy {np.__version__}")
+
+
+def _width(args: argparse.Namespace) -> int | None:
+    return None if getattr(args, "wide", False) else WIDTH
+
+
+def _table(args: argparse.Namespace, header: Sequence[str], rows: list,
+           fit: dict[int, str], align: str = "") -> str:
+    """The table at the command's width, and a hint when cells were cut."""
+    width = _width(args)
+    text = format_table(header, rows, width=width, fit=fit, align=align)
+    return text + "\n" + CUT_HINT if cuts_cells(header, rows, width=width, fit=fit) else text
+
+
+# ------------------------------------------------------------------ plugins
 
 def _graph_column(r) -> str:
     parts = (["optimizer"] if r.optimizer is not None else []) + \
@@ -58,10 +93,10 @@ def _optimizer_notes(r) -> list[str]:
     if opt is None:
         return []
     set_ = [f"{k}={v}" for k, v in opt.configs.items() if v != "DEFAULT"]
-    notes = [f"  {r.path}: graph optimizer for {opt.device_type}, configs: "
+    notes = [f"graph optimizer for {opt.device_type}, configs: "
              f"{', '.join(set_) or 'all DEFAULT'}"
              f"{' (the others DEFAULT)' if set_ else ''}; {opt.calls} call(s)"]
-    notes += [f"  {r.path}: graph optimizer result not used: {why}" for why in opt.failures[-3:]]
+    notes += [f"graph optimizer result not used: {why}" for why in opt.failures[-3:]]
     return notes
 
 
@@ -71,21 +106,18 @@ def _profiler_notes(r) -> list[str]:
     if prof is None:
         return []
     state = prof.status + (f": {prof.reason}" if prof.reason else "")
-    notes = [f"  {r.path}: profiler for {prof.device_type or '?'}: {state}"]
-    notes += [f"  {r.path}: profiler data left out of a profile: {why}"
-              for why in prof.failures[-3:]]
+    notes = [f"profiler for {prof.device_type or '?'}: {state}"]
+    notes += [f"profiler data left out of a profile: {why}" for why in prof.failures[-3:]]
     return notes
 
 
-def plugins_main(argv: list[str] | None = None) -> int:
-    """``python -m pluggable plugins [--json]``: the plugins found, their
-    status, reason, ABI version, platform, device type, device count, number
-    of kernels and ops, and their graph side (a graph optimizer with its
-    configs, stream capture). Returns the exit status (0)."""
-    parser = argparse.ArgumentParser(prog="python -m pluggable plugins",
-                                     description="List the plugins found and their status.")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+def _plugin_notes(r) -> list[str]:
+    notes = [f"{r.status}: {r.reason}"] if r.reason else []
+    notes += [f"rejected registration: {why}" for why in r.rejected]
+    return notes + _optimizer_notes(r) + _profiler_notes(r)
+
+
+def _plugins(args: argparse.Namespace) -> int:
     records = loader.records()
     if args.json:
         print(json.dumps([r.to_dict() for r in records], indent=2))
@@ -96,23 +128,21 @@ def plugins_main(argv: list[str] | None = None) -> int:
         return 0
     header = ("STATUS", "DEVICE TYPE", "PLATFORM", "ABI", "DEVICES", "KERNELS", "OPS", "GRAPH",
               "PATH")
-    print(format_table(header, _plugin_rows(records)))
-    notes = []
+    print(_table(args, header, _plugin_rows(records), fit={1: "cut", 2: "cut", 8: "below"}))
+    lines = []
     for r in records:
-        if r.reason:
-            notes.append(f"  {r.path}: {r.status}: {r.reason}")
-        for why in r.rejected:
-            notes.append(f"  {r.path}: rejected registration: {why}")
-        notes += _optimizer_notes(r)
-        notes += _profiler_notes(r)
+        notes = _plugin_notes(r)
+        if notes:
+            lines += ["", r.path] + [f"  {n}" for n in notes]
     hint = cuda_env.missing_plugin_hint([r.path for r in records])
     if hint:
-        notes.append(f"  {hint}")
-    if notes:
-        print()
-        print("\n".join(notes))
+        lines += ["", hint]
+    if lines:
+        print(fit_lines("\n".join(lines), _width(args)))
     return 0
 
+
+# ------------------------------------------------------------------ demo
 
 def _workload(rng: np.random.Generator) -> list[tuple[str, object, object]]:
     """(name, pluggable function, numpy reference) triples."""
@@ -134,22 +164,29 @@ def _workload(rng: np.random.Generator) -> list[tuple[str, object, object]]:
     ]
 
 
-def demo() -> int:
-    """Lists the devices and runs a small workload on each; returns the exit
-    status (1 if a result is wrong)."""
-    print(f"pluggable {__version__}\n")
-    print("Devices:")
+def _devices_table(args: argparse.Namespace) -> str:
+    rows = []
     for d in placement.list_physical_devices():
         dev = placement.get_device(d.name.replace("/physical_device:", ""))
-        extra = ""
+        about = "-"
         if isinstance(dev, Device):
             mem = dev.memory_usage()
             mem_s = f", {mem[1] / 2**30:.1f} GiB" if mem else ""
-            extra = f"  ({dev.platform_name}, {dev.vendor}, {dev.hardware_name}{mem_s})"
-        print(f"  {d.name:32s} {d.device_type:10s}{extra}")
-    bad = [r for r in loader.records() if r.status != "loaded"]
-    for r in bad:
-        print(f"  plugin {r.path}: {r.status}: {r.reason}")
+            about = f"{dev.platform_name}, {dev.vendor}, {dev.hardware_name}{mem_s}"
+        rows.append((d.name, d.device_type, about))
+    return _table(args, ("device", "type", "platform, vendor, hardware, memory"), rows,
+                  fit={2: "wrap"})
+
+
+def _demo(args: argparse.Namespace) -> int:
+    """Lists the devices and runs a small workload on each; returns the exit
+    status (1 if a result is wrong)."""
+    print(f"pluggable {__version__}\n")
+    print(_devices_table(args))
+    bad = [f"plugin {r.path}: {r.status}: {r.reason}" for r in loader.records()
+           if r.status != "loaded"]
+    if bad:
+        print(fit_lines("\n".join(bad), _width(args)))
     print()
     rng = np.random.default_rng()
     rows = []
@@ -167,36 +204,40 @@ def demo() -> int:
             err = float(np.max(np.abs(out - ref)) / (np.max(np.abs(ref)) + 1e-30))
             ok = "ok" if err < 1e-4 else "MISMATCH"
             where = d.device_type if ran >= 2 else "fallback (CPU)"
-            rows.append((name, op, f"{err:.1e}", ok, f"{ms:8.3f}", where))
+            rows.append((name, op, f"{err:.1e}", ok, f"{ms:.3f}", where))
     header = ("device", "op", "rel. error", "check", "time (ms)", "ran on")
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths))
-    print(line)
-    print("-" * len(line))
-    for r in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    print(_table(args, header, rows, fit={0: "cut", 5: "cut"}, align="llrlrl"))
     print("\ntime: one call including the copy in and the read back, after a warm-up call")
     return 0 if all(r[3] == "ok" for r in rows) else 1
 
 
-def profile_main(argv: list[str] | None = None) -> int:
-    """``python -m pluggable profile [--logdir DIR] [--top N] SCRIPT [ARGS]``:
-    runs SCRIPT (with ARGS as its sys.argv) under the profiler, writes the
-    profile under DIR and prints the per-op summary. Returns 0, or 1 if the
-    script raised."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pluggable profile",
-        description="Run a Python script under the profiler and print the per-op summary. "
-                    "Open the written files with TensorBoard (tensorboard --logdir DIR), "
-                    "Perfetto or chrome://tracing (the .trace.json.gz file).")
-    parser.add_argument("--logdir", default="logs",
-                        help="where to write plugins/profile/<run>/ (default: logs)")
-    parser.add_argument("--top", type=int, default=20, help="rows of the summary (default: 20)")
-    parser.add_argument("script", help="the Python script to run")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
-    args = parser.parse_args(argv)
+def demo() -> int:
+    """``python -m pluggable``: the devices and the workload (see `_demo`)."""
+    return main(["demo"])
+
+
+# ------------------------------------------------------------------ profile
+
+def _summary_table(args: argparse.Namespace, summary, top: int) -> str:
+    """The profiler's per-op summary in columns that fit the width."""
+    def pct(part: int, whole: int) -> str:
+        return f"{100.0 * part / whole:.1f}" if whole else "-"
+
+    rows = [(r.name, r.device, r.count, f"{r.host_ns / 1e6:.3f}", f"{r.host_mean_ns / 1e3:.1f}",
+             pct(r.host_ns, summary.host_ns), f"{r.device_ns / 1e6:.3f}",
+             f"{r.device_mean_ns / 1e3:.1f}", pct(r.device_ns, summary.device_ns))
+            for r in summary.rows[:top]]
+    header = ("Op", "Device", "Count", "Host ms", "Host us/op", "Host %", "Dev ms", "Dev us/op",
+              "Dev %")
+    total = (f"wall {summary.wall_ns / 1e6:.3f} ms, host (self) {summary.host_ns / 1e6:.3f} ms, "
+             f"device {summary.device_ns / 1e6:.3f} ms; us/op: mean per call")
+    return _table(args, header, rows, fit={0: "cut", 1: "cut"}, align="llrrrrrrr") + \
+        "\n" + total
+
+
+def _profile(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
-        parser.error(f"no such script: {args.script}")
+        args.parser.error(f"no such script: {args.script}")
     saved_argv, failed = sys.argv, False
     sys.argv = [args.script] + args.args
     session = profiler.Profile(args.logdir)
@@ -211,20 +252,17 @@ def profile_main(argv: list[str] | None = None) -> int:
     finally:
         sys.argv = saved_argv
     result = session.result
-    print(result.summary.table(args.top))
+    print(_summary_table(args, result.summary, args.top))
     for err in result.errors:
-        print(f"profiler: {err}")
+        print(fit_lines(f"profiler: {err}", _width(args)))
+    # Paths whole, to be copied.
     print(f"\nprofile: {result.xplane_path}\ntrace:   {result.trace_path}")
     return 1 if failed else 0
 
 
-def ops_main(argv: list[str] | None = None) -> int:
-    """``python -m pluggable ops [--device X] [--json]``: the op catalogue."""
-    parser = argparse.ArgumentParser(prog="python -m pluggable ops",
-                                     description="List every op (built-in, plugin, custom).")
-    parser.add_argument("--device", help="only ops with a kernel for this device (type)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = parser.parse_args(argv)
+# ------------------------------------------------------------------ ops
+
+def _ops(args: argparse.Namespace) -> int:
     entries = op_catalog.list_ops(args.device)
     rows = [(e.qualified_name, str(e.version), e.kind, ",".join(e.devices()), e.schema_text(),
              e.origin) for e in entries]
@@ -232,31 +270,127 @@ def ops_main(argv: list[str] | None = None) -> int:
         keys = ("name", "version", "kind", "devices", "attributes", "origin")
         print(json.dumps([dict(zip(keys, r)) for r in rows], indent=2))
     else:
-        print(format_table(("OP", "VERSION", "KIND", "DEVICES", "ATTRIBUTES", "ORIGIN"), rows))
+        header = ("OP", "VER", "KIND", "DEVICES", "ATTRIBUTES", "ORIGIN")
+        print(_table(args, header, rows, fit={3: "cut", 4: "cut", 5: "cut-start"}))
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+# ------------------------------------------------------------------ the parser
+
+def _wide(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--wide", action="store_true",
+                        help=f"print every cell whole, however long the lines (by default "
+                             f"the output fits {WIDTH} columns)")
+
+
+def _plugins_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _wide(parser)
+
+
+def _ops_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", help="only ops with a kernel for this device (type)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _wide(parser)
+
+
+def _profile_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--logdir", default="logs",
+                        help="where to write plugins/profile/<run>/ (default: logs)")
+    parser.add_argument("--top", type=int, default=20, help="rows of the summary (default: 20)")
+    _wide(parser)
+    parser.add_argument("script", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+# name: (one-line summary, description, examples, arguments, run)
+COMMANDS: dict[str, tuple[str, str, str, Callable, Callable]] = {
+    "demo": (
+        "list the devices and run a small workload on each (the default)",
+        "List the devices, then run AddV2, Relu, MatMul, Softmax, Sum and Conv2D on\n"
+        "each with fresh random inputs, and print the error against numpy, the time\n"
+        "of one call and where the kernel ran. Exit status 1 if a result is wrong.",
+        "  python -m pluggable\n  python -m pluggable demo --wide",
+        _wide, _demo),
+    "plugins": (
+        "the plugins found, their status and what they register",
+        "List the plugin files found: status (and why a plugin was quarantined or\n"
+        "skipped), device type, platform, ABI version, device count, kernels, ops\n"
+        "and their graph side (a graph optimizer with its configs, stream capture),\n"
+        "then the notes about each plugin under its path.",
+        "  python -m pluggable plugins\n"
+        "  PLUGGABLE_PLUGIN_PATH=build python -m pluggable plugins --json",
+        _plugins_arguments, _plugins),
+    "ops": (
+        "the op catalogue: built-in, plugin and custom ops",
+        "List every registered op: namespace and name, version, kind, the devices\n"
+        "with a kernel for it, its attribute schema and where it comes from.",
+        "  python -m pluggable ops\n  python -m pluggable ops --device MY_DEVICE --wide\n"
+        "  python -m pluggable ops --json > ops.json",
+        _ops_arguments, _ops),
+    "check": (
+        "run the conformance suite against a plugin",
+        check.DESCRIPTION, check.EXAMPLES.split("\n", 1)[1], check.add_arguments,
+        check.run),
+    "profile": (
+        "run a Python script under the profiler and print the per-op summary",
+        "Run SCRIPT (with ARGS as its sys.argv) under the profiler, write the profile\n"
+        "under LOGDIR/plugins/profile/<run>/ and print the per-op summary. Open the\n"
+        "files with TensorBoard (tensorboard --logdir LOGDIR), Perfetto or\n"
+        "chrome://tracing (the .trace.json.gz file). Exit status 1 if the script\n"
+        "raised or exited with a non-zero status.",
+        "  python -m pluggable profile train.py --epochs 1\n"
+        "  python -m pluggable profile --logdir /tmp/logs --top 5 examples/train_digits.py",
+        _profile_arguments, _profile),
+}
+
+DESCRIPTION = """\
+pluggable: a tensor runtime whose devices are plugins behind a C ABI
+compatible with TensorFlow's PluggableDevice API. Without a command, lists
+the devices and runs a small workload on each. Each command has its own
+--help."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m pluggable`` and its commands."""
+    raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
-        prog="python -m pluggable",
-        description="pluggable: a tensor runtime whose devices are plugins. Without a command, "
-                    "lists the devices and runs a small workload on each.")
-    parser.add_argument("command", nargs="?", default="demo",
-                        choices=["demo", "plugins", "ops", "check", "profile"],
-                        help="demo (default): devices and workload; plugins: table of plugins; "
-                             "ops: the op catalogue; "
-                             "check PATH.so: conformance suite for a plugin; profile SCRIPT: "
-                             "run a script under the profiler")
-    args, rest = parser.parse_known_args(argv)
-    if args.command == "demo":
-        if rest:
-            parser.error(f"unexpected arguments: {' '.join(rest)}")
-        return demo()
-    if args.command == "plugins":
-        return plugins_main(rest)
-    if args.command == "profile":
-        return profile_main(rest)
-    if args.command == "ops":
-        return ops_main(rest)
-    return check.main(rest)
+        prog="python -m pluggable", description=DESCRIPTION, formatter_class=raw,
+        epilog="examples:\n  python -m pluggable check --help\n"
+               "  python -m pluggable check pluggable/plugins/libpluggable_my_device.so\n"
+               "  python -m pluggable ops --device MY_DEVICE")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print the versions of pluggable, its C ABI, Python and numpy")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                title="commands (python -m pluggable COMMAND --help)")
+    for name, (summary, description, example, arguments, run) in COMMANDS.items():
+        p = sub.add_parser(name, help=summary, description=description,
+                           epilog=f"examples:\n{example}", formatter_class=raw,
+                           prog=f"python -m pluggable {name}")
+        arguments(p)
+        p.set_defaults(run=run, parser=p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pluggable [COMMAND] [OPTIONS]``; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command is None:
+        args = parser.parse_args(["demo"])
+    return args.run(args)
+
+
+def plugins_main(argv: list[str] | None = None) -> int:
+    """``python -m pluggable plugins [--json] [--wide]``."""
+    return main(["plugins", *(argv or [])])
+
+
+def ops_main(argv: list[str] | None = None) -> int:
+    """``python -m pluggable ops [--device X] [--json] [--wide]``."""
+    return main(["ops", *(argv or [])])
+
+
+def profile_main(argv: list[str] | None = None) -> int:
+    """``python -m pluggable profile [--logdir DIR] [--top N] SCRIPT [ARGS]``."""
+    return main(["profile", *(argv or [])])

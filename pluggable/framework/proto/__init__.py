@@ -1,18 +1,17 @@
-"""TensorFlow's wire formats (GraphDef, TensorProto, XSpace ...) without
-generated code.
+"""TensorFlow's wire formats (GraphDef, TensorProto, XSpace ...).
 
 The ``.proto`` files next to this module are our own texts with
 TensorFlow's package, message and field names and numbers, so bytes written
-here parse in TensorFlow and the other way round.  They are parsed on first
-use (``parser``), added to a private ``DescriptorPool`` (never protobuf's
-default pool, so TensorFlow's own classes can be imported alongside), and
-turned into message classes with ``message_factory.GetMessageClass``.
-Importing this package parses nothing and imports no protobuf module.
+here parse in TensorFlow and the other way round.  The build (setup.py)
+compiles them with protoc into ``*_pb2`` modules whose descriptors live in
+a private ``DescriptorPool`` (never protobuf's default pool, so TensorFlow's
+own classes can be imported alongside).  Importing this package imports no
+protobuf module; the first use imports the generated modules.
 
 Message classes and enums, by their short names::
 
     from pluggable.framework import proto
-    graph = proto.GraphDef()                     # the first use parses the files
+    graph = proto.GraphDef()                     # the first use imports the classes
     node = graph.node.add(name="x", op="Const")
     node.attr["dtype"].type = proto.DataType.DT_FLOAT
     data = proto.encode(graph)                   # deterministic bytes
@@ -50,21 +49,19 @@ Functions:
 * ``to_tensor_proto(value, dtype=None, shape=None)`` /
   ``from_tensor_proto(proto)``: numpy array <-> TensorProto, as
   ``tf.make_tensor_proto`` / ``tf.make_ndarray``;
-* ``parse_files(sources)``, ``add_to_pool(pool, files)``,
-  ``ProtoSyntaxError``: the ``.proto`` parser itself.
+* ``proto_sources()``: the ``.proto`` texts, by file name;
+  ``generated_module(file)``: the ``*_pb2`` module of one of them.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .library import Messages, decode, encode, messages, pool, proto_sources
-from .parser import ProtoSyntaxError, add_to_pool, parse_files
+from .library import Messages, decode, encode, generated_module, messages, pool, proto_sources
 from .tensors import (from_datatype, from_shape_proto, from_tensor_proto, to_datatype,
                       to_shape_proto, to_tensor_proto)
 
 __all__ = [
-    "Messages", "messages", "pool", "decode", "encode", "proto_sources",
-    "ProtoSyntaxError", "parse_files", "add_to_pool",
+    "Messages", "messages", "pool", "decode", "encode", "proto_sources", "generated_module",
     "to_datatype", "from_datatype", "to_shape_proto", "from_shape_proto",
     "to_tensor_proto", "from_tensor_proto",
 ]
@@ -72,8 +69,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """Message classes and enums as attributes of the package (``GraphDef``,
-    ``DataType`` ...), loaded on first access."""
-    if name.startswith("_"):
+    ``DataType`` ...), loaded on first access.  Submodules not yet imported
+    (``graph_pb2`` ...) are left to the import system, which asks here first
+    while the generated modules import each other."""
+    if name.startswith("_") or name.endswith("_pb2"):
         raise AttributeError(name)
     try:
         return getattr(messages(), name)

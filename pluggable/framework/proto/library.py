@@ -1,23 +1,29 @@
-"""Our ``.proto`` files, loaded on first use into a private descriptor pool.
+"""The generated ``*_pb2`` modules of our ``.proto`` files, imported on
+first use.
 
-The pool is never protobuf's default pool, so TensorFlow's generated classes
-for the same message names can live in the same process.
+setup.py compiles the files with protoc at build time and points the
+modules at a private descriptor pool (``_pool.POOL``), never protobuf's
+default pool, so TensorFlow's generated classes for the same message names
+can live in the same process.
 """
 from __future__ import annotations
 
+import hashlib
+import importlib
 import pathlib
 import threading
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from .. import errors
-from .parser import add_to_pool, parse_files
 
 if TYPE_CHECKING:  # pragma: no cover
     from google.protobuf.descriptor_pool import DescriptorPool
     from google.protobuf.message import Message
 
 PROTO_DIR = pathlib.Path(__file__).resolve().parent
+_REBUILD = ("rebuild the package (pip install, or python3 setup.py build_ext --inplace "
+            "in a source checkout), which runs protoc")
 
 _lock = threading.Lock()
 _loaded: tuple[DescriptorPool, Messages] | None = None
@@ -38,22 +44,51 @@ def proto_sources() -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(PROTO_DIR.glob("*.proto"))}
 
 
-def _load() -> tuple[DescriptorPool, Messages]:
-    from google.protobuf import descriptor_pool, message_factory
-    from google.protobuf.internal.enum_type_wrapper import EnumTypeWrapper
+def generated_module(proto_file: str) -> ModuleType:
+    """The ``*_pb2`` module generated from ``proto_file`` (``"graph.proto"``).
 
-    pool = descriptor_pool.DescriptorPool()
+    Raises ``FailedPreconditionError`` when the module is missing (a source
+    checkout that was not built), was made from another version of the
+    ``.proto`` text, or needs a newer protobuf than the one installed."""
+    from google.protobuf import __version__ as runtime
+    from google.protobuf.runtime_version import VersionError
+
+    stem = pathlib.Path(proto_file).stem
+    name = f"{stem}_pb2.py"
+    try:
+        module = importlib.import_module(f"{__package__}.{stem}_pb2")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}.{stem}_pb2":
+            raise
+        raise errors.FailedPreconditionError(
+            f"{name}, the classes of {proto_file}, is missing from {PROTO_DIR}; "
+            f"{_REBUILD}") from None
+    except VersionError as exc:
+        raise errors.FailedPreconditionError(
+            f"{name} in {PROTO_DIR} was generated for another protobuf than the installed "
+            f"{runtime} ({exc}); install a protobuf that accepts it, or {_REBUILD} with "
+            "a grpcio-tools whose protobuf requirement the installed one meets") from None
+    source = PROTO_DIR / proto_file
+    if hashlib.sha256(source.read_bytes()).hexdigest() != getattr(module, "SOURCE_SHA256", ""):
+        raise errors.FailedPreconditionError(
+            f"{name} in {PROTO_DIR} was generated from another version of {proto_file}; "
+            f"{_REBUILD}")
+    return module
+
+
+def _load() -> tuple[DescriptorPool, Messages]:
+    from . import _pool
+
     found: dict[str, Any] = {}
-    for file in add_to_pool(pool, parse_files(proto_sources())):
-        items = [(d.name, message_factory.GetMessageClass(d))
-                 for d in file.message_types_by_name.values()]
-        items += [(e.name, EnumTypeWrapper(e)) for e in file.enum_types_by_name.values()]
-        for name, value in items:
+    for proto_file in proto_sources():
+        module = generated_module(proto_file)
+        file = module.DESCRIPTOR
+        for name in [*file.message_types_by_name, *file.enum_types_by_name]:
             if name in found:  # a short name used in two packages
                 raise errors.InternalError(f"two .proto files define {name!r}; give one "
                                            "of them another name")
-            found[name] = value
-    return pool, Messages(**found)
+            found[name] = getattr(module, name)
+    return _pool.POOL, Messages(**found)
 
 
 def _state() -> tuple[DescriptorPool, Messages]:
@@ -66,8 +101,8 @@ def _state() -> tuple[DescriptorPool, Messages]:
 
 
 def messages() -> Messages:
-    """The message classes and enums, parsed from the ``.proto`` files on the
-    first call and cached for the life of the process (thread-safe)."""
+    """The message classes and enums, imported from the generated modules on
+    the first call and cached for the life of the process (thread-safe)."""
     return _state()[1]
 
 

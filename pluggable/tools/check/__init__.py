@@ -2,7 +2,8 @@
 
 ``main(argv)`` runs the conformance suite against one plugin file::
 
-    python -m pluggable check path/to/libmy_plugin.so [--json] [--timeout S] [--tensorflow]
+    python -m pluggable check path/to/libmy_plugin.so [--json] [--wide] [--timeout S]
+                              [--tensorflow]
 
 The suite runs in a subprocess that loads nothing but that plugin
 (PLUGGABLE_DISABLE_PLUGINS=1, then ``pg.load_plugin(PATH)``), so a crash or a
@@ -38,6 +39,7 @@ import sys
 
 from ...plugins.probe import no_core_dumps, signal_name
 from .. import tf_certify
+from ..table import WIDTH, fit_lines
 from .results import CheckResult, format_report
 
 DEFAULT_TIMEOUT = 600.0
@@ -95,13 +97,28 @@ def run_suite(path: str, timeout: float = DEFAULT_TIMEOUT,
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m pluggable check PATH.so [--json] [--timeout S]``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m pluggable check",
-        description="Run the conformance suite against one plugin (in a subprocess).")
+DESCRIPTION = """\
+Run the conformance suite against one plugin, in a subprocess that loads
+nothing else: loading and validation, devices, memory, copies, streams,
+events, timers, host callbacks, allocator statistics, and every registered
+kernel on random inputs against the built-in CPU kernels. Exit status 0 when
+every check passed or was skipped as not applicable (and, with --tensorflow,
+the plugin is certified for TensorFlow), 1 otherwise, 2 for a bad command."""
+
+EXAMPLES = """\
+examples:
+  python -m pluggable check build/libmy_plugin.so
+  python -m pluggable check libmy_kernels.so --with libmy_device.so
+  python -m pluggable check libmy_plugin.so --tensorflow --json > report.json"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``python -m pluggable check``."""
     parser.add_argument("path", help="the plugin's shared library")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--wide", action="store_true",
+                        help="print each check on one line, however long (the table fits "
+                             "100 columns otherwise)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                         help=f"seconds the whole suite may take (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--tensorflow", action="store_true",
@@ -113,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="OTHER.so",
                         help="load this plugin first (repeatable), e.g. the device plugin "
                              "whose device type a kernel-only plugin targets")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Runs ``check`` with parsed arguments; returns the exit status."""
     for p in [args.path, *args.with_plugins]:
         if not os.path.exists(p):
             print(f"error: no such file: {p}", file=sys.stderr)
@@ -129,8 +149,18 @@ def main(argv: list[str] | None = None) -> int:
             out["tensorflow"]["certified"] = tf.certified
         print(json.dumps(out, indent=2))
     else:
-        print(format_report(os.path.realpath(args.path), results))
+        width = None if args.wide else WIDTH
+        print(fit_lines(format_report(os.path.realpath(args.path), results, width), width))
         if tf is not None:
             print()
-            print(tf_certify.format_report(tf))
+            print(fit_lines(tf_certify.format_report(tf), width))
     return 1 if failed or (tf is not None and not tf.certified) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pluggable check PATH.so [--json] [--wide] [--timeout S] ...``."""
+    parser = argparse.ArgumentParser(prog="python -m pluggable check", description=DESCRIPTION,
+                                     epilog=EXAMPLES,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))

@@ -38,14 +38,14 @@ class KernelChecks:
         for k in kernels:
             devices = devices_of_type(k.device_type)
             if not devices:
-                notes.append(f"{k.device_type}: no device of this type is present")
+                notes.append((k.device_type, "no device of this type is present"))
                 continue
             dev = devices[0]
             sig = ", ".join(f"{a}={t.name}" for a, t in sorted(k.constraints.items()) if t)
             try:
                 cases = op_cases(op, k.constraints, self.rng)
             except CheckSkipped as exc:
-                notes.append(f"[{sig}] {exc}")
+                notes.append((sig, str(exc)))
                 continue
             has_cpu = bool(registry.KERNELS.get((op_name, "CPU")))
             for inputs, attrs in cases:
@@ -63,12 +63,31 @@ class KernelChecks:
         if failures:
             more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
             raise CheckFailed("; ".join(failures[:3]) + more)
+        merged = merge_notes(notes)
         if done == 0:
-            raise CheckSkipped("; ".join(notes) or "no case could be generated")
+            raise CheckSkipped("; ".join(merged) or "no case could be generated")
         ref = "match the CPU reference" if registry.KERNELS.get((op_name, "CPU")) else \
             "completed (no CPU reference for this op)"
         return f"{done} case(s) over {len(kernels)} kernel(s) {ref}" + \
-            (f"; {'; '.join(notes)}" if notes else "")
+            (f"; {'; '.join(merged)}" if merged else "")
+
+
+def merge_notes(notes: list[tuple[str, str]], shown: int = 3) -> list[str]:
+    """Why kernels were not run, given as (kernel, reason) pairs: each
+    distinct reason once, in the order first seen, with the kernels it
+    applies to (the first `shown` of them, then how many more)."""
+    by_reason: dict[str, list[str]] = {}
+    for kernel, reason in notes:
+        by_reason.setdefault(reason, []).append(kernel)
+    out = []
+    for reason, kernels in by_reason.items():
+        if len(kernels) == 1:
+            out.append(f"[{kernels[0]}] {reason}" if kernels[0] else reason)
+            continue
+        names = " | ".join(k or "-" for k in kernels[:shown])
+        more = f" and {len(kernels) - shown} more" if len(kernels) > shown else ""
+        out.append(f"{reason} ({len(kernels)} kernels: {names}{more})")
+    return out
 
 
 class VarInput:

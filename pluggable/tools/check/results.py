@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..table import format_table
+
 
 @dataclasses.dataclass
 class CheckResult:
@@ -29,18 +31,14 @@ def expect(cond: bool, reason: str) -> None:
         raise CheckFailed(reason)
 
 
-def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(str(x[i])) for x in [header, *rows]) for i in range(len(header))]
-    fmt = lambda row: "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
-    lines = [fmt(header), "-" * len(fmt(header))]
-    lines += [fmt(r) for r in rows]
-    return "\n".join(lines)
-
-
-def format_report(path: str, results: list[CheckResult]) -> str:
+def format_report(path: str, results: list[CheckResult], width: int | None = None) -> str:
+    """The report: a table of the checks (its DETAIL column folded to fit
+    `width`; whole lines without one) and the counts."""
     rows = [(r.name, r.outcome.upper(), f"{r.seconds:.2f}", r.detail) for r in results]
     failed = sum(r.outcome == "fail" for r in results)
     verdict = "FAILED" if failed else "PASSED"
-    return (f"conformance of {path}\n\n" + format_table(("CHECK", "RESULT", "SECONDS", "DETAIL"), rows)
-            + f"\n\n{verdict}: {sum(r.outcome == 'pass' for r in results)} passed, {failed} "
-            f"failed, {sum(r.outcome == 'skip' for r in results)} skipped")
+    table = format_table(("CHECK", "RESULT", "SECONDS", "DETAIL"), rows, width=width,
+                         fit={3: "wrap"})
+    return (f"conformance of {path}\n\n{table}\n\n{verdict}: "
+            f"{sum(r.outcome == 'pass' for r in results)} passed, {failed} failed, "
+            f"{sum(r.outcome == 'skip' for r in results)} skipped")
