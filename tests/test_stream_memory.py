@@ -209,3 +209,33 @@ out["stats"] = dev.allocator_stats()
                           "largest_alloc_size", "bytes_limit", "bytes_reserved",
                           "peak_bytes_reserved", "largest_free_block_bytes"}
     assert res["health"] == {"MY_DEVICE:0": True, "CPU:0": True}, res["health"]
+
+
+def test_null_capture_stream_is_created_once():
+    """A capture stream whose handle is NULL is still the one created: two
+    captures on a plugin whose every stream is NULL make one capture stream
+    (not one per capture), and the graphs end_capture gave (NULL) are
+    destroyed."""
+    lib = build("null_capture")
+    extra = f"""
+import ctypes
+import numpy as np
+from pluggable.runtime.capture import DeviceGraph
+so = ctypes.CDLL({str(lib)!r})
+dev = pg.get_device("NULLH:0")
+before = so.null_streams_made()
+with pg.device("NULLH:0"):
+    x = pg.constant(np.random.default_rng().standard_normal(64).astype(np.float32))
+graphs = [DeviceGraph.capture(dev, lambda t: [pg.math.negative(t)], [x], warmup=0)
+          for _ in range(2)]
+out["new_streams"] = so.null_streams_made() - before
+del graphs
+import gc; gc.collect()
+out["graphs_destroyed"] = so.null_graphs_destroyed()
+"""
+    res = run_child([lib], extra=extra)
+    assert res["records"][0]["status"] == "loaded", res["records"][0]
+    assert "extra_error" not in res, res["extra_error"]
+    assert res["new_streams"] == 1, res
+    assert res["graphs_destroyed"] == 2, res
+    assert res["health"] == {"MY_DEVICE:0": True, "CPU:0": True}, res["health"]

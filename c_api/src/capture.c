@@ -237,7 +237,8 @@ void pg_capture_end(pg_device_graph* g, TF_Status* status) {
     fns->instantiate(dev->device, graph, &g->exec, status);
     g->has_exec = TF_GetCode(status) == TF_OK;
   }
-  if (graph != NULL) fns->destroy_graph(dev->device, graph);
+  /* Whatever end_capture left (any value; destroy_graph ignores NULL). */
+  fns->destroy_graph(dev->device, graph);
   if (TF_GetCode(status) != TF_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "capturing a device graph on %s failed: %s",
