@@ -23,10 +23,16 @@
  *   - `ext` fields are free for the owner's use (plugin in SP_ structs) or
  *     reserved (SE_ structs); the other side never reads them.
  *   - SP_Stream, SP_Event, SP_Timer and `device_handle` are opaque values
- *     chosen by the plugin. The core never dereferences them. `device_handle`
- *     may be NULL; a stream, event or timer that a create_* callback reports
- *     as created (status OK) must not be NULL: the core refuses such an
- *     answer (the plugin is quarantined when it is the default stream).
+ *     chosen by the plugin. The core never dereferences, compares or hashes
+ *     them: it keeps its own object for each stream, event and timer, holding
+ *     the handle the create_* callback gave (status OK means created). Any
+ *     value is legal, as in TensorFlow: NULL, or one value for every stream,
+ *     event, timer or device (TensorFlow's sample plugin leaves them all
+ *     NULL). A plugin that hands out such handles keeps the state they would
+ *     name itself (device state by `SP_Device.ordinal`, one queue per device
+ *     for all its streams), and its answers stay true for each object: an
+ *     event recorded behind pending work reports SE_EVENT_PENDING until that
+ *     work is done.
  *   - The core checks every answer before it uses it: allocation sizes,
  *     handles, statistics and memory figures; a bad answer becomes a typed
  *     error naming the plugin, never a crash.
@@ -139,8 +145,10 @@ typedef struct SP_Device {
   void* ext;          /* free for the plugin */
   int32_t ordinal;    /* device index, 0 <= ordinal < device count */
 
-  /* The plugin's own representation of the device (opaque to the core; NULL
-   * is allowed). Passed back to every callback through `device`. */
+  /* The plugin's own representation of the device, passed back to every
+   * callback through `device`. Opaque to the core: NULL, or the same value
+   * for every device, is legal (the core tells devices apart by its own
+   * SP_Device structs; `ordinal` is there for a plugin to do the same). */
   void* device_handle;
 
   /* [Optional] Hardware name for display, e.g. "NVIDIA H100 80GB HBM3". */
@@ -265,8 +273,9 @@ typedef struct SP_StreamExecutor {
 
   /*** Streams ***/
 
-  /* [Required] Creates a stream: an in-order queue of device work. On
-   * success `*stream` must be non-NULL. */
+  /* [Required] Creates a stream: an in-order queue of device work. `*stream`
+   * comes in NULL; any value the plugin leaves there is legal, NULL or one
+   * shared by all streams included (see Conventions). */
   void (*create_stream)(const SP_Device* device, SP_Stream* stream,
                         TF_Status* status);
 
@@ -286,9 +295,10 @@ typedef struct SP_StreamExecutor {
 
   /*** Events ***/
 
-  /* [Required] Creates an event (initially not recorded). On success
-   * `*event` must be non-NULL. The core keeps a pool of events and records
-   * them again and again. */
+  /* [Required] Creates an event (initially not recorded). `*event` comes in
+   * NULL; any value is legal, NULL or one shared by all events included (see
+   * Conventions). The core keeps a pool of events and records them again and
+   * again. */
   void (*create_event)(const SP_Device* device, SP_Event* event,
                        TF_Status* status);
 
@@ -324,7 +334,9 @@ typedef struct SP_StreamExecutor {
 
   /* [Optional, with the three below] Creates a timer. A plugin without
    * timers leaves all four NULL; the core then raises UnimplementedError when
-   * a timer is asked for. */
+   * a timer is asked for. Any handle is legal, NULL included (see
+   * Conventions); `nanoseconds` is then given that handle, and a plugin
+   * whose timers are NULL answers for the last interval it measured. */
   void (*create_timer)(const SP_Device* device, SP_Timer* timer,
                        TF_Status* status);
 
@@ -389,7 +401,9 @@ typedef struct SP_StreamExecutor {
   /*** Synchronisation ***/
 
   /* [Required] Blocks the host until the event completes. Reports
-   * TF_FAILED_PRECONDITION if the event was never recorded. */
+   * TF_FAILED_PRECONDITION if the event was never recorded, where the plugin
+   * can tell (a plugin with NULL or shared event handles cannot, and waits
+   * for the work enqueued so far instead). */
   void (*block_host_for_event)(const SP_Device* device, SP_Event event,
                                TF_Status* status);
 

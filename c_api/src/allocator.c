@@ -58,7 +58,7 @@ typedef struct pg_block {
   uint64_t freed_epoch;    /* allocator epoch when last freed */
   pg_stream_use* uses;     /* other streams that used it since allocation */
   int num_uses, cap_uses;
-  SP_Event* events;        /* parked: one event per stream of `uses` */
+  pg_event** events;       /* parked: one event per stream of `uses` */
   int num_events;
   struct pg_block* next;
   struct pg_pool* pool;       /* the private pool owning it, or NULL */
@@ -166,7 +166,7 @@ static pg_block* take_block(pg_device* dev, pg_allocator* a, pg_pool* pool,
 /* Whether every event of a parked block has completed. */
 static int events_done(pg_device* dev, const pg_block* b) {
   for (int i = 0; i < b->num_events; ++i) {
-    if (dev->se->get_event_status(dev->device, b->events[i]) == SE_EVENT_PENDING)
+    if (dev->se->get_event_status(dev->device, b->events[i]->handle) == SE_EVENT_PENDING)
       return 0;
   }
   return 1;
@@ -475,12 +475,13 @@ void pg_tensor_record_stream(const TF_Tensor* t, const SP_Stream* stream,
 /* Records an event on every other stream that used `b`. Returns 0 if one
  * could not be recorded (the caller then waits for the device instead). */
 static int record_uses(pg_device* dev, pg_block* b) {
-  b->events = calloc((size_t)b->num_uses, sizeof(SP_Event));
+  b->events = calloc((size_t)b->num_uses, sizeof(pg_event*));
   if (b->events == NULL) return 0;
   TF_Status* st = TF_NewStatus();
   for (int i = 0; i < b->num_uses; ++i) {
-    SP_Event ev = pg_event_acquire(dev, st);
-    if (ev != NULL) dev->se->record_event(dev->device, b->uses[i].handle, ev, st);
+    pg_event* ev = pg_event_acquire(dev, st);
+    if (ev != NULL)
+      dev->se->record_event(dev->device, b->uses[i].handle, ev->handle, st);
     if (TF_GetCode(st) != TF_OK) {
       pg_event_release(dev, ev); /* never recorded: reusable as is */
       break;

@@ -116,9 +116,9 @@ int pg_platform_init_capture(pg_platform* p, void* init_fn, TF_Status* status) {
 
 /*** Hooks used by kernels.c ***/
 
-SP_Stream pg_capture_stream(const pg_device* dev) {
+const SP_Stream* pg_capture_stream(const pg_device* dev) {
   pg_device_graph* g = tl_graph;
-  return g != NULL && g->dev == dev ? dev->capture_stream : NULL;
+  return g != NULL && g->dev == dev ? &dev->capture_stream : NULL;
 }
 
 /* Appends `item` to a growing array of pointers. */
@@ -198,9 +198,9 @@ pg_device_graph* pg_capture_begin(pg_device* dev, TF_Status* status) {
     return NULL;
   }
   g->dev = dev;
-  if (dev->capture_stream == NULL) {
+  if (!dev->has_capture_stream) { /* its handle may be NULL: a flag says */
     dev->se->create_stream(dev->device, &dev->capture_stream, status);
-    if (TF_GetCode(status) != TF_OK) dev->capture_stream = NULL;
+    dev->has_capture_stream = TF_GetCode(status) == TF_OK;
   }
   if (TF_GetCode(status) == TF_OK)
     fns->begin_capture(dev->device, dev->capture_stream, status);
@@ -237,7 +237,8 @@ void pg_capture_end(pg_device_graph* g, TF_Status* status) {
     fns->instantiate(dev->device, graph, &g->exec, status);
     g->has_exec = TF_GetCode(status) == TF_OK;
   }
-  if (graph != NULL) fns->destroy_graph(dev->device, graph);
+  /* Whatever end_capture left (any value; destroy_graph ignores NULL). */
+  fns->destroy_graph(dev->device, graph);
   if (TF_GetCode(status) != TF_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "capturing a device graph on %s failed: %s",

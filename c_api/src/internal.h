@@ -144,17 +144,23 @@ void pg_allocator_init(pg_device* dev);
 void pg_buffer_record_stream(pg_buffer* buf, const SP_Stream* stream,
                              TF_Status* status);
 
-/* Reusable events of a device (events.c). pg_event_acquire returns NULL and
- * sets `status` if the plugin cannot create one (or answers a NULL handle).
- * Only events whose last recording has completed may be released. */
+/* Reusable events of a device (events.c). A pg_event is the core's own
+ * object holding the plugin's handle, which may be any value (NULL, or the
+ * same for every event): "has an event" is a non-NULL pg_event*, and
+ * nothing is keyed on the handle. pg_event_acquire returns NULL and sets
+ * `status` if the plugin cannot create one. Only events whose last
+ * recording has completed may be released. */
+typedef struct pg_event {
+  SP_Event handle; /* as the plugin's create_event gave it */
+} pg_event;
 void pg_events_init(pg_device* dev);
-SP_Event pg_event_acquire(pg_device* dev, TF_Status* status);
-void pg_event_release(pg_device* dev, SP_Event ev);
+pg_event* pg_event_acquire(pg_device* dev, TF_Status* status);
+void pg_event_release(pg_device* dev, pg_event* ev);
 /* Records `ev` (from pg_event_acquire; may be NULL) at the end of the
  * device's default stream, the mark of an op's (or a span's) end. Returns
  * `ev`, or NULL after releasing it where the plugin could not record it: a
  * synchronisation then settles the work before it. */
-SP_Event pg_event_record_end(pg_device* dev, SP_Event ev);
+pg_event* pg_event_record_end(pg_device* dev, pg_event* ev);
 /* Waits for the work queued so far on the device's default stream without
  * reporting or clearing the stream's error, which stays for the next
  * synchronisation (opstate.c): an event recorded at the stream's end, or
@@ -179,7 +185,7 @@ void pg_op_launch_unlock(pg_device* dev);
  * so that an op's work is never drained by a synchronisation before the op
  * is in the log. Returns the log's length (for pg_op_maintain). */
 int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
-                       int num_inputs, SP_Event event, TF_Tensor** outputs,
+                       int num_inputs, pg_event* event, TF_Tensor** outputs,
                        int num_outputs);
 /* pg_op_launched for an op of a span (see pg_kernel_run_in_span) that
  * records no event: its verdict is that of the next event in the log. */
@@ -227,7 +233,7 @@ void pg_pool_release(pg_pool* pool);
 
 /* Stream capture (capture.c): the stream kernels of `dev` must enqueue on
  * when the calling thread is capturing on `dev`, else NULL. */
-SP_Stream pg_capture_stream(const pg_device* dev);
+const SP_Stream* pg_capture_stream(const pg_device* dev);
 /* Keeps the device buffers of a captured kernel's inputs alive for the
  * graph (nothing when the thread is not capturing on `dev`). */
 void pg_capture_note_inputs(pg_device* dev, TF_Tensor* const* inputs, int n);

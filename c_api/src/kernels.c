@@ -631,7 +631,7 @@ static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** output
   /* The event that will mark the end of the op's work (none if the plugin
    * cannot make one: a synchronisation then settles the op; none either
    * when the op shares the next one). */
-  SP_Event ev = shares_event ? NULL : pg_event_acquire(dev, NULL);
+  pg_event* ev = shares_event ? NULL : pg_event_acquire(dev, NULL);
   TF_OpKernelContext ctx = {k, inputs, outputs, status,
                             atomic_fetch_add(&step_counter, 1) + 1, preset, donated};
   __atomic_fetch_add(&k->def->calls, 1, __ATOMIC_RELAXED);
@@ -667,7 +667,7 @@ static TF_Code run_op(pg_kernel* k, TF_Tensor* const* inputs, TF_Tensor** output
      * the event goes back to the pool. */
     if (ev != NULL) {
       TF_Status* st = TF_NewStatus();
-      dev->se->block_host_for_event(dev->device, ev, st);
+      dev->se->block_host_for_event(dev->device, ev->handle, st);
       TF_DeleteStatus(st);
       pg_event_release(dev, ev);
     }
@@ -755,8 +755,8 @@ SP_Stream TF_GetStream(TF_OpKernelContext* ctx, TF_Status* status) {
     return NULL;
   }
   TF_SetStatus(status, TF_OK, "");
-  SP_Stream capturing = pg_capture_stream(ctx->k->dev);
-  return capturing != NULL ? capturing : ctx->k->dev->stream;
+  const SP_Stream* capturing = pg_capture_stream(ctx->k->dev);
+  return capturing != NULL ? *capturing : ctx->k->dev->stream;
 }
 
 int TF_NumInputs(TF_OpKernelContext* ctx) {
@@ -1026,7 +1026,7 @@ TF_Code pg_host_op_launch(pg_device* dev, const char* op,
                           TF_Status* status) {
   TF_SetStatus(status, TF_OK, "");
   if (!pg_op_inputs_ok(inputs, num_inputs, status)) return TF_GetCode(status);
-  SP_Event ev = pg_event_acquire(dev, NULL);
+  pg_event* ev = pg_event_acquire(dev, NULL);
   pg_op_launch_lock(dev);
   if (!dev->se->host_callback(dev->device, dev->stream, fn, arg)) {
     pg_op_launch_unlock(dev);

@@ -61,7 +61,7 @@ struct pg_opstate {
   int covered;              /* the verdict is the next event's (a span) */
   uint64_t span;            /* with a span's verdict: the serial of the span's
                                last op (its failures' origin), else 0 */
-  SP_Event event;           /* under mu; NULL once its verdict is read */
+  pg_event* event;          /* under mu; NULL: none, or its verdict was read */
   pg_opstate* next;         /* the log, under mu */
   uint64_t serial;          /* identifies the op in notes */
   uint64_t thread;          /* pg_thread_key of the launching thread */
@@ -293,7 +293,7 @@ static pg_opstate* read_verdicts(pg_device* dev, pg_oplog* L, pg_opstate* last) 
   pg_opstate* known = NULL;
   for (pg_opstate* s = L->head; s != NULL; s = s->next) {
     if (s->event != NULL) {
-      SE_EventStatus e = dev->se->get_event_status(dev->device, s->event);
+      SE_EventStatus e = dev->se->get_event_status(dev->device, s->event->handle);
       if (e == SE_EVENT_PENDING) break;
       close_event(dev, L, s, e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE);
     } else if (s->verdict == V_UNKNOWN && s->covered) {
@@ -303,7 +303,7 @@ static pg_opstate* read_verdicts(pg_device* dev, pg_oplog* L, pg_opstate* last) 
         c = c->next;
       if (c == NULL) break; /* the span is still being launched */
       if (c->event != NULL) {
-        SE_EventStatus e = dev->se->get_event_status(dev->device, c->event);
+        SE_EventStatus e = dev->se->get_event_status(dev->device, c->event->handle);
         if (e == SE_EVENT_PENDING) break;
         close_event(dev, L, c, e == SE_EVENT_ERROR ? V_ERROR : V_COMPLETE);
       }
@@ -341,7 +341,7 @@ static void remember_error(pg_oplog* L, TF_Code code, const char* msg) {
 static void reap(pg_device* dev, pg_oplog* L);
 
 static int64_t log_op(pg_device* dev, const char* op, TF_Tensor* const* inputs,
-                      int num_inputs, SP_Event event, int covered, TF_Tensor** outputs,
+                      int num_inputs, pg_event* event, int covered, TF_Tensor** outputs,
                       int num_outputs) {
   pg_oplog* L = dev->oplog;
   int np = 0;
@@ -383,7 +383,7 @@ static int64_t log_op(pg_device* dev, const char* op, TF_Tensor* const* inputs,
 }
 
 int64_t pg_op_launched(pg_device* dev, const char* op, TF_Tensor* const* inputs,
-                       int num_inputs, SP_Event event, TF_Tensor** outputs,
+                       int num_inputs, pg_event* event, TF_Tensor** outputs,
                        int num_outputs) {
   return log_op(dev, op, inputs, num_inputs, event, 0, outputs, num_outputs);
 }
@@ -395,7 +395,7 @@ int64_t pg_op_launched_in_span(pg_device* dev, const char* op, TF_Tensor* const*
 
 void pg_op_close_span(pg_device* dev) {
   pg_oplog* L = dev->oplog;
-  SP_Event ev = pg_event_record_end(dev, pg_event_acquire(dev, NULL));
+  pg_event* ev = pg_event_record_end(dev, pg_event_acquire(dev, NULL));
   pthread_mutex_lock(&L->mu);
   /* The launch lock is held: the log's newest state is the span's last
    * logged op, unless a synchronisation has settled it already. */
@@ -408,7 +408,7 @@ void pg_op_close_span(pg_device* dev) {
   pthread_mutex_unlock(&L->mu);
   if (ev != NULL) { /* nothing left to cover: the event goes back once done */
     TF_Status* st = TF_NewStatus();
-    dev->se->block_host_for_event(dev->device, ev, st);
+    dev->se->block_host_for_event(dev->device, ev->handle, st);
     TF_DeleteStatus(st);
     pg_event_release(dev, ev);
   }
@@ -453,7 +453,7 @@ static int known_done(pg_device* dev, pg_opstate** s, int64_t* j, int64_t hi) {
   }
   if (*j >= hi) return 0;
   return (*s)->event == NULL ||
-         dev->se->get_event_status(dev->device, (*s)->event) != SE_EVENT_PENDING;
+         dev->se->get_event_status(dev->device, (*s)->event->handle) != SE_EVENT_PENDING;
 }
 
 /* A state of the log's first `n` (1 <= n <= len) whose work is done, late in
@@ -551,13 +551,13 @@ static int in_log(pg_oplog* L, pg_opstate* s) {
  * `status` set, when no event could be had, recorded or waited for. */
 static int wait_end_event(pg_device* dev, int exclusive, TF_Status* status) {
   if (exclusive) pg_op_launch_lock(dev);
-  SP_Event ev = pg_event_acquire(dev, status);
+  pg_event* ev = pg_event_acquire(dev, status);
   if (ev != NULL)
-    dev->se->record_event(dev->device, dev->stream, ev, status);
+    dev->se->record_event(dev->device, dev->stream, ev->handle, status);
   if (exclusive) pg_op_launch_unlock(dev);
   if (ev == NULL) return 0;
   if (TF_GetCode(status) == TF_OK)
-    dev->se->block_host_for_event(dev->device, ev, status);
+    dev->se->block_host_for_event(dev->device, ev->handle, status);
   pg_event_release(dev, ev);
   return TF_GetCode(status) == TF_OK;
 }
@@ -586,14 +586,14 @@ void pg_device_drain_quietly(pg_device* dev) {
 
 /* Waits until the events of every state in the log have completed. */
 static void wait_logged(pg_device* dev, pg_oplog* L) {
-  SP_Event last = NULL;
+  pg_event* last = NULL;
   pthread_mutex_lock(&L->mu);
   for (pg_opstate* s = L->head; s != NULL; s = s->next)
     if (s->event != NULL) last = s->event;
   if (last != NULL) {
     /* Events complete in stream order: the last one implies the others. */
     TF_Status* st = TF_NewStatus();
-    dev->se->block_host_for_event(dev->device, last, st);
+    dev->se->block_host_for_event(dev->device, last->handle, st);
     TF_DeleteStatus(st);
   }
   pthread_mutex_unlock(&L->mu);

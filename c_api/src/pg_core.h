@@ -74,10 +74,12 @@ typedef struct pg_device {
   void* oplog;              /* private: ops whose outcome is not known yet (opstate.c) */
   pg_alloc_stats stats;     /* written under the allocator's lock: read it
                              * through pg_device_cache_stats */
-  SP_Stream capture_stream; /* the stream captures record on (or NULL) */
+  SP_Stream capture_stream; /* the stream captures record on, once created */
   int capturing;            /* 1 while a thread captures on this device */
   int64_t bytes_limit;      /* the configured memory limit of a logical
                              * device, in bytes (0: none) */
+  int has_capture_stream;   /* capture_stream was created (any handle,
+                             * NULL included, is legal) */
 } pg_device;
 
 /* Opens a shared library with RTLD_NOW | RTLD_LOCAL. Returns NULL and writes

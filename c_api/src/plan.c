@@ -49,6 +49,9 @@ typedef struct plan_step {
                                destination stream */
   SP_Event copy_done;       /* recorded after the copy, waited on by the
                                source stream before it reuses the source */
+  /* Whether each event was created: its handle may be NULL, so a flag says,
+   * never the handle's value. */
+  int has_src_ready, has_copy_done;
 } plan_step;
 
 typedef struct plan_buffer {
@@ -119,8 +122,9 @@ static void free_step(plan_step* s) {
   free(s->out_handles);
   free(s->preset);
   free(s->release);
-  if (s->src_ready != NULL) s->src_dev->se->destroy_event(s->src_dev->device, s->src_ready);
-  if (s->copy_done != NULL) s->dst_dev->se->destroy_event(s->dst_dev->device, s->copy_done);
+  if (s->has_src_ready) s->src_dev->se->destroy_event(s->src_dev->device, s->src_ready);
+  if (s->has_copy_done) s->dst_dev->se->destroy_event(s->dst_dev->device, s->copy_done);
+  s->has_src_ready = s->has_copy_done = 0;
 }
 
 void pg_plan_free(pg_plan* p) {
@@ -246,8 +250,11 @@ int pg_plan_add_copy(pg_plan* p, pg_device* src_dev, pg_device* dst_dev, int src
    * for the streams (see run_copy). */
   if (src_dev != NULL && src_dev != dst_dev && src_dev->platform == dst_dev->platform) {
     src_dev->se->create_event(src_dev->device, &s->src_ready, status);
-    if (TF_GetCode(status) == TF_OK)
+    s->has_src_ready = TF_GetCode(status) == TF_OK;
+    if (s->has_src_ready) {
       dst_dev->se->create_event(dst_dev->device, &s->copy_done, status);
+      s->has_copy_done = TF_GetCode(status) == TF_OK;
+    }
     if (TF_GetCode(status) != TF_OK) {
       free_step(s);
       return -1;
@@ -363,7 +370,7 @@ static TF_Code run_copy(pg_plan* p, plan_step* s, TF_Status* status) {
   TF_Tensor* t = NULL;
   if (from == to) {
     t = pg_tensor_ref(src);
-  } else if (from == s->src_dev && s->src_ready != NULL) {
+  } else if (from == s->src_dev && s->has_copy_done) {
     from->se->record_event(from->device, from->stream, s->src_ready, status);
     if (TF_GetCode(status) == TF_OK)
       to->se->wait_for_event(to->device, to->stream, s->src_ready, status);

@@ -148,12 +148,18 @@ def validate(part: Partition, answer: Any) -> Graph:
         if ph.op != "Placeholder" or ph.out_dtypes[0] is not src.out_dtypes[i]:
             raise Rejected(f"it changes the input placeholder {name!r}")
     outside = {n.name for n in part.graph.nodes} - {n.name for n in part.members}
+    # A graph output the placer left where its value is made runs without a
+    # kernel (placer.place): kept as it was, it needs none now either.
+    passed_through = {n.name for n in part.members if n.op == "Identity" and n.kernel is None}
     for node in g.nodes:
         if node.name in outside and node.name not in part.inputs and not (
                 node.op == "Const" and node.name in part.consts):
             raise Rejected(f"node {node.name!r} reuses the name of a node outside the partition")
         if node.op == "Placeholder" and node.name not in part.inputs:
             raise Rejected(f"it adds the input placeholder {node.name!r}, which nothing feeds")
+        if node.op == "Identity" and node.name in passed_through:
+            node.kernel = None
+            continue
         _check_kernel(node, part.device)
     for old in part.members:
         if old not in part.read_outside:

@@ -13,17 +13,6 @@ from ..framework import errors
 from .status import raise_status
 
 
-def _created(handle, what: str, device: Any):
-    """The handle a create_event callback gave, refusing NULL: the core's
-    event pool (c_api/src/events.c) still takes NULL for "no event", so a
-    NULL event handle cannot be told apart from it there."""
-    if handle == ffi.NULL:
-        raise errors.InternalError(
-            f"{what} on {device.short_name} returned OK but a NULL handle: the plugin "
-            f"({device.plugin.path}) is broken", device=device.name)
-    return handle
-
-
 class Stream:
     """An extra stream of a device (ops use the device's default stream)."""
 
@@ -104,7 +93,9 @@ class Event:
         st = status()
         device._se.create_event(device._sp, out, st)
         raise_status(st, f"create_event on {device.short_name}", device.name)
-        self._e = _created(out[0], "SP_StreamExecutor.create_event", device)
+        # Any handle is legal, NULL or one shared by every event: this
+        # object, not the value, is the event.
+        self._e = out[0]
 
     def __del__(self):
         if getattr(self, "_e", None) is None:

@@ -92,11 +92,20 @@ class StreamChecks:
         return gate, info
 
     def check_events(self) -> str:
+        """An event is pending behind unfinished work and complete after
+        block_host_for_event. A plugin whose event handles are distinct also
+        reports a new event 'unknown' and refuses to wait for one never
+        recorded; one whose handles are NULL or shared (legal, as in
+        TensorFlow) cannot tell its events apart, so for it those two
+        answers are about the queue instead and are not checked."""
         d = self.dev
         s = d.create_stream()
         e = d.create_event()
+        e2 = d.create_event()
+        distinct = e._e != ffi.NULL and e._e != e2._e
         st = e.status()
-        expect(st == "unknown", f"a new event reports {st!r}, expected 'unknown'")
+        expect(st == "unknown" or (not distinct and st == "complete"),
+               f"a new event reports {st!r}, expected 'unknown'")
         gate, info = self._gate_callback(s)
         s.record(e)
         pending = e.status()
@@ -110,7 +119,12 @@ class StreamChecks:
                     f"{pending!r}, expected 'pending'")
         expect(done == "complete", f"after block_host_for_event the event reports {done!r}, "
                 "expected 'complete'")
-        e2 = d.create_event()
+        seq = "unknown -> complete (work runs inline)" if inline else "unknown -> pending -> complete"
+        if not distinct:
+            e2.synchronize()  # waits for the work enqueued so far; must not fail or hang
+            kind = "NULL" if e._e == ffi.NULL else "shared"
+            return (f"{seq.replace('unknown', st)}; {kind} event handles (legal): "
+                    "per-event answers not checked")
         try:
             e2.synchronize()
         except Exception as exc:
@@ -118,7 +132,6 @@ class StreamChecks:
         else:
             raise CheckFailed("block_host_for_event on a never-recorded event returned OK; it "
                               "must report TF_FAILED_PRECONDITION")
-        seq = "unknown -> complete (work runs inline)" if inline else "unknown -> pending -> complete"
         return f"{seq}; {note}"
 
     def check_timers(self) -> str:
