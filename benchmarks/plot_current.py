@@ -119,8 +119,8 @@ def table(kind: dict) -> str:
     lines.append(f"Hardware: {kind['hardware']}. Runs:")
     lines.append("")
     for name, run in kind["runs"].items():
-        lines.append(f"* **{name}**, {run['date']} ({run['software']}): "
-                     f"`{run['command']}`")
+        lines.append(f"* **{name}**, {run['date']}: `{run['command']}`; "
+                     f"{run['software']}.")
     return "\n".join(lines)
 
 

@@ -67,7 +67,7 @@ def test_every_run_is_listed_with_its_date_software_and_command():
     doc = DOC.read_text(encoding="utf-8")
     for kind in raw_data()["kinds"]:
         for name, run in kind["runs"].items():
-            line = f"* **{name}**, {run['date']} ({run['software']}): `{run['command']}`"
+            line = f"* **{name}**, {run['date']}: `{run['command']}`; {run['software']}."
             assert line in doc
 
 
