@@ -713,3 +713,16 @@ def test_decode_strict_refuses_unknown_fields():
         proto.decode(proto.GraphDef, unknown_only, strict=True)
     with pytest.raises(pg.errors.InvalidArgumentError, match="expected bytes, got str"):
         proto.decode(proto.GraphDef, "not bytes")
+
+
+def test_the_value_of_a_node_without_one_is_named_as_such():
+    """A Placeholder has no 'value' attribute; reading it through the proto
+    map gives an empty TensorProto, which is refused as empty, not as a
+    DT_INVALID tensor."""
+    graph = proto.decode(proto.GraphDef, (ROOT / "examples" / "frozen_mlp.pb").read_bytes(),
+                         source="frozen_mlp.pb")
+    placeholder = next(n for n in graph.node if n.op == "Placeholder")
+    with pytest.raises(pg.errors.InvalidArgumentError, match="TensorProto is empty.*Placeholder"):
+        proto.from_tensor_proto(placeholder.attr["value"].tensor)
+    const = next(n for n in graph.node if n.op == "Const")
+    assert proto.from_tensor_proto(const.attr["value"].tensor).size > 0

@@ -170,6 +170,12 @@ def from_tensor_proto(proto: Message) -> np.ndarray:
     Raises ``UnimplementedError`` for dtypes pluggable lacks and
     ``InvalidArgumentError`` for a proto that describes no valid tensor (an
     unknown shape, content of the wrong size, too many values)."""
+    if proto.dtype == 0 and not proto.ByteSize():
+        raise errors.InvalidArgumentError(
+            "this TensorProto is empty (dtype DT_INVALID, no shape, no values): no tensor "
+            "was stored here. A GraphDef keeps constant values in the 'value' attribute "
+            "of its Const nodes; a Placeholder or another op has none (an absent key of "
+            "a protobuf map reads as an empty message)")
     dt = from_datatype(proto.dtype)
     shape = from_shape_proto(proto.tensor_shape)
     if shape is None or None in shape:
