@@ -102,7 +102,8 @@ def test_every_op_matches_tensorflow_cpu_in_loops(tf_report):
     # the fused ops are internal to TensorFlow (made by grappler, absent
     # from tf.raw_ops).
     assert no_tf_op <= {"Gelu", "GeluGrad", "_FusedMatMul", "_FusedConv2D",
-                        "ScaledDotProductAttention", "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad"}, no_tf_op
+                        "ScaledDotProductAttention", "ScaledDotProductAttentionGrad",
+                        "LayerNorm", "LayerNormGrad"}, no_tf_op
     assert tf_report.certified
 
 

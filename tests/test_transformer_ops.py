@@ -12,6 +12,7 @@ import pytest
 
 import pluggable as pg
 from pluggable import errors
+from pluggable.framework import registry
 from pluggable.ops import transformer_ops
 from pluggable.tools.testing import expect_kernel
 
@@ -88,12 +89,36 @@ def test_attention_uses_fused_op_on_cpu_and_composes_on_my_device(rng):
     with expect_kernel("ScaledDotProductAttention", "CPU"):
         with pg.device("CPU:0"):
             pg.nn.scaled_dot_product_attention(q, k, v, causal=True)
-    assert transformer_ops.fused_kernel_available("ScaledDotProductAttention", pg.float32)
+    types = {"T": pg.float32, "Tlse": pg.float32}
+    assert transformer_ops.fused_kernel_available("ScaledDotProductAttention", types)
     with pg.device("MY_DEVICE:0"):
-        assert not transformer_ops.fused_kernel_available("ScaledDotProductAttention",
-                                                          pg.float32)
+        assert not transformer_ops.fused_kernel_available("ScaledDotProductAttention", types)
         out = pg.nn.scaled_dot_product_attention(q, k, v, causal=True)
     assert "MY_DEVICE" in out.device
+
+
+@pytest.mark.parametrize("op", ["ScaledDotProductAttention", "LayerNorm"])
+def test_a_device_kernel_constrained_on_every_type_attr_is_found(rng, monkeypatch, op):
+    """A plugin kernel names every type attribute (the CUDA plugin's:
+    T and Tlse, or T and U); the user function must pick it up."""
+    want = {"T": pg.float32, "Tlse" if op != "LayerNorm" else "U": pg.float32}
+    seen = []
+
+    def find(name, device_type, types):
+        seen.append((name, device_type))
+        k = registry.KernelDef(name, device_type, want, frozenset())
+        return k if device_type == "MY_DEVICE" and k.matches(types) else None
+    monkeypatch.setattr(transformer_ops, "find_kernel", find)
+    x = rng.uniform(-1, 1, (1, 1, 3, 4)).astype(np.float32)
+    with pg.device("MY_DEVICE:0"):
+        # the fused op was called: with no real MY_DEVICE kernel, soft
+        # placement runs it on CPU
+        with expect_kernel(op, "CPU"):
+            if op == "LayerNorm":
+                pg.nn.layer_norm(x, np.ones(4, np.float32), np.zeros(4, np.float32))
+            else:
+                pg.nn.scaled_dot_product_attention(x, x, x)
+    assert seen == [(op, "MY_DEVICE")]
 
 
 def _attention_loss(q, k, v, w, mask, causal, device):

@@ -261,16 +261,17 @@ def define_transformer_ops() -> None:
 
 # ------------------------------------------------------------ user functions
 
-def fused_kernel_available(op: str, dtype: dtypes.DType, *tensors: Any) -> bool:
-    """Whether a call of `op` would run on a device that has a kernel for it
-    (the device scope, else the first input's device; CPU always has one)."""
+def fused_kernel_available(op: str, type_attrs: dict, *tensors: Any) -> bool:
+    """Whether a call of `op` with `type_attrs` (every type attribute of
+    the call) would run on a device that has a kernel for it (the device
+    scope, else the first input's device; CPU always has one)."""
     dev = placement.current()
     if dev is None:
         dev = next((getattr(t, "_dev", None) for t in tensors
                     if isinstance(getattr(t, "_dev", None), Device)), None)
     if dev is None or not isinstance(dev, Device):
         return True
-    return find_kernel(op, dev.device_type, {"T": dtype}) is not None
+    return find_kernel(op, dev.device_type, type_attrs) is not None
 
 
 _LOWEST = {"float16": -65504.0, "bfloat16": -3.38e38, "float32": -3.4e38, "float64": -1.7e308}
@@ -328,7 +329,8 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, mask: Any = N
         raise errors.InvalidArgumentError(f"{_ATTN}: dropout must be in [0, 1), got {dropout}",
                                           op=_ATTN)
     scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
-    if dropout == 0 and fused_kernel_available(_ATTN, q.dtype, q, k, v):
+    types = {"T": q.dtype, "Tlse": _lse_type(q.dtype)}
+    if dropout == 0 and fused_kernel_available(_ATTN, types, q, k, v):
         return raw_ops.ScaledDotProductAttention(
             query=q, key=k, value=v, mask=[] if m is None else [m], causal=bool(causal),
             scale=scale, Tlse=_lse_type(q.dtype))[0]
@@ -347,8 +349,8 @@ def layer_norm(x: Any, gamma: Any, beta: Any, axis: int = -1, epsilon: float = 1
             f"{_LN}: only the last axis can be normalized, got axis={axis} for x of shape "
             f"{list(x.shape)}; transpose that axis last first", op=_LN)
     _ln_shape([x.shape, g.shape, b.shape], {}, {})
-    if fused_kernel_available(_LN, x.dtype, x, g, b):
-        u = dtypes.float64 if x.dtype == dtypes.float64 else dtypes.float32
+    u = dtypes.float64 if x.dtype == dtypes.float64 else dtypes.float32
+    if fused_kernel_available(_LN, {"T": x.dtype, "U": u}, x, g, b):
         return raw_ops.LayerNorm(x=x, gamma=g, beta=b, epsilon=float(epsilon), U=u)[0]
     mean, var = nn_ops.moments(x, [x.ndim - 1], keepdims=True)
     inv = math_ops.rsqrt(math_ops.add(var, convert_to_tensor(epsilon, x.dtype)))
