@@ -135,8 +135,7 @@ def _attention_cpu(ins, attrs):
     out = np.einsum("bhqk,bhkd->bhqd", p, v)
     with np.errstate(divide="ignore"):
         lse = np.where(seen, m + np.log(np.where(l_ > 0, l_, 1.0)), np.inf)[..., 0]
-    t = ins[0].dtype
-    return [out.astype(t), lse.astype(np.float64 if t == np.float64 else np.float32)]
+    return [out.astype(ins[0].dtype), lse.astype(attrs["Tlse"].as_numpy_dtype)]
 
 
 def _attention_grad_cpu(ins, attrs):
@@ -167,7 +166,7 @@ def _ex_attention(rng, types):
 def _ex_attention_grad(rng, types):
     T = types["T"]
     q, k, v = (sample(rng, T, s, -1, 1) for s in ((1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4)))
-    attrs = {"scale": 0.5, "causal": False, "num_masks": 0}
+    attrs = {"scale": 0.5, "causal": False, "num_masks": 0, "Tlse": dtypes.float32}
     out, lse = _attention_cpu([q, k, v], attrs)
     dout = sample(rng, T, (1, 2, 3, 4), -1, 1)
     return [({"query": q, "key": k, "value": v, "mask": [], "output": out, "logsumexp": lse,
