@@ -14,7 +14,8 @@ pg.GradientTape, pg.optimizers.Adam) in two forms:
                  reason when tracing fails)
 
 PyTorch runs the same model from the same initial weights (F.layer_norm,
-F.scaled_dot_product_attention(is_causal=True), torch.optim.Adam). Modes:
+F.scaled_dot_product_attention(is_causal=True), torch.optim.Adam; both Adams
+with epsilon 1e-8, which Keras's form scales by sqrt(1 - beta_2^t)). Modes:
 fp32 (TF32 off everywhere), tf32 (TF32 matmuls), bf16 (weights, activations
 and Adam state all bfloat16 in both frameworks: pluggable has no autocast
 yet). The losses of the first steps must agree with PyTorch eager within the
@@ -97,7 +98,7 @@ def pg_model(c: dict, weights: dict, mode: str, fused: bool, traced: bool):
     with pg.device(DEVICE):
         var = {k: pg.Variable(pg.cast(pg.constant(w), dt), name=k.replace(".", "_"))
                for k, w in weights.items()}
-        opt = pg.optimizers.Adam(learning_rate=1e-3)
+        opt = pg.optimizers.Adam(learning_rate=1e-3, epsilon=1e-8)
         scale = pg.constant(1 / math.sqrt(Dh), dt)
         bias = pg.cast(pg.constant(np.where(np.tril(np.ones((S, S), bool)), 0.0, -1e9)
                                    .astype(np.float32)), dt)
@@ -184,7 +185,8 @@ def torch_model(c: dict, weights: dict, mode: str, compiled: bool):
 
     def step(ids, labels):
         opt.zero_grad(set_to_none=True)
-        loss = fwd(torch.from_numpy(ids).to(dev), torch.from_numpy(labels).to(dev))
+        loss = fwd(torch.from_numpy(ids).to(dev).long(),
+                   torch.from_numpy(labels).to(dev).long())
         loss.backward()
         opt.step()
         return loss
