@@ -6,3 +6,4 @@ from .ops.nn_ops import (avg_pool, avg_pool2d, batch_normalization, bias_add,  #
                          gelu, l2_normalize, leaky_relu, log_softmax, max_pool, max_pool2d,
                          moments, relu, relu6, silu, softmax, softmax_cross_entropy_with_logits,
                          sparse_softmax_cross_entropy_with_logits, swish, top_k)
+from .ops.transformer_ops import layer_norm, scaled_dot_product_attention  # noqa: F401

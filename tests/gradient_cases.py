@@ -279,6 +279,8 @@ CASES = [
 # Ops whose gradient is registered but checked elsewhere.
 CHECKED_ELSEWHERE = {
     "ReadVariableOp": "test_variable_gradients (tests/test_gradients.py)",
+    **{op: "finite differences in tests/test_transformer_ops.py"
+       for op in ("ScaledDotProductAttention", "LayerNorm")},
 }
 
 # Differentiable ops whose gradient cannot be written with the op set: a
@@ -288,6 +290,8 @@ NO_GRADIENT = {
     "FusedBatchNormGradV3": "needs a fused second-order batch-norm kernel",
     # Made by graph optimizers after gradients are built (as in TensorFlow,
     # where grappler fuses the forward and backward graph alike).
+    "ScaledDotProductAttentionGrad": "no second derivative: the gradient kernels are first order",
+    "LayerNormGrad": "no second derivative: the gradient kernels are first order",
     "_FusedMatMul": "only graph optimizers create it, after differentiation",
     "_FusedConv2D": "only graph optimizers create it, after differentiation",
     # As in TensorFlow: a collective's gradient is another collective that

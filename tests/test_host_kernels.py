@@ -48,7 +48,8 @@ ACCUMULATING = {"BatchMatMulV2", "BiasAddGrad", "Conv2DBackpropFilter", "Conv2DB
                 "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
                 "LogSoftmax", "_FusedConv2D"}
 # Pluggable's own ops (no TensorFlow raw op): tested against numpy below.
-OWN_OPS = {"Gelu", "GeluGrad"}
+OWN_OPS = {"Gelu", "GeluGrad", "ScaledDotProductAttention",
+           "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad"}
 
 
 # Runs in TensorFlow's process (tests/tf_oracle.py) with `op`, `inputs` (in

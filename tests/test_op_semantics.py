@@ -39,6 +39,9 @@ NO_COUNTERPART = {
             "tests/test_host_kernels.py compares it with numpy",
     "GeluGrad": "TensorFlow has no GeluGrad raw op; tests/test_host_kernels.py compares it "
                 "with numpy",
+    **{op: "pluggable's own fused transformer op; tests/test_transformer_ops.py compares it "
+           "with numpy, finite differences and its composed form"
+       for op in ("ScaledDotProductAttention", "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad")},
     **{op: "a collective runs as one call per device of a group at once, not one op at a "
            "time; tests/test_distribute.py compares it with numpy across MY_DEVICE devices"
        for op in ("CollectiveBcastSendV2", "CollectiveBcastRecvV2")},

@@ -9,7 +9,8 @@ import pluggable as pg
 from pluggable.framework import dtypes, registry
 
 # Ops that are pluggable's own (TensorFlow has no raw op of that name).
-OWN_OPS = {"Gelu", "GeluGrad"}
+OWN_OPS = {"Gelu", "GeluGrad", "ScaledDotProductAttention",
+           "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad"}
 # Existing ops defined before the workloads op set: their allowed type lists
 # are narrower than TensorFlow's (the reference kernels cover these).
 NARROWER_TYPES = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Neg", "Abs", "Exp",

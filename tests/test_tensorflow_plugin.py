@@ -98,9 +98,12 @@ def test_every_op_matches_tensorflow_cpu_in_loops(tf_report):
         # tf.function, and matched TensorFlow's CPU.
         assert stressed[0]["status"] == "ok", (op, results)
         assert stressed[0]["modes"] == ["eager", "tf.function"]
-    # Gelu and GeluGrad are not TensorFlow ops; the fused ops are internal to
-    # TensorFlow (made by grappler, absent from tf.raw_ops).
-    assert no_tf_op <= {"Gelu", "GeluGrad", "_FusedMatMul", "_FusedConv2D"}, no_tf_op
+    # Gelu, GeluGrad and the fused transformer ops are not TensorFlow ops;
+    # the fused ops are internal to TensorFlow (made by grappler, absent
+    # from tf.raw_ops).
+    assert no_tf_op <= {"Gelu", "GeluGrad", "_FusedMatMul", "_FusedConv2D",
+                        "ScaledDotProductAttention", "ScaledDotProductAttentionGrad",
+                        "LayerNorm", "LayerNormGrad"}, no_tf_op
     assert tf_report.certified
 
 

@@ -3,7 +3,8 @@
 every registered op as a function (``raw_ops``), the user functions over
 them (``math_ops``, ``array_ops``, ``nn_ops``, ``linalg_ops``,
 ``random_ops``) and the Tensor operators (``tensor_methods``);
-``fused_ops`` defines the ops graph optimizers fuse into.
+``fused_ops`` defines the ops graph optimizers fuse into; ``transformer_ops``
+the fused attention and layer norm ops.
 
 Importing this package registers the built-in ops and their CPU kernels, so
 it happens before any plugin is loaded (a plugin's kernels can only be
@@ -11,7 +12,7 @@ registered for ops that exist). Imports ``plugins``, ``runtime``,
 ``framework`` and ``_core``."""
 from . import (array_op_defs, collective_op_defs, cpu_kernels, cpu_kernels_array, cpu_kernels_math, cpu_kernels_nn,
                cpu_kernels_random, definitions, fused_ops, gradient_ops, math_op_defs,
-               nn_op_defs, random_op_defs, resource_ops)
+               nn_op_defs, random_op_defs, resource_ops, transformer_ops)
 
 definitions.define_builtin_ops()
 array_op_defs.define_array_ops()
@@ -24,6 +25,7 @@ resource_ops.define_resource_ops()
 gradient_ops.define_gradient_ops()
 fused_ops.define_fused_ops()
 collective_op_defs.define_collective_ops()
+transformer_ops.define_transformer_ops()
 
 from . import tensor_methods  # noqa: E402,F401  (Tensor operators, indexing, iteration)
 

@@ -262,4 +262,6 @@ extern "C" void TF_InitKernel(void) {
   pgcuda::register_training_kernels();
   pgcuda::register_fused_kernels();
   pgcuda::register_collective_kernels();
+  pgcuda::register_attention_kernels();
+  pgcuda::register_layernorm_kernels();
 }

@@ -606,6 +606,8 @@ void register_random_kernels();
 void register_misc_kernels();
 void register_training_kernels();  // kernels_training.cu
 void register_collective_kernels();  // kernels_collective.cu
+void register_attention_kernels();   // kernels_attention.cu
+void register_layernorm_kernels();   // kernels_layernorm.cu
 void register_fused_kernels();  // kernels_fused.cu
 
 }  // namespace pgcuda
