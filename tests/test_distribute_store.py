@@ -17,6 +17,7 @@ import textwrap
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import pluggable as pg
@@ -522,3 +523,66 @@ def test_fuzz_the_frame_parser_and_the_connection_handler(pair):
         assert s0._server.held == stored + barriers
     finally:
         pair_s1.close()
+
+
+# ------------------------------------------------------------------ host backend listener
+
+def _host_rank0(s0: TCPStore, prefix: str, out: dict) -> threading.Thread:
+    """Rank 0 of a host backend of two ranks, set up on a thread (its
+    listener waits for rank 1)."""
+    from pluggable.distribute.host import HostBackend
+
+    def start():
+        try:
+            out[0] = HostBackend(s0, prefix, 0, 2, 20.0)
+        except Exception as exc:  # reported by the test
+            out[0] = exc
+    t = threading.Thread(target=start)
+    t.start()
+    return t
+
+
+def test_the_host_backend_listener_drops_silent_and_wrong_peers(pair, monkeypatch, rng):
+    """Rank 0's peer listener drops a connection that sends nothing, and one
+    that drips its greeting, after the store's handshake timeout (not the
+    group's 20 s), refuses a wrong token, and still accepts rank 1, whose
+    all_reduce with rank 0 then gives numpy's sum."""
+    from pluggable.distribute.host import HostBackend
+    monkeypatch.setattr(store, "AUTH_TIMEOUT", 0.5)
+    s0, s1 = pair
+    prefix = f"host-{rng.integers(1 << 30)}"
+    out: dict = {}
+    t0 = _host_rank0(s0, prefix, out)
+    # (through rank 1's client: rank 0's is busy on its thread)
+    host, port = s1.get(f"{prefix}/addr/0", 10).decode().rsplit(":", 1)
+    silent = socket.create_connection((host, int(port)), timeout=10)
+    drip = socket.create_connection((host, int(port)), timeout=10)
+    wrong = socket.create_connection((host, int(port)), timeout=10)
+    wrong.sendall(os.urandom(16) + struct.pack("!i", 1))
+    start = time.monotonic()
+    for _ in range(5):                       # 5 of the 20 bytes, slowly
+        drip.sendall(b"x")
+        time.sleep(0.15)
+    assert closed_within(wrong, 2.0)
+    assert closed_within(silent, 3.0) and closed_within(drip, 3.0)
+    assert time.monotonic() - start < 4.0
+    assert t0.is_alive()                     # still waiting for the real rank 1
+    r1 = HostBackend(s1, prefix, 1, 2, 20.0)
+    t0.join(20)
+    r0 = out[0]
+    assert isinstance(r0, HostBackend), r0
+    try:
+        a, b = rng.standard_normal(64), rng.standard_normal(64)
+        res: dict = {}
+        th = threading.Thread(target=lambda: res.setdefault(
+            0, r0.all_reduce(pg.constant(a), "sum", 10.0)))
+        th.start()
+        got1 = r1.all_reduce(pg.constant(b), "sum", 10.0)
+        th.join(20)
+        np.testing.assert_allclose(res[0].numpy(), a + b, rtol=1e-12)
+        np.testing.assert_allclose(got1.numpy(), a + b, rtol=1e-12)
+    finally:
+        r0.close()
+        r1.close()
+        for sock in (silent, drip, wrong):
+            sock.close()

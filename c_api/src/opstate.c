@@ -51,7 +51,12 @@ enum { ST_PENDING = 0, ST_OK = 1, ST_FAILED = 2 };
 enum { V_UNKNOWN = 0, V_COMPLETE = 1, V_ERROR = 2 };
 
 #define REAP_AFTER 64           /* reap once this many states are unsettled */
-#define SYNC_AFTER (1 << 16)    /* and synchronise beyond this many */
+/* Back-pressure: a launch that finds this many ops unsettled (queued, or
+ * done but not settled yet) waits for the device to drain before it returns.
+ * The device queue is then never much deeper than this, so a thread that
+ * launches without ever reading holds another thread's read of the same
+ * device at most this many ops (a GPU's own launch queue is about as deep). */
+#define SYNC_AFTER 1024
 #define MAX_NOTES 64            /* unreported failures kept per device */
 
 struct pg_opstate {

@@ -33,6 +33,7 @@ raise ``FailedPreconditionError`` until ``destroy_process_group``.
 from __future__ import annotations
 
 import functools
+import hmac
 import os
 import queue
 import selectors
@@ -49,6 +50,7 @@ from ..framework.errors import (DeadlineExceededError, FailedPreconditionError,
 from ..framework.tensor import Tensor
 from ..runtime import placement
 from .backend import Backend, Work, register_backend
+from . import store as _store
 from .store import TCPStore
 
 _HEADER = struct.Struct("!4sQBiQ")        # magic, sequence, collective, dtype enum, bytes
@@ -56,6 +58,7 @@ _MAGIC = b"PGc1"
 _OPS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all")
 _SOCKBUF = 4 << 20
 _ONE_ROUND_BYTES = 64 << 10   # all_reduce of at most this many bytes: one exchange
+_GREETING = 20                # bytes a connecting peer sends first: the token and its rank
 
 
 # ------------------------------------------------------------------ numpy side
@@ -147,16 +150,7 @@ class HostBackend(Backend):
                 sock = socket.create_connection((host, int(port)), timeout=self.timeout)
                 sock.sendall(token + struct.pack("!i", me))
                 self._peers[peer] = sock
-            listener.settimeout(self.timeout)
-            while len(self._peers) < n - 1:         # and accept every higher one
-                try:
-                    sock, _ = listener.accept()
-                except socket.timeout:
-                    missing = sorted(set(range(me + 1, n)) - set(self._peers))
-                    raise DeadlineExceededError(
-                        f"pg.distribute: rank {me} waited {self.timeout:g} s for rank(s) "
-                        f"{missing} to connect", op="init_process_group") from None
-                self._accept_peer(sock, token)
+            self._accept_peers(listener, token)
         finally:
             listener.close()
         for sock in self._peers.values():
@@ -172,21 +166,81 @@ class HostBackend(Backend):
             self.store.set(key, os.urandom(16))
         return self.store.get(key, self.timeout)
 
-    def _accept_peer(self, sock: socket.socket, token: bytes) -> None:
-        sock.settimeout(self.timeout)
+    def _accept_peers(self, listener: socket.socket, token: bytes) -> None:
+        """Accepts a connection from every higher rank. Greetings are read
+        side by side through a selector, each bounded like the store's
+        handshakes: ``_GREETING`` bytes within ``_store.AUTH_TIMEOUT`` seconds,
+        at most ``_store.MAX_PENDING`` open at once (beyond, the oldest is
+        dropped), so a connection that sends nothing, or drips, holds no
+        rank back."""
+        me, n = self.rank, self.world_size
+        deadline = time.monotonic() + self.timeout
+        pending: dict[socket.socket, tuple[bytearray, float]] = {}   # oldest first
+        sel = selectors.DefaultSelector()
+        listener.setblocking(False)
+        sel.register(listener, selectors.EVENT_READ)
+
+        def drop(sock: socket.socket) -> None:
+            sel.unregister(sock)
+            del pending[sock]
+            sock.close()
+
         try:
-            hello = b""
-            while len(hello) < 20:
-                part = sock.recv(20 - len(hello))
-                if not part:
-                    break
-                hello += part
-        except OSError:
-            hello = b""
-        peer = struct.unpack("!i", hello[16:])[0] if len(hello) == 20 else -1
-        if hello[:16] != token or not self.rank < peer < self.world_size or peer in self._peers:
+            while len(self._peers) < n - 1:
+                now = time.monotonic()
+                for sock in [s for s, (_, by) in pending.items() if by <= now]:
+                    drop(sock)          # silent or too slow
+                if now >= deadline:
+                    missing = sorted(set(range(me + 1, n)) - set(self._peers))
+                    raise DeadlineExceededError(
+                        f"pg.distribute: rank {me} waited {self.timeout:g} s for rank(s) "
+                        f"{missing} to connect", op="init_process_group")
+                wake = min([deadline] + [by for _, by in pending.values()])
+                for key, _ in sel.select(max(wake - now, 0.0)):
+                    if key.fileobj is listener:
+                        try:
+                            sock, _ = listener.accept()
+                        except (BlockingIOError, InterruptedError):
+                            continue
+                        except OSError:      # out of descriptors: try again shortly
+                            time.sleep(0.05)
+                            continue
+                        if len(pending) >= _store.MAX_PENDING:
+                            drop(next(iter(pending)))
+                        sock.setblocking(False)
+                        sel.register(sock, selectors.EVENT_READ)
+                        pending[sock] = (bytearray(), time.monotonic() + _store.AUTH_TIMEOUT)
+                        continue
+                    sock = key.fileobj
+                    buf = pending[sock][0]
+                    try:
+                        part = sock.recv(_GREETING - len(buf))
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        part = b""
+                    if not part:
+                        drop(sock)
+                        continue
+                    buf += part
+                    if len(buf) == _GREETING:
+                        sel.unregister(sock)
+                        del pending[sock]
+                        self._accept_peer(sock, bytes(buf), token)
+        finally:
+            for sock in list(pending):
+                drop(sock)
+            sel.close()
+
+    def _accept_peer(self, sock: socket.socket, hello: bytes, token: bytes) -> None:
+        """Keeps `sock` as the connection of the rank its greeting names, if
+        the greeting carries the group's token; closes it otherwise."""
+        peer = struct.unpack("!i", hello[16:])[0]
+        if (not hmac.compare_digest(hello[:16], token)
+                or not self.rank < peer < self.world_size or peer in self._peers):
             sock.close()         # a stranger on the port, or a stale process
             return
+        sock.setblocking(True)
         self._peers[peer] = sock
 
     def close(self) -> None:
