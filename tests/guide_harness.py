@@ -10,7 +10,7 @@ child interpreter runs the cells in order in one namespace, as a notebook does:
 each cell's stdout is captured, and when its last statement is an expression
 whose value is not None, that value's ``repr`` is appended (IPython's display).
 
-Rules (docs/user-guide.md, "Real TensorFlow code"):
+Rules (docs/user-guide.md, "TensorFlow's guide notebooks"):
 
 * The pluggable run rewrites only imports: ``import tensorflow`` /
   ``from tensorflow`` become ``import pluggable`` / ``from pluggable`` (the
