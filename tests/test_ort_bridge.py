@@ -1,0 +1,206 @@
+"""The ONNX Runtime bridge (c_api/ort, pluggable/onnx/libpluggable_ort_ep.so):
+our ORT ABI indices against the installed onnxruntime, the factories and
+devices ONNX Runtime lists, the version gate, and bad input.
+
+ONNX Runtime runs in a child process that does not import pluggable: the
+bridge carries its own core, and a process that has loaded pluggable's core
+already is refused (tested below)."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+ort = pytest.importorskip("onnxruntime", reason="the bridge is for onnxruntime")
+
+from pluggable.onnx.ort import ort_ep_library  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ABI_HEADER = ROOT / "c_api" / "ort" / "pg_ort_abi.h"
+ORT_LIB = next((pathlib.Path(ort.__file__).parent / "capi").glob("libonnxruntime.so*"))
+
+
+def header_constants() -> dict[str, int]:
+    """PG_ORT_* enum entries and #defines of our ABI header."""
+    text = ABI_HEADER.read_text()
+    found = {m.group(1): int(m.group(2))
+             for m in re.finditer(r"\b(PG_ORT\w*)\s*=\s*(\d+)", text)}
+    found.update({m.group(1): int(m.group(2))
+                  for m in re.finditer(r"#define\s+(PG_ORT\w+)\s+(\d+)", text)})
+    return found
+
+
+def run_child(code: str, env: dict[str, str] | None = None) -> dict:
+    """Runs `code` in a fresh interpreter (it prints one JSON line last)."""
+    full = dict(os.environ, **(env or {}))
+    full.pop("PYTHONPATH", None)  # the child must not import pluggable
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env=full, cwd="/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def table(api: int, index: int) -> int:
+    return ctypes.cast(api + 8 * index, ctypes.POINTER(ctypes.c_void_p)).contents.value
+
+
+def test_abi_indices_match_installed_onnxruntime():
+    """Calls the OrtApi entries the bridge uses, by the header's indices,
+    in the installed libonnxruntime: wrong indices give wrong results."""
+    c = header_constants()
+    lib = ctypes.CDLL(str(ORT_LIB))
+    lib.OrtGetApiBase.restype = ctypes.POINTER(ctypes.c_void_p * 2)
+    base = lib.OrtGetApiBase().contents
+    get_api = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32)(base[0])
+    version = ctypes.CFUNCTYPE(ctypes.c_char_p)(base[1])()
+    assert version.decode() == ort.__version__
+    api = get_api(c["PG_ORT_MIN_API_VERSION"])
+    assert api
+    create = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p)(
+        table(api, c["PG_ORT_CreateStatus"]))
+    code = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(table(api, c["PG_ORT_GetErrorCode"]))
+    msg = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p)(
+        table(api, c["PG_ORT_GetErrorMessage"]))
+    release = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(table(api, c["PG_ORT_ReleaseStatus"]))
+    text = f"probe {np.random.randint(1 << 30)}".encode()
+    st = create(c["PG_ORT_NOT_IMPLEMENTED"], text)
+    assert code(st) == c["PG_ORT_NOT_IMPLEMENTED"] and msg(st) == text
+    release(st)
+    # Key-value pairs: create, add, read back (GetKeyValue is entry 297,
+    # between AddKeyValuePair and ReleaseKeyValuePairs), release.
+    kv = ctypes.c_void_p()
+    ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))(
+        table(api, c["PG_ORT_CreateKeyValuePairs"]))(ctypes.byref(kv))
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)(
+        table(api, c["PG_ORT_AddKeyValuePair"]))(kv, b"k", text)
+    got = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p)(
+        table(api, c["PG_ORT_AddKeyValuePair"] + 1))(kv, b"k")
+    assert got == text
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(table(api, c["PG_ORT_ReleaseKeyValuePairs"]))(kv)
+    assert ctypes.CFUNCTYPE(ctypes.c_void_p)(table(api, c["PG_ORT_GetEpApi"]))()
+
+
+LIST_DEVICES = """
+    import ctypes, json, os, onnxruntime as ort
+    lib = os.environ["BRIDGE"]
+    ort.register_execution_provider_library("pluggable", lib)
+    devs = [{"ep": d.ep_name, "vendor": d.ep_vendor, "meta": dict(d.ep_metadata),
+             "hw": str(d.device.type)} for d in ort.get_ep_devices()]
+    bridge = ctypes.CDLL(lib)
+    bridge.pg_ort_report.restype = ctypes.c_char_p
+    print(json.dumps({"devices": devs, "report": bridge.pg_ort_report().decode()}))
+"""
+
+
+def test_get_ep_devices_lists_my_device():
+    out = run_child(LIST_DEVICES, {"BRIDGE": ort_ep_library()})
+    ours = [d for d in out["devices"] if d["ep"].startswith("pluggable_")]
+    assert [d["ep"] for d in ours] == ["pluggable_MY_DEVICE"], out
+    meta = ours[0]["meta"]
+    assert meta["pluggable.device"] == "/device:MY_DEVICE:0"
+    assert meta["pluggable.device_type"] == "MY_DEVICE"
+    assert meta["pluggable.platform"] == "MY_PLATFORM"
+    assert ours[0]["vendor"] == "pluggable"
+    assert "libpluggable_my_device.so: loaded" in out["report"]
+
+
+def test_a_plugin_that_fails_to_load_is_reported_not_fatal(tmp_path):
+    bad = tmp_path / "libbroken.so"
+    bad.write_bytes(os.urandom(256))
+    out = run_child(LIST_DEVICES, {"BRIDGE": ort_ep_library(),
+                                   "PLUGGABLE_PLUGIN_PATH": str(tmp_path)})
+    assert f"{bad}: quarantined: dlopen failed" in out["report"], out["report"]
+    assert any(d["ep"] == "pluggable_MY_DEVICE" for d in out["devices"])
+
+
+def test_a_session_with_the_ep_runs_and_matches_cpu():
+    """No node is claimed yet (docs/onnxruntime.md): ONNX Runtime runs the
+    model on its CPU EP; the session with our EP must build and agree."""
+    out = run_child("""
+        import json, os, numpy as np, onnxruntime as ort
+        from onnx import helper, TensorProto
+        ort.register_execution_provider_library("pluggable", os.environ["BRIDGE"])
+        g = helper.make_graph(
+            [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
+             helper.make_node("MatMul", ["r", "w"], ["y"])], "g",
+            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 4]) for n in "abw"],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+        so = ort.SessionOptions()
+        so.add_provider_for_devices([d for d in ort.get_ep_devices()
+                                     if d.ep_name == "pluggable_MY_DEVICE"], {})
+        sess = ort.InferenceSession(model, so)
+        rng = np.random.default_rng()
+        feeds = {n: rng.standard_normal((4, 4)).astype(np.float32) for n in "abw"}
+        y = sess.run(None, feeds)[0]
+        ref = np.maximum(feeds["a"] + feeds["b"], 0) @ feeds["w"]
+        print(json.dumps({"err": float(np.abs(y - ref).max()), "providers": sess.get_providers()}))
+    """, {"BRIDGE": ort_ep_library()})
+    assert out["err"] < 1e-5
+    assert "pluggable_MY_DEVICE" in out["providers"]
+
+
+def test_a_process_with_pluggables_core_loaded_is_refused():
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import pluggable, onnxruntime as ort
+        from pluggable.onnx.ort import ort_ep_library
+        pluggable.constant(1.0)
+        try:
+            ort.register_execution_provider_library("pluggable", ort_ep_library())
+        except Exception as exc:
+            print("REFUSED", exc)
+    """)], capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd="/")
+    assert proc.returncode == 0, proc.stderr
+    assert "REFUSED" in proc.stdout and "another copy of the core runtime" in proc.stdout, \
+        proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("release, api_version", [("1.20.1", 20), ("1.22.0", 22)])
+def test_onnxruntime_older_than_supported_is_refused(release, api_version):
+    """CreateEpFactories with a fake OrtApiBase whose GetApi knows versions
+    up to `api_version` only: the bridge answers with an OrtStatus built
+    through version 1's CreateStatus, naming both versions."""
+    c = header_constants()
+    bridge = ctypes.CDLL(ort_ep_library())
+    seen = {}
+
+    @ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p)
+    def create_status(code, msg):
+        seen["code"], seen["msg"] = code, msg.decode()
+        return 0xABC0
+
+    v1 = (ctypes.c_void_p * 128)()
+    v1[c["PG_ORT_CreateStatus"]] = ctypes.cast(create_status, ctypes.c_void_p)
+
+    @ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_uint32)
+    def get_api(v):
+        seen.setdefault("asked", []).append(v)
+        return ctypes.addressof(v1) if v <= api_version else 0
+
+    text = ctypes.create_string_buffer(release.encode())
+
+    @ctypes.CFUNCTYPE(ctypes.c_size_t)
+    def version_string():
+        return ctypes.addressof(text)
+
+    base = (ctypes.c_void_p * 2)(ctypes.cast(get_api, ctypes.c_void_p),
+                                 ctypes.cast(version_string, ctypes.c_void_p))
+    factories = (ctypes.c_void_p * 4)()
+    n = ctypes.c_size_t(99)
+    bridge.CreateEpFactories.restype = ctypes.c_void_p
+    st = bridge.CreateEpFactories(b"pluggable", ctypes.byref(base), None, factories, 4,
+                                  ctypes.byref(n))
+    assert st == 0xABC0 and n.value == 0
+    assert seen["asked"][0] == c["PG_ORT_MIN_API_VERSION"]
+    assert seen["code"] == c["PG_ORT_NOT_IMPLEMENTED"]
+    assert f"ONNX Runtime {release} is too old" in seen["msg"]
+    assert f"onnxruntime 1.{c['PG_ORT_MIN_API_VERSION']} or newer" in seen["msg"]
