@@ -121,31 +121,101 @@ def test_a_plugin_that_fails_to_load_is_reported_not_fatal(tmp_path):
     assert any(d["ep"] == "pluggable_MY_DEVICE" for d in out["devices"])
 
 
-def test_a_session_with_the_ep_runs_and_matches_cpu():
-    """No node is claimed yet (docs/onnxruntime.md): ONNX Runtime runs the
-    model on its CPU EP; the session with our EP must build and agree."""
-    out = run_child("""
-        import json, os, numpy as np, onnxruntime as ort
-        from onnx import helper, TensorProto
-        ort.register_execution_provider_library("pluggable", os.environ["BRIDGE"])
-        g = helper.make_graph(
-            [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["r"]),
-             helper.make_node("MatMul", ["r", "w"], ["y"])], "g",
-            [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 4]) for n in "abw"],
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])])
-        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+SESSION = """
+    import ctypes, json, os, numpy as np, onnxruntime as ort
+    from onnx import helper, TensorProto
+    lib = os.environ["BRIDGE"]
+    ort.register_execution_provider_library("pluggable", lib)
+    bridge = ctypes.CDLL(lib)
+    bridge.pg_ort_kernel_runs.restype = ctypes.c_int64
+
+    def session(nodes, inputs, output, profile=None):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                                           for n, s in inputs],
+                              [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
         so = ort.SessionOptions()
+        if profile:
+            so.enable_profiling = True
+            so.profile_file_prefix = profile
         so.add_provider_for_devices([d for d in ort.get_ep_devices()
                                      if d.ep_name == "pluggable_MY_DEVICE"], {})
-        sess = ort.InferenceSession(model, so)
+        return ort.InferenceSession(model.SerializeToString(), so)
+"""
+
+
+def test_add_relu_matmul_runs_on_the_plugin_and_matches_cpu(tmp_path):
+    """The three nodes run through MY_DEVICE's kernels (the bridge's run
+    counter and ORT's profile name our EP for each), with ORT CPU's results
+    on fresh random inputs."""
+    out = run_child(textwrap.dedent(SESSION) + textwrap.dedent(f"""
+        n = helper.make_node
+        sess = session([n("Add", ["a", "b"], ["s"], name="add"), n("Relu", ["s"], ["r"], name="relu"),
+                        n("MatMul", ["r", "w"], ["y"], name="mm")],
+                       [("a", [5, 7]), ("b", [5, 7]), ("w", [7, 3])], "y",
+                       profile={str(tmp_path / "prof")!r})
         rng = np.random.default_rng()
-        feeds = {n: rng.standard_normal((4, 4)).astype(np.float32) for n in "abw"}
-        y = sess.run(None, feeds)[0]
-        ref = np.maximum(feeds["a"] + feeds["b"], 0) @ feeds["w"]
-        print(json.dumps({"err": float(np.abs(y - ref).max()), "providers": sess.get_providers()}))
-    """, {"BRIDGE": ort_ep_library()})
+        errs, runs = [], []
+        for _ in range(3):
+            feeds = {{k: rng.standard_normal(s).astype(np.float32)
+                     for k, s in (("a", (5, 7)), ("b", (5, 7)), ("w", (7, 3)))}}
+            before = bridge.pg_ort_kernel_runs()
+            y = sess.run(None, feeds)[0]
+            runs.append(bridge.pg_ort_kernel_runs() - before)
+            ref = np.maximum(feeds["a"] + feeds["b"], 0) @ feeds["w"]
+            errs.append(float(np.abs(y - ref).max()))
+        prof = json.load(open(sess.end_profiling()))
+        providers = {{e["name"]: e["args"].get("provider") for e in prof
+                     if e.get("cat") == "Node" and "provider" in e.get("args", {{}})}}
+        print(json.dumps({{"errs": errs, "runs": runs, "providers": providers,
+                          "eps": sess.get_providers()}}))
+    """), {"BRIDGE": ort_ep_library()})
+    assert max(out["errs"]) < 1e-5, out
+    assert out["runs"] == [3, 3, 3], out
+    assert out["eps"][0] == "pluggable_MY_DEVICE"
+    ran_on = set(out["providers"].values())
+    assert ran_on == {"pluggable_MY_DEVICE"}, out["providers"]
+
+
+def test_unmapped_ops_fall_back_to_the_cpu_provider():
+    """Add -> Tanh -> Mul: Tanh is not in the bridge's table and runs on
+    ORT's CPU EP; Add and Mul run on the plugin."""
+    out = run_child(textwrap.dedent(SESSION) + textwrap.dedent("""
+        n = helper.make_node
+        sess = session([n("Add", ["a", "b"], ["s"]), n("Tanh", ["s"], ["t"]),
+                        n("Mul", ["t", "b"], ["y"])], [("a", [6]), ("b", [6])], "y")
+        rng = np.random.default_rng()
+        a, b = (rng.standard_normal(6).astype(np.float32) for _ in range(2))
+        before = bridge.pg_ort_kernel_runs()
+        y = sess.run(None, {"a": a, "b": b})[0]
+        print(json.dumps({"err": float(np.abs(y - np.tanh(a + b) * b).max()),
+                          "runs": bridge.pg_ort_kernel_runs() - before}))
+    """), {"BRIDGE": ort_ep_library()})
+    assert out["err"] < 1e-5 and out["runs"] == 2, out
+
+
+def test_a_claimed_node_whose_kernel_fails_gives_an_ort_error_with_pluggables_message():
+    """MatMul of dynamic 2-D inputs is claimed; inner dimensions 3 and 4 make
+    the plugin's kernel fail at run time: ORT raises with our message, and
+    the session still runs good inputs afterwards."""
+    out = run_child(textwrap.dedent(SESSION) + textwrap.dedent("""
+        n = helper.make_node
+        sess = session([n("MatMul", ["a", "b"], ["y"], name="the_matmul")],
+                       [("a", ["m", "k"]), ("b", ["k2", "n"])], "y")
+        rng = np.random.default_rng()
+        try:
+            sess.run(None, {"a": np.ones((2, 3), np.float32), "b": np.ones((4, 5), np.float32)})
+            msg = None
+        except Exception as exc:
+            msg = str(exc)
+        a = rng.standard_normal((2, 3)).astype(np.float32)
+        b = rng.standard_normal((3, 5)).astype(np.float32)
+        y = sess.run(None, {"a": a, "b": b})[0]
+        print(json.dumps({"msg": msg, "err": float(np.abs(y - a @ b).max())}))
+    """), {"BRIDGE": ort_ep_library()})
+    assert out["msg"] is not None
+    assert "pluggable: node" in out["msg"] and "kernel MatMul on /device:MY_DEVICE:0" in out["msg"]
     assert out["err"] < 1e-5
-    assert "pluggable_MY_DEVICE" in out["providers"]
 
 
 def test_a_process_with_pluggables_core_loaded_is_refused():

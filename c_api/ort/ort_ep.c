@@ -324,23 +324,267 @@ static const char* ep_get_name(const OrtEp* self) {
   return ((const bridge_ep*)self)->bp->ep_name;
 }
 
-/* This stage claims no node: ONNX Runtime runs every node on its CPU EP. */
-static OrtStatus* ep_get_capability(OrtEp* self, const OrtGraph* graph,
-                                    OrtEpGraphSupportInfo* info) {
-  (void)self, (void)graph, (void)info;
+/* The ONNX ops the bridge runs, and the plugin op (with its input names)
+ * each maps to. TO BE REPLACED by the shared ONNX-to-op mapping
+ * (pluggable/onnx/mapping.py) exported as a table at build time. */
+typedef struct op_map {
+  const char* onnx;
+  const char* tf;
+  int num_inputs;
+  const char* inputs[2];
+  int rank2; /* MatMul: TF's MatMul is 2-D only */
+} op_map;
+static const op_map OPS[] = {
+    {"Add", "AddV2", 2, {"x", "y"}, 0}, {"Sub", "Sub", 2, {"x", "y"}, 0},
+    {"Mul", "Mul", 2, {"x", "y"}, 0},   {"Relu", "Relu", 1, {"features", NULL}, 0},
+    {"MatMul", "MatMul", 2, {"a", "b"}, 1},
+};
+
+static const op_map* find_op(const char* onnx) {
+  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
+    if (strcmp(OPS[i].onnx, onnx) == 0) return &OPS[i];
   return NULL;
 }
 
+/* The kernel of `op` on `device_type` for float inputs. */
+static pg_kernel_def* find_float_kernel(const char* op, const char* device_type) {
+  for (int i = 0; i < num_kernels; i++) {
+    pg_kernel_def* k = kernels[i];
+    if (strcmp(k->op_name, op) != 0 || strcmp(k->device_type, device_type) != 0) continue;
+    int ok = 1;
+    for (int c = 0; c < k->num_constraints; c++)
+      if (strcmp(k->constraint_attr[c], "T") == 0 && k->constraint_type[c] != TF_FLOAT) ok = 0;
+    if (ok && k->label[0] == '\0') return k;
+  }
+  return NULL;
+}
+
+/* Runs of claimed nodes through plugin kernels (for tests and diagnostics). */
+static int64_t kernel_runs;
+PG_EXPORT int64_t pg_ort_kernel_runs(void) { return __atomic_load_n(&kernel_runs, __ATOMIC_SEQ_CST); }
+
+#define CALL(name, type) API_FN(ort, PG_ORT_##name, type)
+typedef OrtStatus* (*st_fn)();
+
+/* 1 when every input of `node` is a float tensor (of rank 2 where `rank2`). */
+static int float_inputs(const OrtNode* node, int rank2) {
+  size_t n = 0;
+  if (CALL(Node_GetNumInputs, OrtStatus* (*)(const OrtNode*, size_t*))(node, &n) || n == 0 ||
+      n > 8)
+    return 0;
+  const void* vis[8];
+  if (CALL(Node_GetInputs, OrtStatus* (*)(const OrtNode*, const void**, size_t))(node, vis, n))
+    return 0;
+  for (size_t i = 0; i < n; i++) {
+    const void* ti = NULL;
+    const void* tsi = NULL;
+    int et = 0;
+    size_t rank = 0;
+    if (vis[i] == NULL ||
+        CALL(GetValueInfoTypeInfo, OrtStatus* (*)(const void*, const void**))(vis[i], &ti) ||
+        ti == NULL ||
+        CALL(CastTypeInfoToTensorInfo, OrtStatus* (*)(const void*, const void**))(ti, &tsi) ||
+        tsi == NULL ||
+        CALL(GetTensorElementType, OrtStatus* (*)(const void*, int*))(tsi, &et) ||
+        CALL(GetDimensionsCount, OrtStatus* (*)(const void*, size_t*))(tsi, &rank))
+      return 0;
+    if (et != PG_ONNX_FLOAT || (rank2 && rank != 2)) return 0;
+  }
+  return 1;
+}
+
+/* Claims each node of the ONNX domain whose op the table maps and whose
+ * float kernel the plugin registered, one partition per node; ONNX Runtime
+ * runs the rest on its CPU EP. */
+static OrtStatus* ep_get_capability(OrtEp* self, const OrtGraph* graph,
+                                    OrtEpGraphSupportInfo* info) {
+  bridge_ep* e = (bridge_ep*)self;
+  size_t n = 0;
+  OrtStatus* s = CALL(Graph_GetNumNodes, OrtStatus* (*)(const OrtGraph*, size_t*))(graph, &n);
+  if (s != NULL || n == 0) return s;
+  const OrtNode** nodes = calloc(n, sizeof *nodes);
+  if (nodes == NULL) return make_status(ort, PG_ORT_FAIL, "pluggable: out of memory");
+  s = CALL(Graph_GetNodes, OrtStatus* (*)(const OrtGraph*, const OrtNode**, size_t))(graph,
+                                                                                    nodes, n);
+  for (size_t i = 0; s == NULL && i < n; i++) {
+    const char* op = NULL;
+    const char* domain = NULL;
+    if (CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(nodes[i], &op) ||
+        CALL(Node_GetDomain, OrtStatus* (*)(const OrtNode*, const char**))(nodes[i], &domain))
+      continue;
+    if (domain != NULL && domain[0] != '\0' && strcmp(domain, "ai.onnx") != 0) continue;
+    const op_map* m = find_op(op);
+    if (m == NULL || find_float_kernel(m->tf, e->bp->device_type) == NULL) continue;
+    if (!float_inputs(nodes[i], m->rank2)) continue;
+    s = API_FN(ort_ep, PG_ORTEP_EpGraphSupportInfo_AddNodesToFuse,
+               OrtStatus* (*)(OrtEpGraphSupportInfo*, const OrtNode* const*, size_t,
+                              const void*))(info, &nodes[i], 1, NULL);
+  }
+  free(nodes);
+  return s;
+}
+
+/* One compiled partition: one plugin kernel on one device. */
+typedef struct bridge_part {
+  OrtNodeComputeInfo info; /* first */
+  const op_map* map;
+  pg_kernel* kernel;
+  pg_device* dev;
+  char node[256];
+} bridge_part;
+
+static OrtStatus* part_create_state(OrtNodeComputeInfo* self, OrtNodeComputeContext* ctx,
+                                    void** state) {
+  (void)ctx;
+  *state = self;
+  return NULL;
+}
+static void part_release_state(OrtNodeComputeInfo* self, void* state) { (void)self, (void)state; }
+
+static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelContext* ctx) {
+  (void)state;
+  bridge_part* p = (bridge_part*)self;
+  TF_Status* st = TF_NewStatus();
+  TF_Tensor* in[2] = {NULL, NULL};
+  TF_Tensor* out = NULL;
+  OrtStatus* err = NULL;
+  for (int i = 0; i < p->map->num_inputs && err == NULL; i++) {
+    const OrtValue* v = NULL;
+    void* tsi = NULL;
+    size_t rank = 0;
+    int64_t dims[16];
+    void* data = NULL;
+    if ((err = CALL(KernelContext_GetInput, OrtStatus* (*)(OrtKernelContext*, size_t,
+                                                           const OrtValue**))(ctx, i, &v)))
+      break;
+    if ((err = CALL(GetTensorTypeAndShape, OrtStatus* (*)(const OrtValue*, void**))(v, &tsi)))
+      break;
+    err = CALL(GetDimensionsCount, OrtStatus* (*)(const void*, size_t*))(tsi, &rank);
+    if (err == NULL && rank > 16)
+      err = make_status(ort, PG_ORT_INVALID_ARGUMENT, "pluggable: node '%s': rank %zu > 16",
+                        p->node, rank);
+    if (err == NULL)
+      err = CALL(GetDimensions, OrtStatus* (*)(const void*, int64_t*, size_t))(tsi, dims, rank);
+    CALL(ReleaseTensorTypeAndShapeInfo, void (*)(void*))(tsi);
+    if (err == NULL)
+      err = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))((OrtValue*)v, &data);
+    if (err != NULL) break;
+    size_t count = 1;
+    for (size_t d = 0; d < rank; d++) count *= (size_t)dims[d];
+    in[i] = pg_tensor_from_host(p->dev, TF_FLOAT, dims, (int)rank, data, count * sizeof(float),
+                                st);
+    if (in[i] == NULL)
+      err = make_status(ort, PG_ORT_RUNTIME_EXCEPTION,
+                        "pluggable: node '%s' (%s): copying input %d to %s failed: %s", p->node,
+                        p->map->onnx, i, p->dev->name, TF_Message(st));
+  }
+  if (err == NULL) {
+    out = pg_kernel_run1(p->kernel, in, NULL, st);
+    if (out == NULL)
+      err = make_status(ort, PG_ORT_RUNTIME_EXCEPTION,
+                        "pluggable: node '%s' (ONNX %s, kernel %s on %s) failed: %s", p->node,
+                        p->map->onnx, p->map->tf, p->dev->name, TF_Message(st));
+    else
+      __atomic_add_fetch(&kernel_runs, 1, __ATOMIC_SEQ_CST);
+  }
+  if (err == NULL) {
+    int nd = TF_NumDims(out);
+    int64_t dims[16];
+    size_t count = 1;
+    for (int d = 0; d < nd && d < 16; d++) count *= (size_t)(dims[d] = TF_Dim(out, d));
+    OrtValue* ov = NULL;
+    void* data = NULL;
+    err = CALL(KernelContext_GetOutput, OrtStatus* (*)(OrtKernelContext*, size_t,
+                                                      const int64_t*, size_t, OrtValue**))(
+        ctx, 0, dims, (size_t)nd, &ov);
+    if (err == NULL) err = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))(ov, &data);
+    if (err == NULL) {
+      pg_tensor_to_host(out, data, count * sizeof(float), st);
+      if (TF_GetCode(st) != TF_OK)
+        err = make_status(ort, PG_ORT_RUNTIME_EXCEPTION,
+                          "pluggable: node '%s' (ONNX %s, kernel %s on %s) failed: %s",
+                          p->node, p->map->onnx, p->map->tf, p->dev->name, TF_Message(st));
+    }
+  }
+  for (int i = 0; i < 2; i++)
+    if (in[i]) TF_DeleteTensor(in[i]);
+  if (out) TF_DeleteTensor(out);
+  TF_DeleteStatus(st);
+  return err;
+}
+
+static void free_part(bridge_part* p) {
+  if (p == NULL) return;
+  if (p->kernel) pg_kernel_release(p->kernel);
+  free(p);
+}
+
 static OrtStatus* ep_compile(OrtEp* self, const OrtGraph** graphs, const OrtNode** fused,
-                             size_t count, OrtNodeComputeInfo** infos, OrtNode** ctx) {
-  (void)graphs, (void)fused, (void)count, (void)infos, (void)ctx;
-  return make_status(ort, PG_ORT_NOT_IMPLEMENTED,
-                     "pluggable: %s claimed no node, yet ONNX Runtime asked it to compile",
-                     ((bridge_ep*)self)->bp->ep_name);
+                             size_t count, OrtNodeComputeInfo** infos, OrtNode** ctx_nodes) {
+  (void)ctx_nodes;
+  bridge_ep* e = (bridge_ep*)self;
+  for (size_t i = 0; i < count; i++) infos[i] = NULL;
+  for (size_t i = 0; i < count; i++) {
+    const OrtNode* node = NULL;
+    size_t n = 0;
+    const char* op = NULL;
+    const char* name = NULL;
+    OrtStatus* s = CALL(Graph_GetNumNodes, OrtStatus* (*)(const OrtGraph*, size_t*))(graphs[i], &n);
+    if (s == NULL && n != 1)
+      s = make_status(ort, PG_ORT_FAIL, "pluggable: a partition of %zu nodes (1 expected)", n);
+    if (s == NULL)
+      s = CALL(Graph_GetNodes, OrtStatus* (*)(const OrtGraph*, const OrtNode**, size_t))(
+          graphs[i], &node, 1);
+    if (s == NULL)
+      s = CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(node, &op);
+    if (s == NULL)
+      s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(fused[i], &name);
+    bridge_part* p = s == NULL ? calloc(1, sizeof *p) : NULL;
+    if (s == NULL && p == NULL) s = make_status(ort, PG_ORT_FAIL, "pluggable: out of memory");
+    if (s == NULL) {
+      snprintf(p->node, sizeof p->node, "%s", name ? name : "?");
+      p->map = find_op(op);
+      p->dev = e->bp->devices[0];
+      pg_kernel_def* def = p->map ? find_float_kernel(p->map->tf, e->bp->device_type) : NULL;
+      if (def == NULL) {
+        s = make_status(ort, PG_ORT_FAIL, "pluggable: node '%s' (%s): no kernel on %s", p->node,
+                        op, e->bp->device_type);
+      } else {
+        pg_attrs* attrs = pg_attrs_new();
+        pg_attrs_set_type(attrs, "T", TF_FLOAT);
+        if (p->map->rank2) {
+          pg_attrs_set_bool(attrs, "transpose_a", 0);
+          pg_attrs_set_bool(attrs, "transpose_b", 0);
+        }
+        unsigned char host[2] = {0, 0};
+        TF_DataType out_type = TF_FLOAT;
+        TF_Status* st = TF_NewStatus();
+        p->kernel = pg_kernel_create(def, p->dev, attrs, p->map->num_inputs, p->map->inputs,
+                                     host, 1, &out_type, host, st);
+        if (p->kernel == NULL)
+          s = make_status(ort, PG_ORT_FAIL, "pluggable: node '%s': creating kernel %s on %s "
+                          "failed: %s", p->node, p->map->tf, p->dev->name, TF_Message(st));
+        TF_DeleteStatus(st);
+        pg_attrs_free(attrs);
+      }
+    }
+    if (s != NULL) {
+      free_part(p);
+      for (size_t j = 0; j < i; j++) free_part((bridge_part*)infos[j]), infos[j] = NULL;
+      return s;
+    }
+    p->info.ort_version_supported = PG_ORT_API_VERSION;
+    p->info.CreateState = part_create_state;
+    p->info.Compute = part_compute;
+    p->info.ReleaseState = part_release_state;
+    infos[i] = &p->info;
+  }
+  return NULL;
 }
 
 static void ep_release_infos(OrtEp* self, OrtNodeComputeInfo** infos, size_t count) {
-  (void)self, (void)infos, (void)count;
+  (void)self;
+  for (size_t i = 0; i < count; i++) free_part((bridge_part*)infos[i]);
 }
 
 /*** The factory of one platform ***/

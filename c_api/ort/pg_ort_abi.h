@@ -84,19 +84,58 @@ enum {
   PG_ORT_CreateStatus = 0,             /* v1: (code, msg) -> OrtStatus* (copies msg) */
   PG_ORT_GetErrorCode = 1,             /* v1: (const OrtStatus*) -> code */
   PG_ORT_GetErrorMessage = 2,          /* v1: (const OrtStatus*) -> const char* */
+  PG_ORT_GetTensorMutableData = 51,    /* v1: (OrtValue*, void** data) -> status */
+  PG_ORT_CastTypeInfoToTensorInfo = 55,/* v1: (const OrtTypeInfo*, const info** out) */
+  PG_ORT_GetTensorElementType = 60,    /* v1: (const info*, int* elem_type) */
+  PG_ORT_GetDimensionsCount = 61,      /* v1: (const info*, size_t* n) */
+  PG_ORT_GetDimensions = 62,           /* v1: (const info*, int64_t* dims, size_t n) */
+  PG_ORT_GetTensorTypeAndShape = 65,   /* v1: (const OrtValue*, info** out), released below */
+  PG_ORT_KernelContext_GetInput = 90,  /* v1: (ctx, index, const OrtValue** out) */
+  PG_ORT_KernelContext_GetOutput = 91, /* v1: (ctx, index, dims, n, OrtValue** out) */
   PG_ORT_ReleaseStatus = 93,           /* v1: (OrtStatus*) */
+  PG_ORT_ReleaseTensorTypeAndShapeInfo = 99, /* v1: (info*) */
+  PG_ORT_GetValueInfoTypeInfo = 290,   /* v22: (const OrtValueInfo*, const OrtTypeInfo** out) */
   PG_ORT_CreateKeyValuePairs = 295,    /* v22: (OrtKeyValuePairs** out) */
   PG_ORT_AddKeyValuePair = 296,        /* v22: (kvp, key, value), both copied */
   PG_ORT_ReleaseKeyValuePairs = 300,   /* v22: (kvp) */
   PG_ORT_HardwareDevice_Type = 307,    /* v22: (const OrtHardwareDevice*) -> type */
   PG_ORT_HardwareDevice_VendorId = 308,/* v22: -> uint32_t */
   PG_ORT_GetEpApi = 317,               /* v22: () -> const OrtEpApi* */
+  PG_ORT_Graph_GetNumNodes = 344,      /* v23: (graph, size_t* n) */
+  PG_ORT_Graph_GetNodes = 345,         /* v23: (graph, const OrtNode** out, size_t n) */
+  PG_ORT_Node_GetName = 349,           /* v23: (node, const char** out) */
+  PG_ORT_Node_GetOperatorType = 350,   /* v23: (node, const char** out) */
+  PG_ORT_Node_GetDomain = 351,         /* v23: (node, const char** out); "" = ONNX */
+  PG_ORT_Node_GetNumInputs = 353,      /* v23: (node, size_t* n) */
+  PG_ORT_Node_GetInputs = 354,         /* v23: (node, const OrtValueInfo** out, size_t n) */
+  PG_ORT_Node_GetNumOutputs = 355,     /* v23: (node, size_t* n) */
 };
 
 /* Indices into the OrtEpApi table. */
 enum {
   PG_ORTEP_CreateEpDevice = 0,  /* v22: (factory, hw, ep_metadata, ep_options, OrtEpDevice** out) */
   PG_ORTEP_ReleaseEpDevice = 1, /* v22: (OrtEpDevice*) */
+  /* v23: (info, const OrtNode* const* nodes, n, const OrtNodeFusionOptions*):
+   * the nodes become one partition that Compile receives. */
+  PG_ORTEP_EpGraphSupportInfo_AddNodesToFuse = 2,
+};
+
+typedef struct OrtValue OrtValue;
+typedef struct OrtKernelContext OrtKernelContext;
+typedef struct OrtNodeComputeContext OrtNodeComputeContext;
+
+/* ONNX tensor element types the bridge runs (ONNXTensorElementDataType). */
+#define PG_ONNX_FLOAT 1
+
+/* What the EP gives ONNX Runtime for each partition it compiled. */
+struct OrtNodeComputeInfo {
+  uint32_t ort_version_supported; /* PG_ORT_API_VERSION */
+  /* Make the per-session state Compute receives. */
+  OrtStatus* (*CreateState)(OrtNodeComputeInfo* self, OrtNodeComputeContext* ctx,
+                            void** state);
+  /* Run the partition: inputs and outputs through the OrtKernelContext. */
+  OrtStatus* (*Compute)(OrtNodeComputeInfo* self, void* state, OrtKernelContext* ctx);
+  void (*ReleaseState)(OrtNodeComputeInfo* self, void* state);
 };
 
 typedef struct OrtEpFactory OrtEpFactory;
