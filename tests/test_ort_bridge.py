@@ -74,15 +74,14 @@ def test_abi_indices_match_installed_onnxruntime():
     st = create(c["PG_ORT_NOT_IMPLEMENTED"], text)
     assert code(st) == c["PG_ORT_NOT_IMPLEMENTED"] and msg(st) == text
     release(st)
-    # Key-value pairs: create, add, read back (GetKeyValue is entry 297,
-    # between AddKeyValuePair and ReleaseKeyValuePairs), release.
+    # Key-value pairs: create, add, read back, release.
     kv = ctypes.c_void_p()
     ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p))(
         table(api, c["PG_ORT_CreateKeyValuePairs"]))(ctypes.byref(kv))
     ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p)(
         table(api, c["PG_ORT_AddKeyValuePair"]))(kv, b"k", text)
     got = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p)(
-        table(api, c["PG_ORT_AddKeyValuePair"] + 1))(kv, b"k")
+        table(api, c["PG_ORT_GetKeyValue"]))(kv, b"k")
     assert got == text
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(table(api, c["PG_ORT_ReleaseKeyValuePairs"]))(kv)
     assert ctypes.CFUNCTYPE(ctypes.c_void_p)(table(api, c["PG_ORT_GetEpApi"]))()

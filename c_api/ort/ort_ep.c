@@ -318,6 +318,7 @@ static OrtStatus* make_status(const OrtApi* api, int code, const char* fmt, ...)
 typedef struct bridge_ep {
   OrtEp ep; /* first */
   bridge_platform* bp;
+  pg_device* dev; /* the device ONNX Runtime chose (its OrtEpDevice's ordinal) */
 } bridge_ep;
 
 static const char* ep_get_name(const OrtEp* self) {
@@ -544,7 +545,7 @@ static OrtStatus* ep_compile(OrtEp* self, const OrtGraph** graphs, const OrtNode
     if (s == NULL) {
       snprintf(p->node, sizeof p->node, "%s", name ? name : "?");
       p->map = find_op(op);
-      p->dev = e->bp->devices[0];
+      p->dev = e->dev;
       pg_kernel_def* def = p->map ? find_float_kernel(p->map->tf, e->bp->device_type) : NULL;
       if (def == NULL) {
         s = make_status(ort, PG_ORT_FAIL, "pluggable: node '%s' (%s): no kernel on %s", p->node,
@@ -687,11 +688,29 @@ static OrtStatus* f_create_ep(OrtEpFactory* self, const OrtHardwareDevice* const
                               const OrtKeyValuePairs* const* meta, size_t n,
                               const OrtSessionOptions* opts, const OrtLogger* logger,
                               OrtEp** out) {
-  (void)hw, (void)meta, (void)n, (void)opts, (void)logger;
+  (void)hw, (void)opts, (void)logger;
   bridge_ep* e = calloc(1, sizeof *e);
   if (e == NULL)
     return make_status(ort, PG_ORT_FAIL, "pluggable: out of memory creating the EP");
   e->bp = (bridge_platform*)self;
+  e->dev = e->bp->devices[0];
+  /* The first chosen device; its OrtEpDevice's metadata names the ordinal. */
+  const char* ord = n > 0 && meta != NULL && meta[0] != NULL
+                        ? API_FN(ort, PG_ORT_GetKeyValue,
+                                 const char* (*)(const OrtKeyValuePairs*, const char*))(
+                              meta[0], "pluggable.ordinal")
+                        : NULL;
+  if (ord != NULL) {
+    int o = atoi(ord);
+    if (o < 0 || o >= e->bp->num_devices) {
+      OrtStatus* s = make_status(ort, PG_ORT_INVALID_ARGUMENT,
+                                 "pluggable: %s has no device %s (it has %d)", e->bp->ep_name,
+                                 ord, e->bp->num_devices);
+      free(e);
+      return s;
+    }
+    e->dev = e->bp->devices[o];
+  }
   e->ep.ort_version_supported = PG_ORT_API_VERSION;
   e->ep.GetName = ep_get_name;
   e->ep.GetCapability = ep_get_capability;

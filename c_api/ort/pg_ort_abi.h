@@ -97,6 +97,7 @@ enum {
   PG_ORT_GetValueInfoTypeInfo = 290,   /* v22: (const OrtValueInfo*, const OrtTypeInfo** out) */
   PG_ORT_CreateKeyValuePairs = 295,    /* v22: (OrtKeyValuePairs** out) */
   PG_ORT_AddKeyValuePair = 296,        /* v22: (kvp, key, value), both copied */
+  PG_ORT_GetKeyValue = 297,            /* v22: (kvp, key) -> value or NULL */
   PG_ORT_ReleaseKeyValuePairs = 300,   /* v22: (kvp) */
   PG_ORT_HardwareDevice_Type = 307,    /* v22: (const OrtHardwareDevice*) -> type */
   PG_ORT_HardwareDevice_VendorId = 308,/* v22: -> uint32_t */
