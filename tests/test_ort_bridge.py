@@ -120,6 +120,24 @@ def test_a_plugin_that_fails_to_load_is_reported_not_fatal(tmp_path):
     assert any(d["ep"] == "pluggable_MY_DEVICE" for d in out["devices"])
 
 
+def test_a_plugin_the_cores_validation_rejects_is_left_out(tmp_path):
+    """A plugin whose SE_InitPlugin fills nothing: the core's own validation
+    (pg_platform_init) rejects it and its message is the recorded reason."""
+    src = tmp_path / "empty.c"
+    src.write_text('#include "stream_executor.h"\n'
+                   "void SE_InitPlugin(SE_PlatformRegistrationParams* const p,\n"
+                   "                   TF_Status* const s) { (void)p; (void)s; }\n")
+    lib = tmp_path / "libempty_plugin.so"
+    subprocess.run(["cc", "-shared", "-fPIC", f"-I{ROOT / 'c_api' / 'include'}", str(src), "-o",
+                    str(lib)], check=True, capture_output=True)
+    out = run_child(LIST_DEVICES, {"BRIDGE": ort_ep_library(),
+                                   "PLUGGABLE_PLUGIN_PATH": str(lib)})
+    line = next(ln for ln in out["report"].splitlines() if ln.startswith(str(lib)))
+    assert line.startswith(f"{lib}: quarantined: ") and len(line) > len(str(lib)) + 20, line
+    assert [d["ep"] for d in out["devices"] if d["ep"].startswith("pluggable_")] == \
+        ["pluggable_MY_DEVICE"]
+
+
 SESSION = """
     import ctypes, json, os, numpy as np, onnxruntime as ort
     from onnx import helper, TensorProto
