@@ -291,3 +291,28 @@ def test_onnxruntime_older_than_supported_is_refused(release, api_version):
     assert seen["code"] == c["PG_ORT_NOT_IMPLEMENTED"]
     assert f"ONNX Runtime {release} is too old" in seen["msg"]
     assert f"onnxruntime 1.{c['PG_ORT_MIN_API_VERSION']} or newer" in seen["msg"]
+
+
+def test_sessions_release_their_eps_and_partitions():
+    """Twenty sessions created, run (one with a failing kernel) and dropped:
+    the bridge's live EP and partition counts return to 0."""
+    out = run_child(textwrap.dedent(SESSION) + textwrap.dedent("""
+        import gc
+        bridge.pg_ort_live_eps.restype = bridge.pg_ort_live_partitions.restype = ctypes.c_int64
+        n = helper.make_node
+        peak = 0
+        for i in range(20):
+            sess = session([n("Add", ["a", "b"], ["s"]), n("MatMul", ["s", "b"], ["y"])],
+                           [("a", ["m", "k"]), ("b", ["k2", "n"])], "y")
+            shape = (3, 3) if i % 2 else (2, 3)
+            try:
+                sess.run(None, {"a": np.ones(shape, np.float32), "b": np.ones((3, 3), np.float32)})
+            except Exception:
+                pass
+            peak = max(peak, bridge.pg_ort_live_partitions())
+            del sess
+            gc.collect()
+        print(json.dumps({"peak": peak, "parts": bridge.pg_ort_live_partitions(),
+                          "eps": bridge.pg_ort_live_eps()}))
+    """), {"BRIDGE": ort_ep_library()})
+    assert out["peak"] == 2 and out["parts"] == 0 and out["eps"] == 0, out

@@ -514,8 +514,17 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
   return err;
 }
 
+/* Live compiled partitions and EP instances: both return to 0 once ONNX
+ * Runtime released every session (for tests: no leak). */
+static int64_t live_parts, live_eps;
+PG_EXPORT int64_t pg_ort_live_partitions(void) {
+  return __atomic_load_n(&live_parts, __ATOMIC_SEQ_CST);
+}
+PG_EXPORT int64_t pg_ort_live_eps(void) { return __atomic_load_n(&live_eps, __ATOMIC_SEQ_CST); }
+
 static void free_part(bridge_part* p) {
   if (p == NULL) return;
+  __atomic_sub_fetch(&live_parts, 1, __ATOMIC_SEQ_CST);
   if (p->kernel) pg_kernel_release(p->kernel);
   free(p);
 }
@@ -542,6 +551,7 @@ static OrtStatus* ep_compile(OrtEp* self, const OrtGraph** graphs, const OrtNode
       s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(fused[i], &name);
     bridge_part* p = s == NULL ? calloc(1, sizeof *p) : NULL;
     if (s == NULL && p == NULL) s = make_status(ort, PG_ORT_FAIL, "pluggable: out of memory");
+    if (p != NULL) __atomic_add_fetch(&live_parts, 1, __ATOMIC_SEQ_CST);
     if (s == NULL) {
       snprintf(p->node, sizeof p->node, "%s", name ? name : "?");
       p->map = find_op(op);
@@ -716,12 +726,14 @@ static OrtStatus* f_create_ep(OrtEpFactory* self, const OrtHardwareDevice* const
   e->ep.GetCapability = ep_get_capability;
   e->ep.Compile = ep_compile;
   e->ep.ReleaseNodeComputeInfos = ep_release_infos;
+  __atomic_add_fetch(&live_eps, 1, __ATOMIC_SEQ_CST);
   *out = &e->ep;
   return NULL;
 }
 
 static void f_release_ep(OrtEpFactory* self, OrtEp* ep) {
   (void)self;
+  if (ep != NULL) __atomic_sub_fetch(&live_eps, 1, __ATOMIC_SEQ_CST);
   free(ep);
 }
 
