@@ -231,7 +231,8 @@ def test_a_claimed_node_whose_kernel_fails_gives_an_ort_error_with_pluggables_me
         print(json.dumps({"msg": msg, "err": float(np.abs(y - a @ b).max())}))
     """), {"BRIDGE": ort_ep_library()})
     assert out["msg"] is not None
-    assert "pluggable: node" in out["msg"] and "kernel MatMul on /device:MY_DEVICE:0" in out["msg"]
+    assert "pluggable: node 'the_matmul' (ONNX MatMul, kernel MatMul on /device:MY_DEVICE:0)" \
+        in out["msg"], out["msg"]
     assert out["err"] < 1e-5
 
 

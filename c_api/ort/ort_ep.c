@@ -548,6 +548,8 @@ static OrtStatus* ep_compile(OrtEp* self, const OrtGraph** graphs, const OrtNode
     if (s == NULL)
       s = CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(node, &op);
     if (s == NULL)
+      s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(node, &name);
+    if (s == NULL && (name == NULL || name[0] == '\0')) /* an unnamed ONNX node */
       s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(fused[i], &name);
     bridge_part* p = s == NULL ? calloc(1, sizeof *p) : NULL;
     if (s == NULL && p == NULL) s = make_status(ort, PG_ORT_FAIL, "pluggable: out of memory");
