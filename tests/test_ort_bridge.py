@@ -317,3 +317,22 @@ def test_sessions_release_their_eps_and_partitions():
                           "eps": bridge.pg_ort_live_eps()}))
     """), {"BRIDGE": ort_ep_library()})
     assert out["peak"] == 2 and out["parts"] == 0 and out["eps"] == 0, out
+
+
+def test_providers_by_ep_name_runs_on_the_plugin():
+    """InferenceSession(model, providers=["pluggable_MY_DEVICE"]) selects the
+    bridge's EP by name (ONNX Runtime 1.32 resolves registered plugin EPs)."""
+    out = run_child(textwrap.dedent(SESSION) + textwrap.dedent("""
+        g = helper.make_graph([helper.make_node("Relu", ["a"], ["y"])], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [9])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [9])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["pluggable_MY_DEVICE"])
+        a = np.random.default_rng().standard_normal(9).astype(np.float32)
+        before = bridge.pg_ort_kernel_runs()
+        y = sess.run(None, {"a": a})[0]
+        print(json.dumps({"err": float(np.abs(y - np.maximum(a, 0)).max()),
+                          "runs": bridge.pg_ort_kernel_runs() - before,
+                          "eps": sess.get_providers()}))
+    """), {"BRIDGE": ort_ep_library()})
+    assert out["err"] == 0 and out["runs"] == 1 and out["eps"][0] == "pluggable_MY_DEVICE", out
