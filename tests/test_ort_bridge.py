@@ -38,10 +38,14 @@ def header_constants() -> dict[str, int]:
     return found
 
 
-def run_child(code: str, env: dict[str, str] | None = None) -> dict:
-    """Runs `code` in a fresh interpreter (it prints one JSON line last)."""
+def run_child(code: str, env: dict[str, str] | None = None, tree_on_path: bool = False) -> dict:
+    """Runs `code` in a fresh interpreter (it prints one JSON line last).
+    The child does not import pluggable; with `tree_on_path` this tree comes
+    first on its path (for find_spec)."""
     full = dict(os.environ, **(env or {}))
-    full.pop("PYTHONPATH", None)  # the child must not import pluggable
+    full.pop("PYTHONPATH", None)
+    if tree_on_path:
+        full["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=120, env=full, cwd="/")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -336,3 +340,16 @@ def test_providers_by_ep_name_runs_on_the_plugin():
                           "eps": sess.get_providers()}))
     """), {"BRIDGE": ort_ep_library()})
     assert out["err"] == 0 and out["runs"] == 1 and out["eps"][0] == "pluggable_MY_DEVICE", out
+
+
+def test_the_documented_path_without_importing_pluggable_is_the_library():
+    """docs/onnxruntime.md finds the library through find_spec, which does
+    not import the package: same file as ort_ep_library()."""
+    out = run_child("""
+        import importlib.util, json, os, sys
+        pkg = importlib.util.find_spec("pluggable").submodule_search_locations[0]
+        print(json.dumps({"path": os.path.join(pkg, "onnx", "libpluggable_ort_ep.so"),
+                          "imported": "pluggable" in sys.modules}))
+    """, tree_on_path=True)
+    assert not out["imported"]
+    assert os.path.samefile(out["path"], ort_ep_library())

@@ -1,14 +1,11 @@
 """The ONNX Runtime execution-provider bridge: where its library is.
 
 `libpluggable_ort_ep.so` (built from c_api/ort with its own copy of the core
-C runtime) lets ONNX Runtime run models on pluggable's plugin devices::
-
-    import onnxruntime as ort
-    ort.register_execution_provider_library("pluggable", ort_ep_library())
-    devices = [d for d in ort.get_ep_devices() if d.ep_name.startswith("pluggable_")]
-
-This module imports nothing of the runtime: an ONNX Runtime process using the
-bridge must not load pluggable's core itself (see docs/onnxruntime.md)."""
+C runtime) lets ONNX Runtime run models on pluggable's plugin devices. The
+ONNX Runtime process that registers it must not have imported pluggable
+(importing this module imports the package and its core): such a process
+finds the file without importing, as docs/onnxruntime.md shows; this
+function gives the path to code that uses pluggable and starts that process."""
 from __future__ import annotations
 
 import pathlib
