@@ -4,7 +4,9 @@
   * pluggable._core: the core C runtime (c_api/src) through cffi;
   * pluggable/framework/proto/*_pb2.py: the wire-format classes (GraphDef,
     XSpace ...), by protoc from grpcio-tools (generate_protos);
-  * pluggable/plugins/libpluggable_my_device.so: the host reference plugin.
+  * pluggable/plugins/libpluggable_my_device.so: the host reference plugin;
+  * pluggable/onnx/libpluggable_ort_ep.so: the ONNX Runtime execution-provider
+    bridge (c_api/ort) with its own copy of the core C runtime (no Python).
 The CUDA reference plugin is its own distribution, built by
 reference_device/cuda/setup.py (`pip install ./reference_device/cuda`).
 Plugins are built like third-party plugins: shared objects with the TF_*
@@ -138,6 +140,45 @@ def build_host_plugin(out: pathlib.Path) -> None:
     _run(link)
 
 
+ORT_SRC = ROOT / "c_api" / "ort"
+CORE_SRC = ROOT / "c_api" / "src"
+
+
+def ort_bridge_commands(objdir: pathlib.Path, out: pathlib.Path
+                        ) -> tuple[list[tuple[list[str], pathlib.Path, pathlib.Path]], list[str]]:
+    """The compile commands (command, object, source) and the link command of
+    the ONNX Runtime bridge: the core's C sources and c_api/ort in one shared
+    object, honouring CC, CPPFLAGS, CFLAGS and LDFLAGS."""
+    cc = _tool("CC", "cc")
+    sources = sorted(CORE_SRC.glob("*.c")) + sorted(ORT_SRC.glob("*.c"))
+    jobs = []
+    for c in sources:
+        obj = objdir / f"{c.parent.name}-{c.stem}.o"
+        jobs.append(([*cc, "-O2", "-std=gnu11", "-fPIC", "-pthread", "-fvisibility=default",
+                      f"-I{INCLUDE}", f"-I{CORE_SRC}", f"-I{ORT_SRC}",
+                      *_flags("CPPFLAGS", "CFLAGS"), "-c", str(c), "-o", str(obj)], obj, c))
+    # -Bsymbolic: the bridge's calls into its core bind to its own copy even
+    # when another process-global copy (pluggable's Python core) came first.
+    link = [*cc, "-shared", "-pthread", "-Wl,-Bsymbolic", *_flags("CFLAGS", "LDFLAGS"), "-o",
+            str(out / "libpluggable_ort_ep.so"), *[str(o) for _, o, _ in jobs], "-ldl", "-lm"]
+    return jobs, link
+
+
+def build_ort_bridge(out: pathlib.Path) -> None:
+    """Builds pluggable/onnx/libpluggable_ort_ep.so (see c_api/ort)."""
+    if os.environ.get("PLUGGABLE_BUILD_ORT_EP", "1") == "0":
+        say("PLUGGABLE_BUILD_ORT_EP=0, skipping the ONNX Runtime bridge")
+        return
+    objdir = _objdir("ort", _tool("CC", "cc"), _flags("CPPFLAGS", "CFLAGS", "LDFLAGS"))
+    jobs, link = ort_bridge_commands(objdir, out)
+    say(f"building the ONNX Runtime bridge ({len(jobs)} C files) into {out}")
+    deps = (list(INCLUDE.glob("*.h")) + list(CORE_SRC.glob("*.h")) + list(ORT_SRC.glob("*.h"))
+            + [ROOT / "setup.py"])
+    out.mkdir(parents=True, exist_ok=True)
+    _compile_all([(cmd, obj, deps + [c]) for cmd, obj, c in jobs])
+    _run(link)
+
+
 def copy_headers(pkg: pathlib.Path) -> None:
     """Ships the public headers inside the package (pluggable.get_include())."""
     dest = pkg / "include"
@@ -203,6 +244,7 @@ class BuildExtWithPlugins(build_ext):
             plugins = pkg / "plugins"
             plugins.mkdir(parents=True, exist_ok=True)
             build_host_plugin(plugins)
+            build_ort_bridge(pkg / "onnx")
             copy_headers(pkg)
             generate_protos(pkg / "framework" / "proto")
 

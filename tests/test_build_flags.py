@@ -157,3 +157,22 @@ def test_host_plugin_without_a_c_compiler_says_what_to_do(monkeypatch, tmp_path)
     monkeypatch.setenv("CC", "/nonexistent")
     with pytest.raises(RuntimeError, match="'/nonexistent' was not found.*C compiler.*CC="):
         setup.build_host_plugin(tmp_path)
+
+
+def test_ort_bridge_commands_use_the_environment(monkeypatch, tmp_path):
+    """The ONNX Runtime bridge compiles the core's C and c_api/ort with the
+    user's tools and flags after the project's, and links -Bsymbolic (its
+    calls bind to its own core even when pluggable's Python core is loaded)."""
+    setup = _setup_module()
+    monkeypatch.setenv("CC", "ccache gcc-test")
+    monkeypatch.setenv("CFLAGS", "-fsanitize=address -g")
+    monkeypatch.setenv("LDFLAGS", "-Wl,-z,now")
+    jobs, link = setup.ort_bridge_commands(tmp_path, tmp_path)
+    sources = {src.relative_to(ROOT).as_posix() for _, _, src in jobs}
+    assert "c_api/ort/ort_ep.c" in sources and "c_api/src/kernels.c" in sources
+    assert len({obj for _, obj, _ in jobs}) == len(jobs)  # no two share an object
+    for cmd, _, _ in jobs:
+        assert cmd[:2] == ["ccache", "gcc-test"]
+        assert cmd.index("-fsanitize=address") > cmd.index("-O2")
+    assert link[:2] == ["ccache", "gcc-test"] and "-Wl,-Bsymbolic" in link
+    assert "-Wl,-z,now" in link and link[link.index("-o") + 1].endswith("libpluggable_ort_ep.so")
