@@ -105,6 +105,17 @@ def _define() -> None:
 _define()
 
 
+def set_static_shape(t: Tensor, shape: Any) -> None:
+    """Records the static `shape` of traced tensor `t` where tracing could
+    not infer it (what ``set_shape`` does in TensorFlow)."""
+    if isinstance(t, tracing.SymbolicTensor) and t.shape is None and shape is not None:
+        shape = tuple(shape)
+        shapes = list(t.node.out_shapes)
+        shapes[t.index] = shape
+        t.node.out_shapes = shapes
+        t._shape = shape
+
+
 def register(func: Callable) -> str:
     """Keeps `func` for the nodes that name the returned token."""
     with _lock:

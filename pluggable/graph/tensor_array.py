@@ -24,7 +24,7 @@ from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..ops import array_ops, math_ops, raw_ops
 from ..runtime.tensors import convert_to_tensor
-from . import tracing
+from . import py_function, tracing
 
 
 def _static_int(x: Any, what: str) -> int | None:
@@ -37,16 +37,6 @@ def _static_int(x: Any, what: str) -> int | None:
     if isinstance(x, Tensor):
         return int(x.numpy())
     raise TypeError(f"TensorArray: {what} must be an int or an int tensor, got {x!r}")
-
-
-def _refine(t: Tensor, shape: tuple) -> None:
-    """Records the static `shape` of traced tensor `t` where tracing could
-    not infer it (what ``set_shape`` does in TensorFlow)."""
-    if isinstance(t, tracing.SymbolicTensor) and t.shape is None:
-        shapes = list(t.node.out_shapes)
-        shapes[t.index] = shape
-        t.node.out_shapes = shapes
-        t._shape = shape
 
 
 class TensorArray:
@@ -162,7 +152,7 @@ class TensorArray:
         mask = math_ops.reshape(mask, [-1] + [1] * len(v.shape))
         new = array_ops.where(mask, array_ops.expand_dims(v, 0), buf)
         if self.dynamic_size:  # the element shape is known, whatever the size
-            _refine(new, (None,) + tuple(v.shape))
+            py_function.set_static_shape(new, (None,) + tuple(v.shape))
         out._buffer = new
         return out
 
