@@ -466,9 +466,13 @@ class _Generator(Dataset):
                 f"{self._spec}")
         out = []
         for k, (x, s) in enumerate(zip(leaves, specs)):
-            t = x if isinstance(x, Tensor) else convert_to_tensor(
-                np.asarray(x, s.dtype.as_numpy_dtype) if not isinstance(x, np.ndarray)
-                or x.dtype.kind in "biuf" else x)
+            try:
+                t = x if isinstance(x, Tensor) else convert_to_tensor(
+                    x if isinstance(x, np.ndarray) else np.asarray(x, s.dtype.as_numpy_dtype))
+            except (TypeError, ValueError) as exc:
+                raise errors.InvalidArgumentError(
+                    f"{what}: element {i}, component {k} ({type(x).__name__}) cannot be "
+                    f"converted to {s.dtype.name}: {exc}") from None
             if t.dtype is not s.dtype:
                 raise errors.InvalidArgumentError(
                     f"{what}: element {i}, component {k} is {t.dtype.name}, but "
