@@ -82,7 +82,6 @@ def _kernel(ins: list, attrs: dict) -> list:
 def _error_class(exc: Exception) -> type:
     """The error class TensorFlow gives a Python exception raised in a graph."""
     for py, ours in ((StopIteration, errors.OutOfRangeError),
-                     (IndexError, errors.OutOfRangeError),
                      (MemoryError, errors.ResourceExhaustedError),
                      (NotImplementedError, errors.UnimplementedError),
                      ((TypeError, ValueError), errors.InvalidArgumentError)):
@@ -141,7 +140,8 @@ def py_function(func: Callable, inp: Sequence[Any] | Any, Tout: Any,
     at every call of the function. Eagerly, an exception `func` raises
     propagates as it is; from a graph it comes back typed as TensorFlow
     types it (ValueError and TypeError: ``InvalidArgumentError``,
-    IndexError and StopIteration: ``OutOfRangeError``, others:
+    StopIteration: ``OutOfRangeError``, NotImplementedError:
+    ``UnimplementedError``, MemoryError: ``ResourceExhaustedError``, others:
     ``UnknownError``), naming `func` and the exception."""
     if not callable(func):
         raise TypeError(f"py_function: func must be callable, got {func!r}")
