@@ -274,3 +274,16 @@ def test_iteration_inside_pg_function_runs_at_each_call(rng):
         step(it)
     with pytest.raises(errors.UnimplementedError, match="infinite"):
         total(D.from_tensor_slices(x).repeat())
+
+
+@pytest.mark.parametrize("stages", ["map", "map_parallel_prefetch"])
+def test_pipelines_run_on_the_host_whatever_the_device_scope(stages, rng):
+    x = rng.standard_normal((6, 2)).astype(np.float32)
+    ds = D.from_tensor_slices(x).map(lambda v: v + 1.0,
+                                     num_parallel_calls=2 if "parallel" in stages else None)
+    if "prefetch" in stages:
+        ds = ds.prefetch(2)
+    with pg.device("MY_DEVICE:0"):
+        got = list(ds)
+    assert all(t.device.endswith("device:CPU:0") for t in got), [t.device for t in got]
+    np.testing.assert_allclose(np.stack([t.numpy() for t in got]), x + 1.0, rtol=1e-6)

@@ -2,7 +2,8 @@
 
 A dataset is a recipe: each transformation (``map``, ``batch``, ...)
 returns a new dataset over its input, and iterating one runs the recipe
-from the start, element by element, on the host. Elements are nested
+from the start, element by element, on the host (CPU:0, whatever device
+scope the caller is in, as tf.data runs on the CPU). Elements are nested
 tuples and dicts of eager tensors; ``element_spec`` gives their structure
 as ``pg.TensorSpec``s.
 
@@ -39,6 +40,7 @@ from ..framework.tensor import Tensor
 from ..graph import nest, py_function, tracing
 from ..graph.function import Function, TensorSpec
 from ..ops import array_ops, random_ops
+from ..runtime import placement
 from ..runtime.tensors import convert_to_tensor
 
 AUTOTUNE = -1
@@ -46,6 +48,7 @@ INFINITE_CARDINALITY = -1
 UNKNOWN_CARDINALITY = -2
 _PREFETCH_AUTOTUNE = 4          # buffer of prefetch(AUTOTUNE)
 _UNROLL_LIMIT = 1024            # most elements a `for` inside pg.function unrolls
+HOST = "CPU:0"                  # where pipelines run, whatever the caller's device scope
 
 
 class _Finished(Exception):
@@ -120,7 +123,8 @@ def _trace_fn(fn: Callable, spec: Any, what: str) -> Callable:
     traced = Function(lambda element: _call(element, fn), name=getattr(fn, "__name__", "fn"),
                       reduce_retracing=True)
     try:
-        traced.get_concrete_function(spec)
+        with placement.device(HOST):
+            traced.get_concrete_function(spec)
     except Exception as exc:
         raise _user_error(what, None, exc) from exc
     return traced
@@ -573,7 +577,8 @@ class _Map(_Unary):
 
     def _apply(self, i: int, element: Any) -> Any:
         try:
-            return _structure(self._fn(element), lists=True)
+            with placement.device(HOST):  # (also in the worker threads)
+                return _structure(self._fn(element), lists=True)
         except Exception as exc:
             raise _user_error(self._what, i, exc) from exc
 
@@ -962,9 +967,10 @@ class _Producer:
 
     def _run(self) -> None:
         try:
-            for element in self._source:
-                if not self._put(("element", element)):
-                    return
+            with placement.device(HOST):
+                for element in self._source:
+                    if not self._put(("element", element)):
+                        return
             self._put(_END)
         except BaseException as exc:  # handed to the consumer, raised there
             self._put(("error", exc))
@@ -1028,7 +1034,8 @@ class Iterator:
             if self._it is None:
                 raise StopIteration
             try:
-                return next(self._it)
+                with placement.device(HOST):
+                    return next(self._it)
             except StopIteration:
                 self._finish()
                 raise
