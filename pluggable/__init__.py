@@ -25,6 +25,7 @@ from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
                                int16, int32, int64, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
+from .framework.name_scope import name_scope
 from .framework.tensor import Tensor
 from .framework.version import VERSION as __version__
 from .ops import raw_ops
@@ -70,7 +71,7 @@ __all__ = [
     "function", "ConcreteFunction", "TensorSpec", "TensorArray", "cond", "py_function",
     "while_loop",
     # models and input pipelines
-    "Module", "data",
+    "Module", "data", "name_scope",
     # ops
     "abs", "add", "add_n", "argmax", "argmin", "broadcast_to", "cast", "clip_by_value",
     "concat", "cumsum", "divide", "equal", "exp", "expand_dims", "eye", "fill", "floor",

@@ -123,3 +123,21 @@ result = sorted(n for n, _ in tf.train.list_variables(path)
     assert [n for n, _ in pg.train.list_variables(path)] == theirs
     name = "model/layers/1/w/.ATTRIBUTES/VARIABLE_VALUE"
     np.testing.assert_array_equal(pg.train.load_variable(path, name), ws[1])
+
+
+NAMES = """
+names = []
+with lib.name_scope("outer"):
+    names.append(lib.Variable(1.0, name="a").name)
+    with lib.name_scope("inner"):
+        names.append(lib.Variable(1.0).name)
+    with lib.name_scope("top/"):
+        names.append(lib.Variable(1.0, name="c").name)
+names.append(lib.Variable(1.0, name="d").name)
+"""
+
+
+def test_name_scopes_name_variables_as_tensorflow_does(tf_oracle):
+    scope = {"lib": pg}
+    exec(NAMES, scope)
+    assert scope["names"] == tf_oracle.run("lib = tf\n" + NAMES + "result = names")
