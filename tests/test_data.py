@@ -68,6 +68,13 @@ ds = lib.data.Dataset.from_generator(gen, output_signature=(
     lib.TensorSpec([None], lib.int32), lib.TensorSpec([], lib.float32))).padded_batch(
     3, padding_values=(-1, 0.0))
 """,
+    "generator_converts_to_signature": """
+def gen():
+    for n in lengths:
+        yield {"wide": np.arange(3, dtype=np.float64) * n, "count": n}
+ds = lib.data.Dataset.from_generator(gen, output_signature={
+    "wide": lib.TensorSpec([3], lib.float32), "count": lib.TensorSpec([], lib.int64)})
+""",
     "concatenate_enumerate": """
 ds = lib.data.Dataset.range(4).concatenate(lib.data.Dataset.range(10, 12)).enumerate(5)
 """,

@@ -471,8 +471,8 @@ class _Generator(Dataset):
         out = []
         for k, (x, s) in enumerate(zip(leaves, specs)):
             try:
-                t = x if isinstance(x, Tensor) else convert_to_tensor(
-                    x if isinstance(x, np.ndarray) else np.asarray(x, s.dtype.as_numpy_dtype))
+                t = x if isinstance(x, Tensor) else convert_to_tensor(  # as tf.data converts
+                    np.asarray(x, s.dtype.as_numpy_dtype))
             except (TypeError, ValueError) as exc:
                 raise errors.InvalidArgumentError(
                     f"{what}: element {i}, component {k} ({type(x).__name__}) cannot be "
