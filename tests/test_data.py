@@ -165,7 +165,8 @@ def test_shuffle_is_a_reproducible_permutation_reshuffled_each_epoch(rng):
 
 
 def _prefetch_threads() -> list:
-    return [t for t in threading.enumerate() if t.name == "pg-data-prefetch" and t.is_alive()]
+    """The pipeline's threads still alive (prefetch and parallel map workers)."""
+    return [t for t in threading.enumerate() if t.name.startswith("pg-data-") and t.is_alive()]
 
 
 def test_failing_map_is_a_typed_error_naming_it_and_the_element(rng):

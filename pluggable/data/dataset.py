@@ -10,7 +10,8 @@ as ``pg.TensorSpec``s.
 ``map`` and ``filter`` functions are traced once into a ``pg.function``
 (with ``reduce_retracing``, as TensorFlow traces them once), when the
 transformation is made; ``num_parallel_calls`` runs that many calls in
-worker threads and keeps the elements in order. ``prefetch`` produces
+worker threads (each with its own trace of the function, since one graph
+runs one call at a time) and keeps the elements in order. ``prefetch`` produces
 elements in a background thread into a bounded buffer, so that the
 pipeline works while the consumer (a training step on a device) runs.
 
@@ -560,7 +561,11 @@ class _Map(_Unary):
         if not callable(fn):
             raise TypeError(f"Dataset.map: map_func must be callable, got {fn!r}")
         self._what = f"Dataset.map({_fn_name(fn)})"
+        self._user_fn = fn
         self._fn = _trace_fn(fn, input_._spec, self._what)
+        self._spare = [self._fn]          # traced functions no thread has taken yet
+        self._local = threading.local()
+        self._lock = threading.Lock()
         cf = self._fn.get_concrete_function(input_._spec)
         out = cf.structured_outputs
         spec = nest.map_structure(lambda t: TensorSpec(t.shape, t.dtype), out) \
@@ -575,10 +580,22 @@ class _Map(_Unary):
                     f"{parallel}")
         self._parallel = parallel
 
+    def _thread_fn(self) -> Callable:
+        """This thread's traced function: a graph runs one call at a time,
+        so each worker thread of a parallel map has its own trace."""
+        fn = getattr(self._local, "fn", None)
+        if fn is None:
+            with self._lock:
+                fn = self._spare.pop() if self._spare else None
+            if fn is None:
+                fn = _trace_fn(self._user_fn, self._input._spec, self._what)
+            self._local.fn = fn
+        return fn
+
     def _apply(self, i: int, element: Any) -> Any:
         try:
             with placement.device(HOST):  # (also in the worker threads)
-                return _structure(self._fn(element), lists=True)
+                return _structure(self._thread_fn()(element), lists=True)
         except Exception as exc:
             raise _user_error(self._what, i, exc) from exc
 
