@@ -295,3 +295,20 @@ def test_pipelines_run_on_the_host_whatever_the_device_scope(stages, rng):
         got = list(ds)
     assert all(t.device.endswith("device:CPU:0") for t in got), [t.device for t in got]
     np.testing.assert_allclose(np.stack([t.numpy() for t in got]), x + 1.0, rtol=1e-6)
+
+
+def test_failing_filter_names_it_and_the_element(rng):
+    bad = int(rng.integers(0, 6))
+
+    def check(v):
+        if int(v.numpy()) == bad:
+            raise NotImplementedError("cannot judge")
+        return True
+
+    def keep(v):
+        return pg.py_function(check, [v], pg.bool)
+    with pytest.raises(errors.UnimplementedError,
+                       match=rf"Dataset\.filter\(keep\) failed on element {bad}.*cannot judge"):
+        _elements(D.range(6).filter(keep))
+    with pytest.raises(errors.InvalidArgumentError, match="scalar bool"):
+        D.range(3).filter(lambda v: v * 2)
