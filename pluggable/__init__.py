@@ -25,6 +25,7 @@ from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
                                int16, int32, int64, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
+from .framework.name_scope import name_scope
 from .framework.tensor import Tensor
 from .framework.version import VERSION as __version__
 from .ops import raw_ops
@@ -65,9 +66,12 @@ __all__ = [
     "int32", "int64", "uint8", "uint32", "uint64", "newaxis",
     # automatic differentiation and variables
     "GradientTape", "NotDifferentiable", "RegisterGradient", "UnconnectedGradients",
-    "Variable", "stop_gradient",
+    "Variable", "custom_gradient", "stop_gradient",
     # graph mode
-    "function", "ConcreteFunction", "TensorSpec", "cond", "while_loop",
+    "function", "ConcreteFunction", "TensorSpec", "TensorArray", "cond", "py_function",
+    "while_loop",
+    # models and input pipelines
+    "Module", "data", "name_scope",
     # ops
     "abs", "add", "add_n", "argmax", "argmin", "broadcast_to", "cast", "clip_by_value",
     "concat", "cumsum", "divide", "equal", "exp", "expand_dims", "eye", "fill", "floor",
@@ -95,6 +99,11 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "training": (".training", None),
     "GradientTape": (".autodiff", "GradientTape"),
     "UnconnectedGradients": (".autodiff", "UnconnectedGradients"),
+    "custom_gradient": (".autodiff.custom_gradient", "custom_gradient"),
+    "py_function": (".graph.py_function", "py_function"),
+    "TensorArray": (".graph.tensor_array", "TensorArray"),
+    "Module": (".training.module", "Module"),
+    "data": (".data", None),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

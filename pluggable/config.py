@@ -21,4 +21,6 @@ from ._lazy import lazy_exports as _lazy_exports
 __getattr__, __dir__ = _lazy_exports(globals(), {
     "get_graph_capture": (".graph.device_capture", "get_graph_capture"),
     "set_graph_capture": (".graph.device_capture", "set_graph_capture"),
+    "run_functions_eagerly": (".graph.function", "run_functions_eagerly"),
+    "functions_run_eagerly": (".graph.function", "functions_run_eagerly"),
 })

@@ -25,6 +25,7 @@ LAYERS = {
     "pluggable.graph": 6,
     "pluggable.profiler": 6,
     "pluggable.custom_ops": 6,
+    "pluggable.data": 6,
     "pluggable.distribute": 6,
     "pluggable.training": 6,
     "pluggable.tools": 7,

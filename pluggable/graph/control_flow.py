@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
-from . import graph_ops, nest, tracing
+from . import graph_ops, nest, tensor_array, tracing
 from .ir import Graph
 from .tracing import SymbolicTensor
 
@@ -137,12 +137,18 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     variable or the condition is symbolic) the condition and the body are
     traced once into a ``StatelessWhile`` node. The body must keep each loop
     variable's dtype and shape; `shape_invariants` (a structure of shapes
-    like `loop_vars`, None for unknown sizes) allows shapes to change."""
+    like `loop_vars`, None for unknown sizes) allows shapes to change.
+    A ``pg.TensorArray`` may be a loop variable (at the top level of
+    `loop_vars`): its buffer is carried through the loop."""
     single = not isinstance(loop_vars, (list, tuple))
     vars_ = [loop_vars] if single else list(loop_vars)
     g = tracing.current_graph()
     if g is None:
         return _eager_loop(cond, body, vars_, single)
+    arrays = {i: v for i, v in enumerate(vars_) if isinstance(v, tensor_array.TensorArray)}
+    if arrays:
+        return _loop_with_arrays(cond, body, vars_, arrays, single, loop_vars,
+                                 shape_invariants, name)
     flat_in = [tracing.symbolic_input(g, v, what=f"while_loop: loop_vars{p}")
                for p, v in nest.flatten_with_paths(vars_)]
     shapes = _invariants(flat_in, vars_, shape_invariants)
@@ -178,6 +184,73 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     outs = [SymbolicTensor(node, i) for i in range(len(flat_in))]
     result = nest.pack_as(vars_, outs)
     return result[0] if single else type(loop_vars)(result)
+
+
+def _loop_with_arrays(cond: Callable, body: Callable, vars_: list, arrays: dict,
+                      single: bool, loop_vars: Any, shape_invariants: Any,
+                      name: str | None) -> Any:
+    """``while_loop`` where the loop variables at `arrays` (index ->
+    TensorArray) are TensorArrays: the loop carries their buffers."""
+    if any(a._buffer is None for a in arrays.values()):
+        arrays = _probe_element_shapes(body, vars_, arrays)
+
+    def wrap(values: list) -> list:
+        return [tensor_array.with_buffer(arrays[i], x) if i in arrays else x
+                for i, x in enumerate(values)]
+
+    def unwrap(values: Any) -> Any:
+        if isinstance(values, tensor_array.TensorArray):
+            return values.stack()
+        if not isinstance(values, (list, tuple)):
+            return values
+        return [v.stack() if isinstance(v, tensor_array.TensorArray) else v for v in values]
+
+    plain = [arrays[i]._buffer if i in arrays else v for i, v in enumerate(vars_)]
+    invariants = shape_invariants
+    if invariants is None and any(a.dynamic_size for a in arrays.values()):
+        invariants = [tensor_array.buffer_shape(arrays[i]) if i in arrays else
+                      nest.map_structure(lambda x: tuple(x.shape) if isinstance(x, Tensor)
+                                         else (), v)
+                      for i, v in enumerate(vars_)]
+    out = while_loop(lambda *xs: cond(*wrap(list(xs))),
+                     lambda *xs: unwrap(body(*wrap(list(xs)))),
+                     plain, invariants, name)
+    out = wrap(list(out))
+    return out[0] if single else type(loop_vars)(out)
+
+
+def _probe_element_shapes(body: Callable, vars_: list, arrays: dict) -> dict:
+    """Traces `body` once into a scratch graph to learn the element shape
+    of each TensorArray that enters the loop unwritten."""
+    outer = tracing.current_graph()
+    scratch = Graph(f"{outer.name}_probe", library={}, outer=outer)
+    with tracing.trace_scope(scratch):
+        args = []
+        for i, v in enumerate(vars_):
+            if i in arrays:
+                args.append(arrays[i])
+                continue
+            args.append(nest.map_structure(
+                lambda x: SymbolicTensor(tracing.placeholder(
+                    scratch, "probe", tracing.symbolic_input(scratch, x).dtype,
+                    tracing.symbolic_input(scratch, x).shape), 0), v))
+        res = body(*args)
+    res = [res] if not isinstance(res, (list, tuple)) else list(res)
+    found = dict(arrays)
+    for i, a in arrays.items():
+        if a._buffer is not None:
+            continue
+        after = res[i] if i < len(res) else None
+        shape = getattr(after, "element_shape", None)
+        if not isinstance(after, tensor_array.TensorArray) or shape is None or None in shape:
+            raise errors.InvalidArgumentError(
+                f"while_loop: loop variable {i} is a TensorArray that enters the loop "
+                "unwritten, and the body does not write it with a known shape; give the "
+                "TensorArray an element_shape")
+        fresh = a._copy()
+        fresh._make_buffer(shape)
+        found[i] = fresh
+    return found
 
 
 def _eager_loop(cond: Callable, body: Callable, vars_: list, single: bool) -> Any:

@@ -36,6 +36,20 @@ from .ir import Graph
 
 log = logging.getLogger("pluggable.graph")
 RETRACE_WARNING = 5  # traces of one function after which retracing is warned about
+_run_eagerly = [False]
+
+
+def run_functions_eagerly(run_eagerly: bool) -> None:
+    """Makes every ``pg.function`` run its Python body eagerly, op by op,
+    instead of tracing and running a graph (``tf.config.run_functions_eagerly``):
+    a debugging aid, so breakpoints and ``print`` work on values. Python side
+    effects then happen at each call. ``False`` restores graphs."""
+    _run_eagerly[0] = bool(run_eagerly)
+
+
+def functions_run_eagerly() -> bool:
+    """Whether ``pg.function``s run eagerly (see ``run_functions_eagerly``)."""
+    return _run_eagerly[0]
 
 
 class TensorSpec:
@@ -129,6 +143,51 @@ def _leaf_key(x: Any, tensors: list) -> Any:
         return (_P, t, x)
     except TypeError:
         return (_I, t, id(x))
+
+
+def _relax(a: Any, b: Any) -> Any:
+    """The most specific signature both `a` and `b` fit, where they differ
+    only in tensor shapes (sizes that differ become None, a rank that
+    differs an unknown shape); None when they differ otherwise."""
+    if isinstance(a, tuple) and a and type(a[0]) is _Mark:
+        if a[0] is _T and isinstance(b, tuple) and b[:1] == (_T,) and a[1] is b[1]:
+            sa, sb = a[2], b[2]
+            if sa is None or sb is None or len(sa) != len(sb):
+                return (_T, a[1], None)
+            return (_T, a[1], tuple(x if x == y else None for x, y in zip(sa, sb)))
+        return a if a == b else None
+    if not isinstance(a, tuple) or not isinstance(b, tuple):
+        return a if a == b else None
+    if len(a) != len(b):
+        return None
+    out = []
+    for x, y in zip(a, b):
+        r = _relax(x, y)
+        if r is None and not (x is None and y is None):
+            return None
+        out.append(r)
+    return tuple(out)
+
+
+def _tensor_specs(key: Any, out: list) -> list:
+    """The TensorSpecs of the tensor leaves of signature `key`, in order."""
+    if isinstance(key, tuple) and key and type(key[0]) is _Mark:
+        if key[0] is _T:
+            out.append(TensorSpec(key[2], key[1]))
+        return out
+    if isinstance(key, tuple):
+        for x in key:
+            _tensor_specs(x, out)
+    return out
+
+
+def _with_specs(value: Any, specs: list) -> Any:
+    """`value` with its tensor leaves replaced by the next of `specs`."""
+    def leaf(x: Any) -> Any:
+        if isinstance(x, (Tensor, TensorSpec, np.ndarray)):
+            return specs.pop(0)
+        return x
+    return nest.map_structure(leaf, value) if nest.is_nested(value) else leaf(value)
 
 
 def _key_compatible(general: Any, specific: Any) -> bool:
@@ -293,7 +352,7 @@ class Function:
     """A Python function traced into graphs: see ``pg.function``."""
 
     def __init__(self, python_function: Callable, input_signature: Sequence | None = None,
-                 name: str | None = None):
+                 name: str | None = None, reduce_retracing: bool = False):
         if not callable(python_function):
             raise TypeError(f"pg.function needs a callable, got {python_function!r}")
         functools.update_wrapper(self, python_function)
@@ -310,6 +369,7 @@ class Function:
                 if not isinstance(s, TensorSpec):
                     raise TypeError(f"{self.__name__}: input_signature{path} must be a "
                                     f"pg.TensorSpec, got {s!r}")
+        self.reduce_retracing = bool(reduce_retracing)
         self._cache: dict = {}
         self._lock = threading.RLock()
         self._traces = 0
@@ -317,7 +377,8 @@ class Function:
 
     # ------------------------------------------------------------- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if tracing.current_graph() is not None:  # called inside another trace: inline
+        if tracing.current_graph() is not None or _run_eagerly[0]:
+            # inside another trace: inlined; run_functions_eagerly: op by op
             return self.python_function(*args, **kwargs)
         cf, tensors = self._concrete_for(args, kwargs)
         return cf._call_flat(tensors)
@@ -411,6 +472,17 @@ class Function:
                 if k[0] is key[0] and _key_compatible(k[1:], key[1:]):
                     self._cache[key] = other
                     return other
+            if self.reduce_retracing and self.input_signature is None:
+                for k in list(self._cache):
+                    general = _relax(k[1:], key[1:]) if k[0] is key[0] else None
+                    if general is not None:  # trace once for both shapes
+                        specs = _tensor_specs(general, [])
+                        pos = [_with_specs(a, specs) for a in args]
+                        kw = {n: _with_specs(kwargs[n], specs) for n in sorted(kwargs)}
+                        cf = self._trace(tuple(pos), kw)
+                        self._cache[(key[0],) + general] = cf
+                        self._cache[key] = cf
+                        return cf
             cf = self._trace(args, kwargs)
             self._cache[key] = cf
             return cf
@@ -502,7 +574,7 @@ def _placeholder_name(path: str) -> str:
 
 
 def function(func: Callable | None = None, *, input_signature: Sequence | None = None,
-             name: str | None = None) -> Any:
+             name: str | None = None, reduce_retracing: bool = False) -> Any:
     """Compiles a Python function into graphs (``tf.function``)::
 
         @pg.function
@@ -517,7 +589,12 @@ def function(func: Callable | None = None, *, input_signature: Sequence | None =
     as a graph instead of running. The graph is then placed, optimised
     (constant folding, common subexpressions, plugin optimizers) and
     compiled into a plan that later calls replay without Python. See
-    ``docs/user-guide.md`` (Graph mode)."""
+    ``docs/user-guide.md`` (Graph mode).
+
+    ``reduce_retracing=True`` generalises shapes when a call needs a new
+    trace that differs from an earlier one only in tensor sizes: the new
+    trace has None for the sizes that differ (an unknown shape where the
+    ranks differ), so later calls of other sizes reuse it."""
     if func is None:
-        return lambda f: Function(f, input_signature, name)
-    return Function(func, input_signature, name)
+        return lambda f: Function(f, input_signature, name, reduce_retracing)
+    return Function(func, input_signature, name, reduce_retracing)

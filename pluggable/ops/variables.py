@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._core import code_and_message, ffi, lib, status
-from ..framework import dtypes, errors
+from ..framework import dtypes, errors, name_scope
 from ..framework.tensor import Tensor
 from ..runtime import dispatch, hooks, placement
 from ..runtime.device import Device
@@ -78,7 +78,7 @@ class Variable:
         self._dtype = value.dtype
         self._shape = tuple(value.shape)
         self._trainable = bool(trainable)
-        self._name = name or "Variable"
+        self._name = name_scope.prefixed(name or "Variable")
         self._unique_id = next(_uid)
         self._reader: dispatch.Prepared | None = None
         _owners[id(self._handle)] = self

@@ -3,9 +3,11 @@ reachable from a set of objects, exactly.
 
 Objects are walked like TensorFlow's object graph: a ``Variable`` is saved;
 a list or tuple is followed by index, a dict by key, any other object by
-its attributes (``vars(obj)``), an optimizer by its step counter and the
-slots of each variable. Each variable gets the path it was first reached
-by, e.g. ``model/layers/0/kernel``; an optimizer slot is saved under the
+its attributes (``vars(obj)``, a ``pg.Module`` too), an optimizer by its
+step counter and the slots of each variable. Each variable gets the
+shortest path that reaches it (breadth first, as TensorFlow names it), e.g.
+``model/layers/0/kernel``; ``list_variables`` gives these names with
+TensorFlow's ``/.ATTRIBUTES/VARIABLE_VALUE`` suffix; an optimizer slot is saved under the
 path of its variable: ``model/layers/0/kernel/.OPTIMIZER_SLOT/optimizer/m``.
 
 Format (version 1): two files per checkpoint prefix.
@@ -86,26 +88,28 @@ def _children(obj: Any) -> Iterator[tuple[str, Any]]:
 
 
 def _walk(roots: dict) -> tuple[dict[str, Variable], list[tuple[str, Optimizer]]]:
-    """Paths of the variables reachable from `roots` (first path wins) and
-    of the optimizers."""
+    """Paths of the variables reachable from `roots` and of the optimizers.
+    The walk is breadth first, as TensorFlow's object graph is: an object
+    reached by several paths gets the shortest (the first in name order
+    among equally short ones)."""
     found: dict[str, Variable] = {}
     optimizers: list[tuple[str, Optimizer]] = []
     seen: set[int] = set()
-
-    def visit(obj: Any, path: str) -> None:
-        if id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float, bool)):
-            return
-        seen.add(id(obj))
-        if isinstance(obj, Variable):
-            found[path] = obj
-            return
-        if isinstance(obj, Optimizer):
-            optimizers.append((path, obj))
-        for name, child in _children(obj):
-            visit(child, f"{path}/{name}")
-
-    for name in sorted(roots):
-        visit(roots[name], _escape(name))
+    level = [(roots[name], _escape(name)) for name in sorted(roots)]
+    while level:
+        following = []
+        for obj, path in level:
+            if id(obj) in seen or obj is None or isinstance(obj, (str, bytes, int, float,
+                                                                   bool)):
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, Variable):
+                found[path] = obj
+                continue
+            if isinstance(obj, Optimizer):
+                optimizers.append((path, obj))
+            following.extend((child, f"{path}/{name}") for name, child in _children(obj))
+        level = following
     return found, optimizers
 
 
@@ -374,6 +378,40 @@ class LoadStatus:
     def expect_partial(self) -> "LoadStatus":
         """Accepts values with no variable (nothing to do)."""
         return self
+
+
+_VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+def _prefix_of(ckpt_dir_or_file: str) -> str:
+    if os.path.isdir(ckpt_dir_or_file):
+        found = latest_checkpoint(ckpt_dir_or_file)
+        if found is None:
+            raise errors.NotFoundError(f"no checkpoint in directory {ckpt_dir_or_file} (its "
+                                       "'checkpoint' file names none)")
+        return found
+    return ckpt_dir_or_file
+
+
+def list_variables(ckpt_dir_or_file: str) -> list[tuple[str, list[int]]]:
+    """(name, shape) of every value in a checkpoint (a prefix, or a directory:
+    its latest), sorted by name. Names are TensorFlow's object-graph keys
+    (``model/layers/0/w/.ATTRIBUTES/VARIABLE_VALUE``), so they match what
+    ``tf.train.list_variables`` gives for the same objects (TensorFlow's
+    extra ``_CHECKPOINTABLE_OBJECT_GRAPH`` entry aside)."""
+    index = read_index(_prefix_of(ckpt_dir_or_file))
+    return sorted((k + _VALUE_SUFFIX, list(e["shape"])) for k, e in index["entries"].items())
+
+
+def load_variable(ckpt_dir_or_file: str, name: str) -> np.ndarray:
+    """The value saved under `name` (as ``list_variables`` names it)."""
+    prefix = _prefix_of(ckpt_dir_or_file)
+    values = read_values(prefix, read_index(prefix))
+    key = name[:-len(_VALUE_SUFFIX)] if name.endswith(_VALUE_SUFFIX) else name
+    if key not in values:
+        raise errors.NotFoundError(f"checkpoint {prefix} holds no value named {name!r}; "
+                                   "pg.train.list_variables lists its names")
+    return values[key]
 
 
 class Checkpoint:

@@ -1,0 +1,8 @@
+"""Layer 6: input pipelines, ``pg.data`` (TensorFlow's ``tf.data``): see
+``pluggable.data.dataset``."""
+from . import experimental  # noqa: F401
+from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,  # noqa: F401
+                      Iterator)
+
+__all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "Iterator", "UNKNOWN_CARDINALITY",
+           "experimental"]
