@@ -6,7 +6,8 @@ shell blocks run with `bash -euo pipefail` in the same working directory, a
 temporary directory that holds links to the repository's folders (so
 `reference_device/...` and `benchmarks/...` resolve) and not the package,
 which comes from the installation under test. `python` and `python3` are
-the interpreter running the tests.
+the interpreter running the tests; `PLUGGABLE_*` variables are cleared and
+pip refuses to install outside a virtual environment.
 
 An HTML comment on the line just before a block's opening fence changes what
 happens to it:
@@ -158,7 +159,8 @@ def run_doc(doc: pathlib.Path) -> dict[str, str | None]:
     """Runs every session of `doc`; block id -> None (ran) or the failure."""
     results: dict[str, str | None] = {}
     wd = workdir(doc)
-    env = dict(os.environ, PATH=f"{wd / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PLUGGABLE_")}
+    env = dict(env, PIP_REQUIRE_VIRTUALENV="1", PATH=f"{wd / '.bin'}{os.pathsep}{os.environ.get('PATH', '')}",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                MPLBACKEND="Agg")
     for n, sess in enumerate(sessions(doc)):
