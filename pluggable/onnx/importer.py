@@ -217,6 +217,7 @@ class Model:
                 raise errors.UnimplementedError(
                     f"model input {v.name!r} has an ONNX type pluggable has no dtype for")
         self._rules = [self._resolve(n) for n in g.node]
+        self._value_inputs = self._find_value_inputs()
         self._check_wiring()
         self._cache: dict = {}
         self._lock = threading.Lock()
@@ -243,6 +244,17 @@ class Model:
         if entry.kind == "custom":
             entry.check_attrs(attrs)
         return entry
+
+    def _find_value_inputs(self) -> set:
+        """Graph inputs read where a converter needs a value (axes, shapes):
+        their values are part of the cache key and constants of the graph."""
+        names = {v.name for v in self.inputs}
+        out = set()
+        for node in self.proto.graph.node:
+            for i in mapping.VALUE_INPUTS.get(node.op_type, ()):
+                if i < len(node.input) and node.input[i] in names:
+                    out.add(node.input[i])
+        return out
 
     def _check_wiring(self) -> None:
         known = set(self._inits) | {v.name for v in self.inputs} | {""}
@@ -273,14 +285,17 @@ class Model:
                 f"{self.name}: input {', '.join(missing)} is not fed")
         tensors = [self._feed(v, feeds[v.name]) for v in self.inputs]
         scope = placement.current()
+        values = {v.name: t.numpy() for v, t in zip(self.inputs, tensors)
+                  if v.name in self._value_inputs}
         key = (None if scope is None else scope.name,
-               tuple((t.dtype, tuple(t.shape)) for t in tensors))
+               tuple((t.dtype, tuple(t.shape)) for t in tensors),
+               tuple((k, a.tobytes()) for k, a in sorted(values.items())))
         cf = self._cache.get(key)
         if cf is None:
             with self._lock:
                 cf = self._cache.get(key)
                 if cf is None:
-                    cf = self._cache[key] = self._build(tensors)
+                    cf = self._cache[key] = self._build(tensors, values)
         outs = cf._call_flat(cf._check_inputs(tensors))
         return {v.name: t for v, t in zip(self.outputs, outs)}
 
@@ -299,14 +314,15 @@ class Model:
                     f"declares {v.shape} (None: any size)")
         return x
 
-    def _build(self, tensors: list) -> ConcreteFunction:
+    def _build(self, tensors: list, values: dict) -> ConcreteFunction:
         g = Graph(self.name)
         specs = []
         with tracing.trace_scope(g):
             env: dict[str, Any] = {}
             for v, t in zip(self.inputs, tensors):
                 ph = tracing.placeholder(g, v.name, t.dtype, tuple(t.shape))
-                env[v.name] = tracing.SymbolicTensor(ph, 0)
+                env[v.name] = values[v.name] if v.name in values else \
+                    tracing.SymbolicTensor(ph, 0)
                 specs.append((ph.name, TensorSpec(tuple(t.shape), t.dtype)))
             for name, a in self._inits.items():
                 env[name] = a
@@ -325,9 +341,7 @@ class Model:
         domain = "" if node.domain == "ai.onnx" else node.domain
         c = mapping.Ctx(self.opsets.get(domain, 1), node.name or node.op_type)
         c.n_outputs = len(node.output)
-        if node.op_type == "Constant" and not domain:
-            outs = [_constant_attr(c, attrs)]
-        elif all(x is None or isinstance(x, np.ndarray) for x in ins) and \
+        if all(x is None or isinstance(x, np.ndarray) for x in ins) and \
                 isinstance(r, mapping.Rule):
             outs = self._fold(c, r, ins, attrs, g)
         else:
@@ -365,15 +379,6 @@ def _as_tensor(g: Graph, x: Any):
     if isinstance(x, np.ndarray):
         return tracing.constant(g, x)
     return x
-
-
-def _constant_attr(c, attrs: dict) -> np.ndarray:
-    for k, conv in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
-                    ("value_int", np.int64), ("value_ints", np.int64)):
-        if k in attrs:
-            return np.asarray(attrs[k], dtype=conv) if conv else np.asarray(attrs[k])
-    raise errors.UnimplementedError(f"ONNX node {c.node!r}: Constant of attributes "
-                                    f"{sorted(attrs)} is not mapped")
 
 
 def _call_catalogue(entry, ins: list, attrs: dict) -> list:

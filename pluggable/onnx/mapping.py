@@ -22,7 +22,18 @@ import numpy as np
 from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor
 
-MAX_OPSET = 23   # the newest default-domain opset whose rows are checked here
+MAX_OPSET = 28   # the newest default-domain opset (onnx 1.23) the rows were checked against
+
+# Inputs that carry values a converter needs at build time (axes, shapes,
+# bounds, counts): (op type -> input positions). A graph input fed there is
+# read when the graph is built, and its value becomes part of the cache key.
+VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2, 3, 4},
+                "Split": {1}, "Expand": {1}, "Pad": {1, 2, 3}, "TopK": {1}, "OneHot": {1},
+                "ConstantOfShape": {0}, "Range": {0, 1, 2}, "ReduceSum": {1},
+                "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
+                "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
+                "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
+                "Clip": set()}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -395,6 +406,16 @@ def _clip11(c, x, a):
     return [c.op("Identity", y)]
 
 
+@rule("Constant", "")
+def _constant(c, x, a):
+    for k, conv in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
+                    ("value_int", np.int64), ("value_ints", np.int64)):
+        if k in a:
+            return [np.asarray(a[k], dtype=conv) if conv else np.asarray(a[k])]
+    raise errors.UnimplementedError(f"ONNX node {c.node!r}: Constant of attributes "
+                                    f"{sorted(a)} is not mapped")
+
+
 @rule("Cast", "Cast")
 def _cast(c, x, a):
     to = ONNX_DTYPES.get(a["to"])
@@ -631,7 +652,7 @@ def _onehot(c, x, a):
     return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=a.get("axis", -1))]
 
 
-@rule("Pad", "Pad Sub AddV2", since=11)
+@rule("Pad", "Pad OnesLike Greater SelectV2", since=11)
 def _pad11(c, x, a):
     return [_pad(c, x[0], c.need(x[1], "pads").reshape(-1),
                  c.value(x[2]) if len(x) > 2 and x[2] is not None else None,
@@ -639,7 +660,7 @@ def _pad11(c, x, a):
                  a.get("mode", "constant"))]
 
 
-@rule("Pad", "Pad Sub AddV2", since=2, until=10)
+@rule("Pad", "Pad OnesLike Greater SelectV2", since=2, until=10)
 def _pad2(c, x, a):
     return [_pad(c, x[0], a["pads"], a.get("value", 0.0), None, a.get("mode", "constant"))]
 
@@ -661,8 +682,14 @@ def _pad(c, x, pads, value, axes, mode):
     v = 0 if value is None else np.asarray(value).reshape(-1)[0]
     if v == 0:
         return c.op("Pad", x, p)
-    cv = const(v, x)  # pad(x - v) + v puts v in the border
-    return c.op("AddV2", c.op("Pad", c.op("Sub", x, cv), p), cv)
+    return _pad_value(c, x, p, v)
+
+
+def _pad_value(c, x, p, v):
+    """Pad `x` by `p` with value `v` (Pad pads with zeros: a padded mask of
+    ones picks `v` in the border, exactly)."""
+    inside = c.op("Greater", c.op("Pad", c.op("OnesLike", x), p), const(0, x))
+    return c.op("SelectV2", inside, c.op("Pad", x, p), const(v, x))
 
 
 # ================================================================ reductions
@@ -725,7 +752,7 @@ def _arg(tf):
         ax = ax + r if ax < 0 else ax
         v = x[0]
         if a.get("select_last_index", 0):
-            v = c.op("ReverseV2", v, np.asarray([ax], np.int32))
+            v = _slice(c, v, [-1], [-_BIG], [ax], [-1])
         out = c.op(tf, v, np.asarray(ax, np.int32), output_type=dtypes.int64)
         if a.get("select_last_index", 0):
             out = c.op("Sub", np.asarray(x[0].shape[ax] - 1, np.int64), out)
@@ -735,8 +762,8 @@ def _arg(tf):
     return fn
 
 
-rule("ArgMax", "ArgMax Reshape ReverseV2 Sub")(_arg("ArgMax"))
-rule("ArgMin", "ArgMin Reshape ReverseV2 Sub")(_arg("ArgMin"))
+rule("ArgMax", "ArgMax Reshape StridedSlice Sub")(_arg("ArgMax"))
+rule("ArgMin", "ArgMin Reshape StridedSlice Sub")(_arg("ArgMin"))
 
 
 @rule("CumSum", "Cumsum")
@@ -958,7 +985,7 @@ def _pool_common(c, x, a):
     return X, k, strides, pads
 
 
-@rule("MaxPool", "MaxPool Transpose Pad", since=1)
+@rule("MaxPool", "MaxPool Transpose Pad OnesLike Greater SelectV2", since=1)
 def _maxpool(c, x, a):
     X, k, strides, pads = _pool_common(c, x, a)
     if c.n_outputs > 1:
@@ -970,8 +997,7 @@ def _maxpool(c, x, a):
         lo = np.finfo(X.dtype.as_numpy_dtype).min if X.dtype.is_floating else \
             np.iinfo(X.dtype.as_numpy_dtype).min
         p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
-        cv = const(lo, xh)
-        xh = c.op("AddV2", c.op("Pad", c.op("Sub", xh, cv), p), cv)
+        xh = _pad_value(c, xh, p, lo)
     return [_to_nchw(c, c.op("MaxPool", xh, padding="VALID", **attrs))]
 
 
