@@ -27,6 +27,7 @@ LAYERS = {
     "pluggable.custom_ops": 6,
     "pluggable.distribute": 6,
     "pluggable.training": 6,
+    "pluggable.onnx": 6,
     "pluggable.tools": 7,
 }
 TOP = 8  # pluggable/__init__.py, __main__.py and the public namespace modules
