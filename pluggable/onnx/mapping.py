@@ -33,7 +33,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
                 "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
-                "Clip": set()}
+                "Trilu": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -1049,3 +1049,85 @@ def _scatternd(c, x, a):
 @rule("Det", "MatrixDeterminant")
 def _det(c, x, a):
     return [c.op("MatrixDeterminant", x[0])]
+
+
+@rule("RMSNormalization", "Mean Mul AddV2 Rsqrt Cast", since=23)
+def _rmsnorm(c, x, a):
+    X = x[0]
+    r = rank(X)
+    ax = a.get("axis", -1)
+    ax = ax + r if ax < 0 else ax
+    axes = np.asarray(list(range(ax, r)), np.int32)
+    stash = ONNX_DTYPES.get(a.get("stash_type", 1), dtypes.float32)
+    xs = X if X.dtype is stash else c.op("Cast", X, DstT=stash)
+    ms = c.op("Mean", c.op("Mul", xs, xs), axes, keep_dims=True)
+    y = c.op("Mul", xs, c.op("Rsqrt", c.op("AddV2", ms, const(a.get("epsilon", 1e-5), ms))))
+    if y.dtype is not X.dtype:
+        y = c.op("Cast", y, DstT=X.dtype)
+    return [c.op("Mul", y, x[1])]
+
+
+@rule("Trilu", "SelectV2 ZerosLike", since=14)
+def _trilu(c, x, a):
+    X = x[0]
+    k = int(c.value(x[1]).reshape(-1)[0]) if len(x) > 1 and x[1] is not None else 0
+    n, m = X.shape[-2], X.shape[-1]
+    ones = np.ones((n, m), bool)
+    mask = np.triu(ones, k) if a.get("upper", 1) else np.tril(ones, k)
+    return [c.op("SelectV2", mask, X, c.op("ZerosLike", X))]
+
+
+@rule("Hardmax", "ArgMax OneHot Reshape Transpose", since=13)
+def _hardmax(c, x, a):
+    X = x[0]
+    r = rank(X)
+    ax = a.get("axis", -1)
+    ax = ax + r if ax < 0 else ax
+    idx = c.op("ArgMax", X, np.asarray(ax, np.int32), output_type=dtypes.int64)
+    return [c.op("OneHot", idx, np.asarray(X.shape[ax], np.int32), const(1, X), const(0, X),
+                 axis=ax)]
+
+
+@rule("LpNormalization", "Sum Abs Mul Sqrt RealDiv")
+def _lpnorm(c, x, a):
+    X = x[0]
+    ax = np.asarray([a.get("axis", -1)], np.int32)
+    if a.get("p", 2) == 1:
+        n = c.op("Sum", c.op("Abs", X), ax, keep_dims=True)
+    else:
+        n = c.op("Sqrt", c.op("Sum", c.op("Mul", X, X), ax, keep_dims=True))
+    return [c.op("RealDiv", X, n)]
+
+
+@rule("Shrink", "SelectV2 Less Greater AddV2 Sub ZerosLike Cast")
+def _shrink(c, x, a):
+    X = x[0]
+    lam, bias = a.get("lambd", 0.5), a.get("bias", 0.0)
+    xf = X if X.dtype.is_floating else c.op("Cast", X, DstT=dtypes.float64)
+    lo = c.op("AddV2", xf, const(bias, xf))
+    hi = c.op("Sub", xf, const(bias, xf))
+    y = c.op("SelectV2", c.op("Less", xf, const(-lam, xf)), lo,
+             c.op("SelectV2", c.op("Greater", xf, const(lam, xf)), hi, c.op("ZerosLike", xf)))
+    return [y if y.dtype is X.dtype else c.op("Cast", y, DstT=X.dtype)]
+
+
+@rule("EyeLike", "")
+def _eyelike(c, x, a):
+    dt = ONNX_DTYPES.get(a["dtype"]) if "dtype" in a else x[0].dtype
+    n, m = x[0].shape
+    return [np.eye(n, m, k=a.get("k", 0), dtype=dt.as_numpy_dtype)]
+
+
+@rule("GatherElements", "GatherNd SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
+def _gather_elements(c, x, a):
+    X, idx = x
+    r = rank(X)
+    ax = a.get("axis", 0)
+    ax = ax + r if ax < 0 else ax
+    idx = c.op("Cast", _fix_indices(c, idx, X.shape[ax]), DstT=dtypes.int64)
+    shape = tuple(idx.shape)
+    grids = np.indices(shape, dtype=np.int64)
+    parts = [c.op("ExpandDims", idx if d == ax else grids[d], np.asarray(-1, np.int32))
+             for d in range(r)]
+    coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
+    return [c.op("GatherNd", X, coords)]
