@@ -68,6 +68,11 @@ def test_matches_onnxruntime(make, shape, dev):
         out = pm(x=x)["out"]
     assert dev.split(":")[0] in out.device
     np.testing.assert_allclose(out.numpy(), ort_run(m, {"x": x})["out"], rtol=1e-5, atol=1e-5)
+    (cf,) = pm._cache.values()
+    placed = {n.op: n.assigned.device_type for n in cf.optimized_graph.nodes
+              if n.assigned is not None and n.op in ("MatMul", "Conv2D", "_FusedMatMul",
+                                                      "_FusedConv2D", "MaxPool")}
+    assert placed and set(placed.values()) == {dev.split(":")[0]}, placed
 
 
 def test_dynamic_batch_is_planned_once_per_shape():
