@@ -301,3 +301,10 @@ def test_import_pluggable_does_not_import_onnx():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ), timeout=120)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_tensor_proto_feed_is_read_like_an_array():
+    pm = pg.onnx.import_model(mlp())
+    x = rnd(2, 8)
+    np.testing.assert_allclose(pm(x=numpy_helper.from_array(x))["out"].numpy(),
+                               pm(x=x)["out"].numpy(), rtol=1e-6)

@@ -301,6 +301,8 @@ class Model:
 
     def _feed(self, v: ValueInfo, x: Any) -> Tensor:
         from ..runtime.tensors import convert_to_tensor
+        if isinstance(x, self._onnx.TensorProto):
+            x = _tensor_value(x, None, self._onnx)
         if not isinstance(x, Tensor):
             x = convert_to_tensor(np.asarray(x))
         if x.dtype is not v.dtype:
