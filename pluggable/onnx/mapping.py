@@ -1131,3 +1131,44 @@ def _gather_elements(c, x, a):
              for d in range(r)]
     coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
     return [c.op("GatherNd", X, coords)]
+
+
+def _nll(c, logp, target, weight, a):
+    """NegativeLogLikelihoodLoss over log-probabilities `logp` [N, C, d...]."""
+    C = logp.shape[1]
+    ign = a.get("ignore_index")
+    t = target
+    keep = None
+    if ign is not None:
+        keep = c.op("NotEqual", t, const(ign, t))
+        t = c.op("SelectV2", keep, t, c.op("ZerosLike", t))
+    hot = c.op("OneHot", t, np.asarray(C, np.int32), const(1, logp), const(0, logp), axis=1)
+    picked = c.op("Sum", c.op("Mul", logp, hot), np.asarray([1], np.int32), keep_dims=False)
+    w = c.op("GatherV2", weight, t, np.asarray(0, np.int64)) if weight is not None else \
+        c.op("OnesLike", picked)
+    if keep is not None:
+        w = c.op("Mul", w, c.op("Cast", keep, DstT=w.dtype))
+    loss = c.op("Neg", c.op("Mul", picked, w))
+    red = a.get("reduction", "mean")
+    everything = np.asarray(list(range(rank(loss))), np.int32)
+    if red == "none":
+        return loss
+    total = c.op("Sum", loss, everything, keep_dims=False)
+    if red == "sum":
+        return total
+    return c.op("RealDiv", total, c.op("Sum", w, everything, keep_dims=False))
+
+
+@rule("NegativeLogLikelihoodLoss", "OneHot Sum Mul GatherV2 OnesLike Neg RealDiv NotEqual "
+      "SelectV2 ZerosLike Cast", since=12)
+def _nll_rule(c, x, a):
+    return [_nll(c, x[0], x[1], x[2] if len(x) > 2 else None, a)]
+
+
+@rule("SoftmaxCrossEntropyLoss", "LogSoftmax Transpose OneHot Sum Mul GatherV2 OnesLike Neg "
+      "RealDiv NotEqual SelectV2 ZerosLike Cast", since=12)
+def _sce(c, x, a):
+    logp = _softmax("LogSoftmax")(type("C", (), {"opset": 13, "op": c.op, "ops": c.ops})(),
+                                  [x[0]], {"axis": 1})[0]
+    loss = _nll(c, logp, x[1], x[2] if len(x) > 2 else None, a)
+    return [loss, logp]
