@@ -1172,3 +1172,62 @@ def _sce(c, x, a):
                                   [x[0]], {"axis": 1})[0]
     loss = _nll(c, logp, x[1], x[2] if len(x) > 2 else None, a)
     return [loss, logp]
+
+
+def _heads(c, t, n):
+    """[B, S, n*H] -> [B, n, S, H] (a 4-D input is already split)."""
+    if rank(t) == 4:
+        return t
+    b, s, hid = t.shape
+    return transpose(c, reshape(c, t, [b, s, n, hid // n]), [0, 2, 1, 3])
+
+
+@rule("Attention", "BatchMatMulV2 Softmax Mul AddV2 ConcatV2 Reshape Transpose Tile SelectV2 "
+      "Tanh RealDiv Cast", since=23)
+def _attention(c, x, a):
+    if a.get("qk_matmul_output_mode", 0) or c.n_outputs > 3:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Attention's qk_matmul output "
+                                        "is not mapped")
+    x = list(x) + [None] * (6 - len(x))
+    Q, K, V, mask, past_k, past_v = x[:6]
+    three_d = rank(Q) == 3
+    q = _heads(c, Q, a.get("q_num_heads", 1))
+    k = _heads(c, K, a.get("kv_num_heads", 1))
+    v = _heads(c, V, a.get("kv_num_heads", 1))
+    if past_k is not None:
+        k = c.op("ConcatV2", past_k, k, np.asarray(2, np.int32), N=2)
+        v = c.op("ConcatV2", past_v, v, np.asarray(2, np.int32), N=2)
+    present_k, present_v = k, v
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk:  # grouped-query attention: each kv head serves hq/hk query heads
+        rep = hq // hk
+        b, _, s, d = k.shape
+        k = reshape(c, c.op("Tile", reshape(c, k, [b, hk, 1, s, d]),
+                            np.asarray([1, 1, rep, 1, 1], np.int64)), [b, hq, s, d])
+        bv, _, sv, dv = v.shape
+        v = reshape(c, c.op("Tile", reshape(c, v, [bv, hk, 1, sv, dv]),
+                            np.asarray([1, 1, rep, 1, 1], np.int64)), [bv, hq, sv, dv])
+    scale = a.get("scale", 1.0 / np.sqrt(q.shape[-1]))
+    w = c.op("Mul", c.op("BatchMatMulV2", q, k, adj_y=True), const(scale, q))
+    L, S = w.shape[-2], w.shape[-1]
+    bias = None
+    if a.get("is_causal", 0):
+        causal = np.tril(np.ones((L, S), bool), S - L)
+        bias = np.where(causal, 0, -np.inf).astype(q.dtype.as_numpy_dtype)
+    if mask is not None:
+        m = mask
+        if m.dtype is dtypes.bool_:
+            m = c.op("SelectV2", m, const(0, q), const(-np.inf, q))
+        if m.shape[-1] < S:  # a mask for the new keys only
+            raise errors.UnimplementedError(f"ONNX node {c.node!r}: a mask shorter than the keys")
+        bias = m if bias is None else c.op("AddV2", m, bias)
+    if a.get("softcap", 0.0):
+        cap = const(a["softcap"], w)
+        w = c.op("Mul", c.op("Tanh", c.op("RealDiv", w, cap)), cap)
+    if bias is not None:
+        w = c.op("AddV2", w, bias)
+    y = c.op("BatchMatMulV2", c.op("Softmax", w), v)
+    if three_d:
+        b, h, s, d = y.shape
+        y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, s, h * d])
+    return [y, present_k, present_v][:max(c.n_outputs, 1)]
