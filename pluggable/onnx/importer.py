@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..framework import dtypes, errors, op_catalog
+from ..framework import errors, op_catalog
 from ..framework.tensor import Tensor
 from ..graph import graph_util, graphdef, tracing
 from ..graph.function import ConcreteFunction, TensorSpec

@@ -102,10 +102,10 @@ class Ctx:
     registry op (recorded into the graph being built); ``value(t)`` is the
     constant value of `t` or None; ``opset`` and ``node`` (its name)."""
 
-    def __init__(self, opset: int, node: str, run_subgraph: Callable | None = None):
+    def __init__(self, opset: int, node: str):
         self.opset = opset
         self.node = node
-        self.run_subgraph = run_subgraph
+        self.n_outputs = 1       # how many outputs the node names
 
     def ops(self, name: str, *inputs: Any, **attrs: Any) -> list:
         od = registry.OPS.get(name)
@@ -378,7 +378,7 @@ def _isinf(c, x, a):
         return [pos]
     if n:
         return [neg]
-    return [c.op("NotEqual", x, x) if False else c.op("LogicalAnd", pos, neg)]
+    return [c.op("LogicalAnd", pos, neg)]  # detects nothing: all False
 
 
 @rule("Where", "SelectV2")
@@ -535,7 +535,7 @@ def _split(c, x, axis, sizes, n):
 
 
 @rule("Split", "StridedSlice", until=12)
-def _split1(c, x, a, n_out=None):
+def _split1(c, x, a):
     sizes = a.get("split")
     if sizes is None and len(x) > 1 and x[1] is not None:
         sizes = c.need(x[1], "split").tolist()
