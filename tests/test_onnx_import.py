@@ -307,3 +307,22 @@ def test_a_tensor_proto_feed_is_read_like_an_array():
     x = rnd(2, 8)
     np.testing.assert_allclose(pm(x=numpy_helper.from_array(x))["out"].numpy(),
                                pm(x=x)["out"].numpy(), rtol=1e-6)
+
+
+def test_a_node_without_a_kernel_on_the_device_is_soft_placed_with_copies():
+    # Size has no MY_DEVICE kernel: it runs on CPU, the rest on MY_DEVICE
+    m = model([h.make_node("Size", ["x"], ["n"]), h.make_node("Cast", ["n"], ["nf"], to=1),
+               h.make_node("Mul", ["x", "nf"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+              [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    pm = pg.onnx.import_model(m)
+    x = rnd(2, 3)
+    with pg.device("MY_DEVICE:0"):
+        y = pm(x=x)["y"]
+    np.testing.assert_allclose(y.numpy(), 6 * x, rtol=1e-6)
+    (cf,) = pm._cache.values()
+    nodes = {n.op: n for n in cf.optimized_graph.nodes}
+    assert nodes["Size"].assigned.device_type == "CPU"
+    assert "soft placement" in nodes["Size"].note
+    assert nodes["Mul"].assigned.device_type == "MY_DEVICE"
+    assert "_Copy" in nodes
