@@ -28,8 +28,8 @@ LAYERS = {
     "pluggable.data": 6,
     "pluggable.distribute": 6,
     "pluggable.training": 6,
+    "pluggable.onnx": 6,
     "pluggable.tools": 7,
-    "pluggable.onnx": 7,
 }
 TOP = 8  # pluggable/__init__.py, __main__.py and the public namespace modules
 

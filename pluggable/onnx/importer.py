@@ -1,0 +1,414 @@
+"""``pg.onnx.import_model``: an ONNX model as a callable graph.
+
+The model's nodes are lowered through ``mapping.RULES`` (or, for an
+unknown (domain, op_type), the catalogue op ``domain::OpType``) into a
+``pluggable.graph`` graph, built once per set of input shapes and device
+scope, and run as a ``ConcreteFunction``: the same placement (soft
+placement included), passes, plugin optimizers and executor as a
+``pg.function``. Constant subgraphs are folded while the graph is built.
+Import limits are the GraphDef importer's (``pg.graph_util.set_import_limits``).
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..framework import errors, op_catalog
+from ..framework.tensor import Tensor
+from ..graph import graph_util, graphdef, tracing
+from ..graph.function import ConcreteFunction, TensorSpec
+from ..graph.ir import Graph
+from ..runtime import placement
+from . import mapping
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise errors.FailedPreconditionError(
+            'pg.onnx needs the onnx package: pip install "pluggable[onnx]"') from None
+    return onnx
+
+
+class ValueInfo:
+    """Name, dtype and shape (None for a symbolic dimension) of a model input or output."""
+
+    def __init__(self, name: str, dtype: Any, shape: tuple | None):
+        self.name, self.dtype, self.shape = name, dtype, shape
+
+    def __repr__(self) -> str:
+        return f"ValueInfo({self.name!r}, {getattr(self.dtype, 'name', self.dtype)}, {self.shape})"
+
+
+# ================================================================ loading
+
+def _load(model: Any, onnx) -> tuple[Any, str | None]:
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        data = graph_util._read_file(path)
+        return _parse(data, path, onnx), os.path.dirname(os.path.abspath(path))
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        return _parse(bytes(model), "the given bytes", onnx), None
+    if isinstance(model, onnx.ModelProto):
+        return model, None
+    raise TypeError(f"import_model needs a path, bytes or an onnx.ModelProto, got "
+                    f"{type(model).__name__}")
+
+
+def _parse(data: bytes, source: str, onnx):
+    m = onnx.ModelProto()
+    try:
+        m.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError, RuntimeWarning of a bad varint...
+        raise errors.DataLossError(f"{source} is not an ONNX model ({exc}); the file is "
+                                   "truncated or corrupt") from None
+    if not m.HasField("graph"):
+        raise errors.DataLossError(f"{source} holds no ONNX graph; the file is truncated, "
+                                   "corrupt, or not an ONNX model")
+    return m
+
+
+def _opsets(model) -> dict[str, int]:
+    out = {}
+    for o in model.opset_import:
+        out["" if o.domain == "ai.onnx" else o.domain] = int(o.version)
+    if "" not in out:
+        out[""] = 1
+    if out[""] > mapping.MAX_OPSET:
+        raise errors.UnimplementedError(
+            f"the model uses opset {out['']} of the default ONNX domain; pluggable maps "
+            f"opsets up to {mapping.MAX_OPSET}. Convert it with "
+            "onnx.version_converter.convert_version(model, "
+            f"{mapping.MAX_OPSET})")
+    return out
+
+
+def _check_limits(graph, depth: int = 0) -> None:
+    limits = graphdef.LIMITS
+    if depth > limits.max_function_depth:
+        raise errors.ResourceExhaustedError(
+            f"graph {graph.name!r} nests subgraphs {depth} deep, more than "
+            f"max_function_depth={limits.max_function_depth}; raise it with "
+            "pg.graph_util.set_import_limits(max_function_depth=...)")
+    graphdef._check_count(len(graph.node), f"ONNX graph {graph.name!r}")
+    for t in graph.initializer:
+        _check_tensor_size(t, f"initializer {t.name!r}")
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                _check_tensor_size(a.t, f"node {node.name!r} ({node.op_type}) attribute "
+                                   f"{a.name!r}")
+            for g in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+                _check_limits(g, depth + 1)
+
+
+def _check_tensor_size(t, where: str) -> None:
+    count = 1
+    for d in t.dims:
+        if d < 0:
+            raise errors.InvalidArgumentError(f"{where} has a negative dimension {d}")
+        count *= int(d)
+    size = count * max(mapping.ONNX_DTYPES[t.data_type].size
+                       if t.data_type in mapping.ONNX_DTYPES else 1, 1)
+    if size > graphdef.LIMITS.max_constant_bytes:
+        raise errors.ResourceExhaustedError(
+            f"{where} of shape {list(t.dims)} describes {size} bytes, more than "
+            f"max_constant_bytes={graphdef.LIMITS.max_constant_bytes}; raise it with "
+            "pg.graph_util.set_import_limits(max_constant_bytes=...) if the model is trusted")
+
+
+def _external_path(t, base: str | None) -> str:
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location", "")
+    if base is None:
+        raise errors.InvalidArgumentError(
+            f"tensor {t.name!r} keeps its data in external file {loc!r}; load the model "
+            "from its path so the file can be found next to it")
+    full = os.path.realpath(os.path.join(base, loc))
+    root = os.path.realpath(base)
+    if not loc or os.path.isabs(loc) or os.path.commonpath([full, root]) != root:
+        raise errors.PermissionDeniedError(
+            f"tensor {t.name!r}: external data location {loc!r} is outside the model's "
+            f"directory {root!r}; refused (external data must lie in the model's folder)")
+    return full
+
+
+def _tensor_value(t, base: str | None, onnx) -> np.ndarray:
+    from onnx import numpy_helper
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        path = _external_path(t, base)
+        info = {e.key: e.value for e in t.external_data}
+        dt = mapping.ONNX_DTYPES.get(t.data_type)
+        if dt is None:
+            raise errors.UnimplementedError(f"tensor {t.name!r}: ONNX type {t.data_type}")
+        count = int(np.prod(list(t.dims), dtype=np.int64))
+        offset, length = int(info.get("offset", 0)), int(info.get("length", count * dt.size))
+        if length != count * dt.size:
+            raise errors.DataLossError(f"tensor {t.name!r}: external length {length} does not "
+                                       f"match its shape {list(t.dims)}")
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                raw = f.read(length)
+        except OSError as exc:
+            raise errors.NotFoundError(f"tensor {t.name!r}: cannot read external data "
+                                       f"{path!r}: {exc.strerror or exc}") from None
+        if len(raw) != length:
+            raise errors.DataLossError(f"tensor {t.name!r}: external data {path!r} is short")
+        return np.frombuffer(raw, dt.as_numpy_dtype).reshape(tuple(t.dims)).copy()
+    try:
+        a = numpy_helper.to_array(t)
+    except Exception as exc:
+        raise errors.DataLossError(f"tensor {t.name!r} cannot be read ({exc}); the model is "
+                                   "corrupt") from None
+    if a.dtype == object:
+        raise errors.UnimplementedError(f"tensor {t.name!r}: string tensors are not supported")
+    return a
+
+
+def _value_info(v) -> ValueInfo:
+    tt = v.type.tensor_type
+    dt = mapping.ONNX_DTYPES.get(tt.elem_type)
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None
+                      for d in tt.shape.dim)
+    return ValueInfo(v.name, dt, shape)
+
+
+def _attrs(node, onnx) -> dict:
+    out = {}
+    for a in node.attribute:
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode(errors="replace")
+        elif isinstance(v, onnx.TensorProto):
+            v = _tensor_value(v, None, onnx)
+        elif isinstance(v, list):
+            v = [x.decode(errors="replace") if isinstance(x, bytes) else x for x in v]
+        out[a.name] = v
+    return out
+
+
+# ================================================================ the model
+
+class Model:
+    """An imported ONNX model: ``m(**feeds)`` or ``m(feeds)`` returns
+    {output name: tensor}. ``inputs`` / ``outputs`` describe its values."""
+
+    def __init__(self, model, base: str | None, onnx):
+        self._onnx = onnx
+        self.proto = model
+        self.opsets = _opsets(model)
+        g = model.graph
+        _check_limits(g)
+        self.name = g.name or "onnx_model"
+        self._inits = {}
+        for t in g.initializer:
+            self._inits[t.name] = _tensor_value(t, base, onnx)
+        self.inputs = [_value_info(v) for v in g.input if v.name not in self._inits]
+        self.outputs = [_value_info(v) for v in g.output]
+        for v in self.inputs:
+            if v.dtype is None:
+                raise errors.UnimplementedError(
+                    f"model input {v.name!r} has an ONNX type pluggable has no dtype for")
+        self._rules = [self._resolve(n) for n in g.node]
+        self._value_inputs = self._find_value_inputs()
+        self._check_wiring()
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+
+    def _resolve(self, node):
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        opset = self.opsets.get(domain, 1)
+        r = mapping.find(domain, node.op_type, opset)
+        if r is not None:
+            return r
+        qualified = f"{domain}::{node.op_type}" if domain else node.op_type
+        try:
+            entry = op_catalog.get(qualified, opset if domain in self.opsets and domain
+                                   else None)
+        except errors.NotFoundError:
+            entry = None
+        if entry is None:
+            raise errors.NotFoundError(
+                f"ONNX node {node.name!r} (domain {domain or 'ai.onnx'!r}, op type "
+                f"{node.op_type!r}, opset {opset}) maps to no built-in op and no catalogue op "
+                f"named {qualified!r}; register one with pg.custom_op(..., "
+                f"name={qualified!r}) or load a plugin that defines it")
+        attrs = _attrs(node, self._onnx)
+        if entry.kind == "custom":
+            entry.check_attrs(attrs)
+        return entry
+
+    def _find_value_inputs(self) -> set:
+        """Graph inputs read where a converter needs a value (axes, shapes):
+        their values are part of the cache key and constants of the graph."""
+        names = {v.name for v in self.inputs}
+        out = set()
+        for node in self.proto.graph.node:
+            for i in mapping.VALUE_INPUTS.get(node.op_type, ()):
+                if i < len(node.input) and node.input[i] in names:
+                    out.add(node.input[i])
+        return out
+
+    def _check_wiring(self) -> None:
+        known = set(self._inits) | {v.name for v in self.inputs} | {""}
+        for node in self.proto.graph.node:
+            for name in node.input:
+                if name not in known:
+                    raise errors.InvalidArgumentError(
+                        f"ONNX node {node.name!r} ({node.op_type}) reads {name!r}, which no "
+                        "input, initializer or earlier node produces (a missing initializer, "
+                        "or nodes out of topological order)")
+            known.update(node.output)
+        for v in self.outputs:
+            if v.name not in known:
+                raise errors.InvalidArgumentError(f"model output {v.name!r} is produced by "
+                                                  "no node")
+
+    # ---------------------------------------------------------- calling
+    def __call__(self, feeds: dict | None = None, **kw: Any) -> dict:
+        feeds = dict(feeds or {}, **kw)
+        names = [v.name for v in self.inputs]
+        unknown = sorted(set(feeds) - set(names))
+        if unknown:
+            raise errors.InvalidArgumentError(
+                f"{self.name}: no input named {', '.join(unknown)}; inputs: {', '.join(names)}")
+        missing = [n for n in names if n not in feeds]
+        if missing:
+            raise errors.InvalidArgumentError(
+                f"{self.name}: input {', '.join(missing)} is not fed")
+        tensors = [self._feed(v, feeds[v.name]) for v in self.inputs]
+        scope = placement.current()
+        values = {v.name: t.numpy() for v, t in zip(self.inputs, tensors)
+                  if v.name in self._value_inputs}
+        key = (None if scope is None else scope.name,
+               tuple((t.dtype, tuple(t.shape)) for t in tensors),
+               tuple((k, a.tobytes()) for k, a in sorted(values.items())))
+        cf = self._cache.get(key)
+        if cf is None:
+            with self._lock:
+                cf = self._cache.get(key)
+                if cf is None:
+                    cf = self._cache[key] = self._build(tensors, values)
+        outs = cf._call_flat(cf._check_inputs(tensors))
+        return {v.name: t for v, t in zip(self.outputs, outs)}
+
+    def _feed(self, v: ValueInfo, x: Any) -> Tensor:
+        from ..runtime.tensors import convert_to_tensor
+        if isinstance(x, self._onnx.TensorProto):
+            x = _tensor_value(x, None, self._onnx)
+        if not isinstance(x, Tensor):
+            x = convert_to_tensor(np.asarray(x))
+        if x.dtype is not v.dtype:
+            raise errors.InvalidArgumentError(
+                f"{self.name}: input {v.name!r} must be {v.dtype.name}, got {x.dtype.name}")
+        if v.shape is not None:
+            if len(v.shape) != len(x.shape) or any(
+                    d is not None and d != s for d, s in zip(v.shape, x.shape)):
+                raise errors.InvalidArgumentError(
+                    f"{self.name}: input {v.name!r} has shape {tuple(x.shape)}, but the model "
+                    f"declares {v.shape} (None: any size)")
+        return x
+
+    def _build(self, tensors: list, values: dict) -> ConcreteFunction:
+        g = Graph(self.name)
+        specs = []
+        with tracing.trace_scope(g):
+            env: dict[str, Any] = {}
+            for v, t in zip(self.inputs, tensors):
+                ph = tracing.placeholder(g, v.name, t.dtype, tuple(t.shape))
+                env[v.name] = values[v.name] if v.name in values else \
+                    tracing.SymbolicTensor(ph, 0)
+                specs.append((ph.name, TensorSpec(tuple(t.shape), t.dtype)))
+            for name, a in self._inits.items():
+                env[name] = a
+            for node, r in zip(self.proto.graph.node, self._rules):
+                self._emit(g, node, r, env)
+            outs = []
+            for v in self.outputs:
+                t = _as_tensor(g, env[v.name])
+                outs.append(mapping.Ctx(0, v.name).op("Identity", t))
+        g.outputs = [t.ref for t in outs]
+        return ConcreteFunction(g, specs, list(range(len(outs))), self.name)
+
+    def _emit(self, g: Graph, node, r, env: dict) -> None:
+        ins = [env[n] if n else None for n in node.input]
+        attrs = _attrs(node, self._onnx)
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        c = mapping.Ctx(self.opsets.get(domain, 1), node.name or node.op_type)
+        c.n_outputs = len(node.output)
+        if all(x is None or isinstance(x, np.ndarray) for x in ins) and \
+                isinstance(r, mapping.Rule):
+            outs = self._fold(c, r, ins, attrs, g)
+        else:
+            outs = self._lower(c, r, [None if x is None else _as_tensor(g, x) for x in ins],
+                               attrs, node)
+        for name, t in zip(node.output, outs):
+            if name:
+                env[name] = t
+
+    def _lower(self, c, r, ins, attrs, node) -> list:
+        try:
+            if isinstance(r, mapping.Rule):
+                return list(r.fn(c, ins, attrs))
+            return _call_catalogue(r, ins, attrs)
+        except errors.OpError as exc:
+            if f"{c.node!r}" in exc.message:
+                raise
+            raise type(exc)(f"ONNX node {c.node!r} ({node.op_type}): {exc.message}",
+                            op=getattr(exc, "op", None)) from None
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            raise errors.InvalidArgumentError(
+                f"ONNX node {c.node!r} ({node.op_type}) cannot be lowered "
+                f"({type(exc).__name__}: {exc}); check its attributes and inputs") from None
+
+    def _fold(self, c, r, ins, attrs, g) -> list:
+        """A node of constant inputs, computed now on CPU (its outputs are constants)."""
+        from ..runtime.tensors import constant
+        with tracing.init_scope(), placement.device("CPU:0"):
+            ts = [None if x is None else constant(x) for x in ins]
+            outs = self._lower(c, r, ts, attrs, type("N", (), {"op_type": r.op_type}))
+            return [o if isinstance(o, np.ndarray) else o.numpy() for o in outs]
+
+
+def _as_tensor(g: Graph, x: Any):
+    if isinstance(x, np.ndarray):
+        return tracing.constant(g, x)
+    return x
+
+
+def _call_catalogue(entry, ins: list, attrs: dict) -> list:
+    xs = [x for x in ins if x is not None]
+    if entry.kind == "custom":
+        out = entry(*xs, attrs=entry.check_attrs(attrs) or None)
+    else:
+        from ..runtime import dispatch
+        out = dispatch.execute(entry.op, xs, attrs)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+def import_model(model: Any) -> Model:
+    """Loads an ONNX model (a path, its bytes or an ``onnx.ModelProto``) as a
+    callable: ``m(**feeds)`` (or ``m(feeds)``) returns {output name: tensor},
+    on the device of the caller's scope (``with pg.device("MY_DEVICE:0")``),
+    placed and optimised like a ``pg.function`` graph. A new set of input
+    shapes builds and plans a graph once; it is cached. Bad models raise
+    typed errors naming the node or input (see ``pluggable.framework.errors``)."""
+    onnx = _onnx()
+    proto, base = _load(model, onnx)
+    try:
+        return Model(proto, base, onnx)
+    except errors.PluggableError:
+        raise
+    except RecursionError:
+        raise errors.ResourceExhaustedError("the ONNX model nests too deeply") from None
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise errors.InvalidArgumentError(
+            f"the ONNX model cannot be imported ({type(exc).__name__}: {exc}); it is corrupt "
+            "or uses a form pluggable does not read") from None

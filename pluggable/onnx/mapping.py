@@ -1,0 +1,1233 @@
+"""The one ONNX -> op-registry mapping: (domain, op type, opset range) ->
+the registry ops a node lowers to and the converter that emits them.
+
+``RULES`` is the table: each ``Rule`` names the built-in ops (TensorFlow op
+names) its converter may emit, so ``lowers_to(node, opset)`` and
+``has_kernels(node, opset, device_type)`` answer "which ops does this node
+become, and does device D have kernels for all of them?" without building
+anything (what an ONNX Runtime bridge asks). A converter is
+``fn(c, inputs, attrs) -> outputs``: `inputs` are tensors (None for an
+omitted optional input), `attrs` the node's attributes as Python values, and
+it calls registry ops through ``c.op(...)``. ONNX semantics are exact: NCHW
+layouts go through transposes, integer Div truncates, opset-dependent
+attributes-vs-inputs are separate rows.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+from ..framework import dtypes, errors, registry
+from ..framework.tensor import Tensor
+
+MAX_OPSET = 28   # the newest default-domain opset (onnx 1.23) the rows were checked against
+
+# Inputs that carry values a converter needs at build time (axes, shapes,
+# bounds, counts): (op type -> input positions). A graph input fed there is
+# read when the graph is built, and its value becomes part of the cache key.
+VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2, 3, 4},
+                "Split": {1}, "Expand": {1}, "Pad": {1, 2, 3}, "TopK": {1}, "OneHot": {1},
+                "ConstantOfShape": {0}, "Range": {0, 1, 2}, "ReduceSum": {1},
+                "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
+                "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
+                "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
+                "Trilu": {1}}
+_BIG = 1 << 62
+
+# ONNX TensorProto.DataType -> pluggable dtype
+ONNX_DTYPES = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 5: dtypes.int16,
+               6: dtypes.int32, 7: dtypes.int64, 9: dtypes.bool_, 10: dtypes.float16,
+               11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64, 16: dtypes.bfloat16}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One row: ONNX (domain, op_type) from opset `since` to `until`
+    (inclusive) lowers to registry ops `ops` through `fn`."""
+    domain: str
+    op_type: str
+    since: int
+    until: int
+    ops: tuple
+    fn: Callable
+
+
+RULES: list[Rule] = []
+
+
+def rule(op_type: str, ops: str, since: int = 1, until: int = 10_000, domain: str = ""):
+    def deco(fn):
+        RULES.append(Rule(domain, op_type, since, until, tuple(ops.split()), fn))
+        return fn
+    return deco
+
+
+def find(domain: str, op_type: str, opset: int) -> Rule | None:
+    """The row for a node of (domain, op_type) in a model of `opset`."""
+    domain = "" if domain == "ai.onnx" else domain
+    for r in RULES:
+        if r.domain == domain and r.op_type == op_type and r.since <= opset <= r.until:
+            return r
+    return None
+
+
+def lowers_to(domain: str, op_type: str, opset: int) -> tuple | None:
+    """The registry ops a node of (domain, op_type) at `opset` lowers to,
+    or None when no row maps it (it then resolves to a catalogue op)."""
+    r = find(domain, op_type, opset)
+    return None if r is None else r.ops
+
+
+def has_kernels(domain: str, op_type: str, opset: int, device_type: str) -> bool:
+    """Whether every registry op the node lowers to is registered and has a
+    kernel on `device_type` ("CPU", "MY_DEVICE", "GPU")."""
+    ops = lowers_to(domain, op_type, opset)
+    if ops is None:
+        return False
+    return all(name in registry.OPS and registry.kernels_for(name, device_type)
+               for name in ops)
+
+
+def missing_ops(domain: str, op_type: str, opset: int) -> list[str]:
+    """The ops a row lowers to that are not registered (yet)."""
+    return [n for n in lowers_to(domain, op_type, opset) or () if n not in registry.OPS]
+
+
+# ================================================================ helpers
+
+class Ctx:
+    """What a converter may use: ``op(name, *inputs, **attrs)`` calls a
+    registry op (recorded into the graph being built); ``value(t)`` is the
+    constant value of `t` or None; ``opset`` and ``node`` (its name)."""
+
+    def __init__(self, opset: int, node: str):
+        self.opset = opset
+        self.node = node
+        self.n_outputs = 1       # how many outputs the node names
+
+    def ops(self, name: str, *inputs: Any, **attrs: Any) -> list:
+        od = registry.OPS.get(name)
+        if od is None:
+            raise errors.UnimplementedError(
+                f"ONNX node {self.node!r} lowers to op {name!r}, which is not registered "
+                "(no plugin or built-in defines it)", op=name)
+        from ..runtime import dispatch
+        return dispatch.execute(od, list(inputs), attrs)
+
+    def op(self, name: str, *inputs: Any, **attrs: Any) -> Any:
+        return self.ops(name, *inputs, **attrs)[0]
+
+    @staticmethod
+    def value(t: Any) -> np.ndarray | None:
+        if t is None:
+            return None
+        if isinstance(t, np.ndarray):
+            return t
+        from ..graph import tracing
+        if isinstance(t, tracing.SymbolicTensor):
+            v = tracing.const_value(t)
+            return None if v is None else np.asarray(v)
+        if isinstance(t, Tensor):
+            return t.numpy()
+        return np.asarray(t)
+
+    def need(self, t: Any, what: str) -> np.ndarray:
+        v = self.value(t)
+        if v is None:
+            raise errors.UnimplementedError(
+                f"ONNX node {self.node!r}: input {what!r} must be a constant (an initializer "
+                "or computed from constants) for this op")
+        return v
+
+    def error(self, text: str) -> errors.InvalidArgumentError:
+        return errors.InvalidArgumentError(f"ONNX node {self.node!r}: {text}")
+
+
+def const(x: Any, like: Any) -> np.ndarray:
+    """`x` as an array of the dtype of tensor `like`."""
+    return np.asarray(x, dtype=like.dtype.as_numpy_dtype)
+
+
+def rank(t: Any) -> int:
+    if t.shape is None:
+        raise errors.UnimplementedError("an input of unknown rank reached an ONNX converter")
+    return len(t.shape)
+
+
+def i64(v) -> np.ndarray:
+    return np.asarray(v, dtype=np.int64).reshape(-1)
+
+
+def _axes(axes, r: int) -> list[int]:
+    return [int(a) + r if int(a) < 0 else int(a) for a in axes]
+
+
+def shape_of(c: Ctx, t: Any) -> np.ndarray | Any:
+    """The shape of `t`: a constant when static, else a Shape op (int64)."""
+    if t.shape is not None and all(d is not None for d in t.shape):
+        return np.asarray(t.shape, dtype=np.int64)
+    return c.op("Shape", t, out_type=dtypes.int64)
+
+
+def transpose(c: Ctx, x, perm) -> Any:
+    return c.op("Transpose", x, np.asarray(perm, np.int32))
+
+
+def reshape(c: Ctx, x, shape) -> Any:
+    return c.op("Reshape", x, np.asarray(shape, np.int64) if not isinstance(shape, Tensor)
+                else shape)
+
+
+# ================================================================ elementwise
+
+def _unary(op_type: str, tf: str, since: int = 1):
+    rule(op_type, tf, since)(lambda c, x, a: [c.op(tf, x[0])])
+
+
+for _o, _t in [("Abs", "Abs"), ("Neg", "Neg"), ("Exp", "Exp"), ("Log", "Log"),
+               ("Sqrt", "Sqrt"), ("Relu", "Relu"), ("Sigmoid", "Sigmoid"), ("Tanh", "Tanh"),
+               ("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"), ("Identity", "Identity"),
+               ("Not", "LogicalNot"), ("Sin", "Sin"), ("Cos", "Cos"), ("Tan", "Tan"),
+               ("Asin", "Asin"), ("Acos", "Acos"), ("Atan", "Atan"), ("Sinh", "Sinh"),
+               ("Cosh", "Cosh"), ("Asinh", "Asinh"), ("Acosh", "Acosh"),
+               ("Atanh", "Atanh"), ("Round", "Round")]:
+    _unary(_o, _t)
+
+
+def _binary(op_type: str, tf: str):
+    rule(op_type, tf)(lambda c, x, a: [c.op(tf, x[0], x[1])])
+
+
+for _o, _t in [("Add", "AddV2"), ("Sub", "Sub"), ("Mul", "Mul"), ("Equal", "Equal"),
+               ("Less", "Less"), ("Greater", "Greater"), ("LessOrEqual", "LessEqual"),
+               ("GreaterOrEqual", "GreaterEqual"), ("And", "LogicalAnd"),
+               ("Or", "LogicalOr"), ("Xor", "NotEqual")]:
+    _binary(_o, _t)
+
+
+@rule("Pow", "Pow Cast")
+def _pow(c, x, a):
+    b = x[1] if x[1].dtype is x[0].dtype else c.op("Cast", x[1], DstT=x[0].dtype)
+    return [c.op("Pow", x[0], b)]
+
+
+def _trunc_div(c, a, b):
+    """Integer division rounding toward zero (ONNX Div, C's `/`)."""
+    q = c.op("FloorDiv", a, b)
+    r = c.op("FloorMod", a, b)
+    zero = const(0, a)
+    fix = c.op("LogicalAnd", c.op("NotEqual", r, zero),
+               c.op("NotEqual", c.op("Less", a, zero), c.op("Less", b, zero)))
+    return c.op("AddV2", q, c.op("Cast", fix, DstT=a.dtype))
+
+
+@rule("Div", "RealDiv FloorDiv FloorMod NotEqual Less LogicalAnd Cast AddV2")
+def _div(c, x, a):
+    if x[0].dtype.is_floating:
+        return [c.op("RealDiv", x[0], x[1])]
+    if not x[0].dtype.name.startswith("int"):
+        return [c.op("FloorDiv", x[0], x[1])]
+    return [_trunc_div(c, x[0], x[1])]
+
+
+@rule("Mod", "FloorMod Sub Mul RealDiv Floor Neg Abs Sign FloorDiv NotEqual Less "
+      "LogicalAnd Cast AddV2")
+def _mod(c, x, a):
+    p, q = x
+    if not a.get("fmod", 0):
+        return [c.op("FloorMod", p, q)]
+    if p.dtype.is_floating:  # fmod: the remainder takes the sign of the dividend
+        ap, aq = c.op("Abs", p), c.op("Abs", q)
+        r = c.op("Sub", ap, c.op("Mul", c.op("Floor", c.op("RealDiv", ap, aq)), aq))
+        return [c.op("Mul", c.op("Sign", p), r)]
+    return [c.op("Sub", p, c.op("Mul", _trunc_div(c, p, q), q))]
+
+
+def _variadic(tf: str):
+    def fn(c, x, a):
+        out = x[0]
+        for y in x[1:]:
+            out = c.op(tf, out, y)
+        return [out if len(x) > 1 else c.op("Identity", out)]
+    return fn
+
+
+rule("Max", "Maximum Identity")(_variadic("Maximum"))
+rule("Min", "Minimum Identity")(_variadic("Minimum"))
+rule("Sum", "AddV2 Identity")(_variadic("AddV2"))
+
+
+@rule("Mean", "AddV2 RealDiv Identity")
+def _mean(c, x, a):
+    s = _variadic("AddV2")(c, x, a)[0]
+    return [c.op("RealDiv", s, const(len(x), s))]
+
+
+@rule("Reciprocal", "RealDiv")
+def _recip(c, x, a):
+    return [c.op("RealDiv", const(1, x[0]), x[0])]
+
+
+@rule("Ceil", "Floor Neg")
+def _ceil(c, x, a):
+    return [c.op("Neg", c.op("Floor", c.op("Neg", x[0])))]
+
+
+def _softplus(c, x):
+    # log(1 + exp(x)) computed stably: max(x, 0) + log(1 + exp(-|x|))
+    one = const(1, x)
+    return c.op("AddV2", c.op("Maximum", x, const(0, x)),
+                c.op("Log", c.op("AddV2", one, c.op("Exp", c.op("Neg", c.op("Abs", x))))))
+
+
+@rule("Softplus", "Maximum Log AddV2 Exp Neg Abs")
+def _softplus_rule(c, x, a):
+    return [_softplus(c, x[0])]
+
+
+@rule("Softsign", "RealDiv AddV2 Abs")
+def _softsign(c, x, a):
+    return [c.op("RealDiv", x[0], c.op("AddV2", const(1, x[0]), c.op("Abs", x[0])))]
+
+
+def _elu(c, x, alpha):
+    neg = c.op("Mul", const(alpha, x), c.op("Sub", c.op("Exp", x), const(1, x)))
+    return c.op("SelectV2", c.op("Less", x, const(0, x)), neg, x)
+
+
+@rule("Elu", "Mul Sub Exp SelectV2 Less")
+def _elu_rule(c, x, a):
+    return [_elu(c, x[0], a.get("alpha", 1.0))]
+
+
+@rule("Celu", "Mul Sub Exp SelectV2 Less RealDiv")
+def _celu(c, x, a):
+    al = a.get("alpha", 1.0)
+    return [c.op("Mul", _elu(c, c.op("RealDiv", x[0], const(al, x[0])), 1.0), const(al, x[0]))]
+
+
+@rule("Selu", "Mul Sub Exp SelectV2 Less")
+def _selu(c, x, a):
+    alpha = a.get("alpha", 1.67326319217681884765625)
+    gamma = a.get("gamma", 1.05070102214813232421875)
+    x = x[0]
+    return [c.op("Mul", const(gamma, x), _elu(c, x, alpha))]
+
+
+@rule("LeakyRelu", "Mul SelectV2 Less")
+def _leaky(c, x, a):
+    x = x[0]
+    return [c.op("SelectV2", c.op("Less", x, const(0, x)),
+                 c.op("Mul", x, const(a.get("alpha", 0.01), x)), x)]
+
+
+@rule("PRelu", "Mul SelectV2 Less")
+def _prelu(c, x, a):
+    x, s = x
+    return [c.op("SelectV2", c.op("Less", x, const(0, x)), c.op("Mul", x, s), x)]
+
+
+@rule("ThresholdedRelu", "SelectV2 Greater ZerosLike")
+def _trelu(c, x, a):
+    x = x[0]
+    return [c.op("SelectV2", c.op("Greater", x, const(a.get("alpha", 1.0), x)), x,
+                 c.op("ZerosLike", x))]
+
+
+def _hard_sigmoid(c, x, alpha, beta):
+    y = c.op("AddV2", c.op("Mul", x, const(alpha, x)), const(beta, x))
+    return c.op("Minimum", c.op("Maximum", y, const(0, x)), const(1, x))
+
+
+@rule("HardSigmoid", "Mul AddV2 Maximum Minimum")
+def _hsig(c, x, a):
+    return [_hard_sigmoid(c, x[0], a.get("alpha", 0.2), a.get("beta", 0.5))]
+
+
+@rule("HardSwish", "Mul AddV2 Maximum Minimum")
+def _hswish(c, x, a):
+    return [c.op("Mul", x[0], _hard_sigmoid(c, x[0], 1 / 6, 0.5))]
+
+
+@rule("Mish", "Mul Tanh Maximum Log AddV2 Exp Neg Abs")
+def _mish(c, x, a):
+    return [c.op("Mul", x[0], c.op("Tanh", _softplus(c, x[0])))]
+
+
+@rule("Gelu", "Gelu", since=20)
+def _gelu(c, x, a):
+    return [c.op("Gelu", x[0], approximate=a.get("approximate", "none") == "tanh")]
+
+
+@rule("IsNaN", "NotEqual")
+def _isnan(c, x, a):
+    return [c.op("NotEqual", x[0], x[0])]
+
+
+@rule("IsInf", "Equal LogicalOr")
+def _isinf(c, x, a):
+    x = x[0]
+    pos = c.op("Equal", x, const(np.inf, x))
+    neg = c.op("Equal", x, const(-np.inf, x))
+    p, n = a.get("detect_positive", 1), a.get("detect_negative", 1)
+    if p and n:
+        return [c.op("LogicalOr", pos, neg)]
+    if p:
+        return [pos]
+    if n:
+        return [neg]
+    return [c.op("LogicalAnd", pos, neg)]  # detects nothing: all False
+
+
+@rule("Where", "SelectV2")
+def _where(c, x, a):
+    return [c.op("SelectV2", x[0], x[1], x[2])]
+
+
+@rule("Clip", "Maximum Minimum Identity", until=10)
+def _clip6(c, x, a):
+    y = x[0]
+    if "min" in a:
+        y = c.op("Maximum", y, const(a["min"], y))
+    if "max" in a:
+        y = c.op("Minimum", y, const(a["max"], y))
+    return [c.op("Identity", y)]
+
+
+@rule("Clip", "Maximum Minimum Identity", since=11)
+def _clip11(c, x, a):
+    y = x[0]
+    if len(x) > 1 and x[1] is not None:
+        y = c.op("Maximum", y, x[1])
+    if len(x) > 2 and x[2] is not None:
+        y = c.op("Minimum", y, x[2])
+    return [c.op("Identity", y)]
+
+
+@rule("Constant", "")
+def _constant(c, x, a):
+    for k, conv in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
+                    ("value_int", np.int64), ("value_ints", np.int64)):
+        if k in a:
+            return [np.asarray(a[k], dtype=conv) if conv else np.asarray(a[k])]
+    raise errors.UnimplementedError(f"ONNX node {c.node!r}: Constant of attributes "
+                                    f"{sorted(a)} is not mapped")
+
+
+@rule("Cast", "Cast")
+def _cast(c, x, a):
+    to = ONNX_DTYPES.get(a["to"])
+    if to is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Cast to ONNX type {a['to']} "
+                                        "has no pluggable dtype")
+    return [c.op("Cast", x[0], DstT=to)]
+
+
+@rule("CastLike", "Cast")
+def _castlike(c, x, a):
+    return [c.op("Cast", x[0], DstT=x[1].dtype)]
+
+
+# ================================================================ shapes
+
+@rule("Shape", "Shape StridedSlice")
+def _shape(c, x, a):
+    s = shape_of(c, x[0])
+    r = rank(x[0])
+    start, end = a.get("start", 0), a.get("end", r)
+    start, end = [min(max(v + r if v < 0 else v, 0), r) for v in (start, end)]
+    if isinstance(s, np.ndarray):
+        return [s[start:end]]
+    return [c.op("StridedSlice", s, i64([start]), i64([end]), i64([1]))]
+
+
+@rule("Size", "Size")
+def _size(c, x, a):
+    return [c.op("Size", x[0], out_type=dtypes.int64)]
+
+
+@rule("Reshape", "Reshape", since=5)
+def _reshape(c, x, a):
+    shape = c.value(x[1])
+    if shape is None:
+        if a.get("allowzero", 0):
+            return [c.op("Reshape", x[0], x[1])]
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: Reshape needs a constant shape unless allowzero=1")
+    shape = [int(d) for d in shape.reshape(-1)]
+    if not a.get("allowzero", 0):
+        shape = [x[0].shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return [reshape(c, x[0], shape)]
+
+
+@rule("Flatten", "Reshape")
+def _flatten(c, x, a):
+    s = x[0].shape
+    ax = a.get("axis", 1)
+    ax = ax + len(s) if ax < 0 else ax
+    outer = int(np.prod(s[:ax], dtype=np.int64))
+    return [reshape(c, x[0], [outer, -1 if outer else int(np.prod(s[ax:]))])]
+
+
+def _squeeze(c, x, axes):
+    s = list(x.shape)
+    if axes is None:
+        axes = [i for i, d in enumerate(s) if d == 1]
+    axes = _axes(axes, len(s))
+    return c.op("Reshape", x, np.asarray([d for i, d in enumerate(s) if i not in axes],
+                                         np.int64))
+
+
+@rule("Squeeze", "Reshape", until=12)
+def _squeeze1(c, x, a):
+    return [_squeeze(c, x[0], a.get("axes"))]
+
+
+@rule("Squeeze", "Reshape", since=13)
+def _squeeze13(c, x, a):
+    axes = c.value(x[1]) if len(x) > 1 and x[1] is not None else None
+    return [_squeeze(c, x[0], None if axes is None else axes.reshape(-1))]
+
+
+def _unsqueeze(c, x, axes):
+    s = list(x.shape)
+    r = len(s) + len(axes)
+    axes = sorted(_axes(axes, r))
+    for ax in axes:
+        s.insert(ax, 1)
+    return c.op("Reshape", x, np.asarray(s, np.int64))
+
+
+@rule("Unsqueeze", "Reshape", until=12)
+def _unsq1(c, x, a):
+    return [_unsqueeze(c, x[0], a["axes"])]
+
+
+@rule("Unsqueeze", "Reshape", since=13)
+def _unsq13(c, x, a):
+    return [_unsqueeze(c, x[0], c.need(x[1], "axes").reshape(-1))]
+
+
+@rule("Transpose", "Transpose")
+def _transpose(c, x, a):
+    perm = a.get("perm") or list(range(rank(x[0])))[::-1]
+    return [transpose(c, x[0], perm)]
+
+
+@rule("Concat", "ConcatV2")
+def _concat(c, x, a):
+    xs = [t for t in x if t is not None]
+    return [c.op("ConcatV2", *xs, np.asarray(a["axis"], np.int32), N=len(xs))]
+
+
+def _split(c, x, axis, sizes, n):
+    d = x.shape[axis + len(x.shape) if axis < 0 else axis]
+    if sizes is None:
+        step = -(-d // n)
+        sizes = [min(step, d - i * step) for i in range(n)]
+    outs, start = [], 0
+    for s in sizes:
+        outs.append(_slice(c, x, [start], [start + int(s)], [axis], [1]))
+        start += int(s)
+    return outs
+
+
+@rule("Split", "StridedSlice", until=12)
+def _split1(c, x, a):
+    sizes = a.get("split")
+    if sizes is None and len(x) > 1 and x[1] is not None:
+        sizes = c.need(x[1], "split").tolist()
+    return _split(c, x[0], a.get("axis", 0), sizes, c.n_outputs)
+
+
+@rule("Split", "StridedSlice", since=13)
+def _split13(c, x, a):
+    sizes = c.value(x[1]).tolist() if len(x) > 1 and x[1] is not None else None
+    return _split(c, x[0], a.get("axis", 0), sizes, a.get("num_outputs", c.n_outputs))
+
+
+def _slice(c, x, starts, ends, axes, steps):
+    """ONNX Slice semantics (negative starts/ends count from the end, then
+    clamp) as one StridedSlice with resolved, non-negative bounds."""
+    r = rank(x)
+    b, e, s = [0] * r, [0] * r, [1] * r
+    bm = em = (1 << r) - 1
+    for st, en, ax, sp in zip(starts, ends, axes, steps):
+        ax = int(ax) + r if int(ax) < 0 else int(ax)
+        st, en, sp = int(st), int(en), int(sp)
+        if sp == 0:
+            raise c.error("Slice steps must not be 0")
+        dim = x.shape[ax]
+        st = st + dim if st < 0 else st
+        en = en + dim if en < 0 else en
+        if sp > 0:
+            st, en = min(max(st, 0), dim), min(max(en, 0), dim)
+        else:
+            st, en = min(max(st, 0), dim - 1), min(max(en, -1), dim - 1)
+        b[ax], e[ax], s[ax] = st, en, sp
+        bm &= ~(1 << ax)
+        if en >= 0:
+            em &= ~(1 << ax)
+    return c.op("StridedSlice", x, i64(b), i64(e), i64(s), begin_mask=bm, end_mask=em)
+
+
+@rule("Slice", "StridedSlice", until=9)
+def _slice1(c, x, a):
+    axes = a.get("axes", list(range(len(a["starts"]))))
+    return [_slice(c, x[0], a["starts"], a["ends"], axes, [1] * len(axes))]
+
+
+@rule("Slice", "StridedSlice", since=10)
+def _slice10(c, x, a):
+    starts = c.need(x[1], "starts").reshape(-1)
+    ends = c.need(x[2], "ends").reshape(-1)
+    axes = c.value(x[3]) if len(x) > 3 and x[3] is not None else None
+    steps = c.value(x[4]) if len(x) > 4 and x[4] is not None else None
+    axes = list(range(len(starts))) if axes is None else axes.reshape(-1)
+    steps = [1] * len(starts) if steps is None else steps.reshape(-1)
+    return [_slice(c, x[0], starts, ends, axes, steps)]
+
+
+def _fix_indices(c, idx, dim):
+    return c.op("SelectV2", c.op("Less", idx, const(0, idx)),
+                c.op("AddV2", idx, const(dim, idx)), idx)
+
+
+@rule("Gather", "GatherV2 SelectV2 Less AddV2")
+def _gather(c, x, a):
+    ax = a.get("axis", 0)
+    ax = ax + rank(x[0]) if ax < 0 else ax
+    idx = _fix_indices(c, x[1], x[0].shape[ax])
+    return [c.op("GatherV2", x[0], idx, np.asarray(ax, np.int64))]
+
+
+@rule("Expand", "BroadcastTo")
+def _expand(c, x, a):
+    shape = [int(d) for d in c.need(x[1], "shape").reshape(-1)]
+    out = list(np.broadcast_shapes(tuple(x[0].shape), tuple(shape)))
+    return [c.op("BroadcastTo", x[0], np.asarray(out, np.int64))]
+
+
+@rule("Tile", "Tile")
+def _tile(c, x, a):
+    return [c.op("Tile", x[0], x[1])]
+
+
+@rule("ConstantOfShape", "Fill")
+def _cos(c, x, a):
+    v = a.get("value")
+    v = np.zeros((1,), np.float32) if v is None else np.asarray(v).reshape(-1)
+    shape = c.value(x[0])
+    if shape is not None:
+        return [np.full(tuple(int(d) for d in shape.reshape(-1)), v[0], dtype=v.dtype)]
+    return [c.op("Fill", x[0], v[0])]
+
+
+@rule("Range", "Range Cast")
+def _range(c, x, a):
+    vals = [c.value(t) for t in x]
+    if all(v is not None for v in vals):
+        return [np.arange(vals[0], vals[1], vals[2]).astype(vals[0].dtype)]
+    return [c.op("Range", *x)]
+
+
+@rule("Dropout", "Identity Fill")
+def _dropout(c, x, a):
+    y = c.op("Identity", x[0])
+    mask = np.ones(tuple(x[0].shape), dtype=bool)
+    return [y, mask]
+
+
+@rule("OneHot", "OneHot GatherV2 SelectV2 Less AddV2 Cast")
+def _onehot(c, x, a):
+    depth = int(c.need(x[1], "depth").reshape(-1)[0])
+    vals = x[2]
+    idx = x[0] if x[0].dtype in (dtypes.int32, dtypes.int64) else \
+        c.op("Cast", x[0], DstT=dtypes.int64)
+    idx = _fix_indices(c, idx, depth)
+    off = c.op("GatherV2", vals, np.asarray(0, np.int64), np.asarray(0, np.int64))
+    on = c.op("GatherV2", vals, np.asarray(1, np.int64), np.asarray(0, np.int64))
+    return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=a.get("axis", -1))]
+
+
+@rule("Pad", "Pad OnesLike Greater SelectV2", since=11)
+def _pad11(c, x, a):
+    return [_pad(c, x[0], c.need(x[1], "pads").reshape(-1),
+                 c.value(x[2]) if len(x) > 2 and x[2] is not None else None,
+                 c.value(x[3]) if len(x) > 3 and x[3] is not None else None,
+                 a.get("mode", "constant"))]
+
+
+@rule("Pad", "Pad OnesLike Greater SelectV2", since=2, until=10)
+def _pad2(c, x, a):
+    return [_pad(c, x[0], a["pads"], a.get("value", 0.0), None, a.get("mode", "constant"))]
+
+
+def _pad(c, x, pads, value, axes, mode):
+    if isinstance(mode, bytes):
+        mode = mode.decode()
+    if mode != "constant":
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Pad mode {mode!r} is not "
+                                        "mapped (only 'constant')")
+    r = rank(x)
+    axes = list(range(r)) if axes is None else _axes(axes.reshape(-1), r)
+    n = len(axes)
+    p = np.zeros((r, 2), np.int64)
+    for i, ax in enumerate(axes):
+        p[ax] = (int(pads[i]), int(pads[i + n]))
+    if (p < 0).any():
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: negative pads are not mapped")
+    v = 0 if value is None else np.asarray(value).reshape(-1)[0]
+    if v == 0:
+        return c.op("Pad", x, p)
+    return _pad_value(c, x, p, v)
+
+
+def _pad_value(c, x, p, v):
+    """Pad `x` by `p` with value `v` (Pad pads with zeros: a padded mask of
+    ones picks `v` in the border, exactly)."""
+    inside = c.op("Greater", c.op("Pad", c.op("OnesLike", x), p), const(0, x))
+    return c.op("SelectV2", inside, c.op("Pad", x, p), const(v, x))
+
+
+# ================================================================ reductions
+
+_REDUCE = {"ReduceSum": "Sum", "ReduceMean": "Mean", "ReduceMax": "Max", "ReduceMin": "Min",
+           "ReduceProd": "Prod"}
+
+
+def _reduce_axes(c, x, a, input_since):
+    if c.opset >= input_since:
+        axes = c.value(x[1]) if len(x) > 1 and x[1] is not None else None
+        if len(x) > 1 and x[1] is not None and axes is None:
+            raise errors.UnimplementedError(f"ONNX node {c.node!r}: axes must be constant")
+    else:
+        axes = a.get("axes")
+    r = rank(x[0])
+    if axes is None or len(np.asarray(axes).reshape(-1)) == 0:
+        if a.get("noop_with_empty_axes", 0):
+            return None
+        return list(range(r))
+    return _axes(np.asarray(axes).reshape(-1), r)
+
+
+def _reduce(c, tf, x, axes, keep):
+    if axes is None:
+        return c.op("Identity", x)
+    return c.op(tf, x, np.asarray(axes, np.int32), keep_dims=bool(keep))
+
+
+def _reduce_rule(op_type, body, input_since, ops):
+    @rule(op_type, ops)
+    def fn(c, x, a):
+        axes = _reduce_axes(c, x, a, input_since)
+        keep = a.get("keepdims", 1)
+        return [body(c, x[0], axes, keep)]
+    return fn
+
+
+for _o, _t in _REDUCE.items():
+    _reduce_rule(_o, lambda c, x, ax, k, _t=_t: _reduce(c, _t, x, ax, k),
+                 13 if _o == "ReduceSum" else 18, f"{_t} Identity")
+_reduce_rule("ReduceSumSquare", lambda c, x, ax, k: _reduce(c, "Sum", c.op("Mul", x, x), ax, k),
+             18, "Sum Mul Identity")
+_reduce_rule("ReduceL1", lambda c, x, ax, k: _reduce(c, "Sum", c.op("Abs", x), ax, k),
+             18, "Sum Abs Identity")
+_reduce_rule("ReduceL2",
+             lambda c, x, ax, k: c.op("Sqrt", _reduce(c, "Sum", c.op("Mul", x, x), ax, k)),
+             18, "Sum Mul Sqrt Identity")
+_reduce_rule("ReduceLogSum", lambda c, x, ax, k: c.op("Log", _reduce(c, "Sum", x, ax, k)),
+             18, "Sum Log Identity")
+_reduce_rule("ReduceLogSumExp",
+             lambda c, x, ax, k: c.op("Log", _reduce(c, "Sum", c.op("Exp", x), ax, k)),
+             18, "Sum Exp Log Identity")
+
+
+def _arg(tf):
+    def fn(c, x, a):
+        r = rank(x[0])
+        ax = a.get("axis", 0)
+        ax = ax + r if ax < 0 else ax
+        v = x[0]
+        if a.get("select_last_index", 0):
+            v = _slice(c, v, [-1], [-_BIG], [ax], [-1])
+        out = c.op(tf, v, np.asarray(ax, np.int32), output_type=dtypes.int64)
+        if a.get("select_last_index", 0):
+            out = c.op("Sub", np.asarray(x[0].shape[ax] - 1, np.int64), out)
+        if a.get("keepdims", 1):
+            out = _unsqueeze(c, out, [ax])
+        return [out]
+    return fn
+
+
+rule("ArgMax", "ArgMax Reshape StridedSlice Sub")(_arg("ArgMax"))
+rule("ArgMin", "ArgMin Reshape StridedSlice Sub")(_arg("ArgMin"))
+
+
+@rule("CumSum", "Cumsum")
+def _cumsum(c, x, a):
+    return [c.op("Cumsum", x[0], x[1], exclusive=bool(a.get("exclusive", 0)),
+                 reverse=bool(a.get("reverse", 0)))]
+
+
+@rule("TopK", "TopKV2 Neg Transpose", since=10)
+def _topk(c, x, a):
+    k = int(c.need(x[1], "K").reshape(-1)[0])
+    r = rank(x[0])
+    ax = a.get("axis", -1)
+    ax = ax + r if ax < 0 else ax
+    v = x[0]
+    perm = list(range(r))
+    perm[ax], perm[-1] = perm[-1], perm[ax]
+    if ax != r - 1:
+        v = transpose(c, v, perm)
+    largest = a.get("largest", 1)
+    if not largest:
+        v = c.op("Neg", v)
+    vals, idx = c.ops("TopKV2", v, np.asarray(k, np.int32), sorted=True,
+                      index_type=dtypes.int64)
+    if not largest:
+        vals = c.op("Neg", vals)
+    if ax != r - 1:
+        vals, idx = transpose(c, vals, perm), transpose(c, idx, perm)
+    return [vals, idx]
+
+
+# ================================================================ nn
+
+def _softmax(tf):
+    def fn(c, x, a):
+        v = x[0]
+        r = rank(v)
+        if c.opset < 13:  # the input is seen as 2-D [prod(:axis), prod(axis:)]
+            ax = a.get("axis", 1)
+            ax = ax + r if ax < 0 else ax
+            s = v.shape
+            flat = reshape(c, v, [int(np.prod(s[:ax], dtype=np.int64)), -1])
+            return [reshape(c, c.op(tf, flat), list(s))]
+        ax = a.get("axis", -1)
+        ax = ax + r if ax < 0 else ax
+        if ax == r - 1:
+            return [c.op(tf, v)]
+        perm = list(range(r))
+        perm[ax], perm[-1] = perm[-1], perm[ax]
+        return [transpose(c, c.op(tf, transpose(c, v, perm)), perm)]
+    return fn
+
+
+rule("Softmax", "Softmax Reshape Transpose")(_softmax("Softmax"))
+rule("LogSoftmax", "LogSoftmax Reshape Transpose")(_softmax("LogSoftmax"))
+
+
+def _matmul(c, a_, b_):
+    ra, rb = rank(a_), rank(b_)
+    if ra == 1:
+        a_ = _unsqueeze(c, a_, [0])
+    if rb == 1:
+        b_ = _unsqueeze(c, b_, [1])
+    if ra <= 2 and rb <= 2:
+        out = c.op("MatMul", a_, b_)
+    else:
+        out = c.op("BatchMatMulV2", a_, b_)
+    if ra == 1 or rb == 1:
+        s = list(out.shape)
+        if ra == 1:
+            s.pop(-2)
+        if rb == 1:
+            s.pop(-1)
+        out = reshape(c, out, s)
+    return out
+
+
+@rule("MatMul", "MatMul BatchMatMulV2 Reshape")
+def _matmul_rule(c, x, a):
+    return [_matmul(c, x[0], x[1])]
+
+
+@rule("Gemm", "MatMul Mul AddV2")
+def _gemm(c, x, a):
+    A, B = x[0], x[1]
+    y = c.op("MatMul", A, B, transpose_a=bool(a.get("transA", 0)),
+             transpose_b=bool(a.get("transB", 0)))
+    alpha, beta = a.get("alpha", 1.0), a.get("beta", 1.0)
+    if alpha != 1.0:
+        y = c.op("Mul", y, const(alpha, y))
+    if len(x) > 2 and x[2] is not None:
+        C = x[2]
+        if beta != 1.0:
+            C = c.op("Mul", C, const(beta, C))
+        y = c.op("AddV2", y, C)
+    return [y]
+
+
+def _bn_shape(x, t):
+    return [1, -1] + [1] * (rank(x) - 2)
+
+
+@rule("BatchNormalization", "Sub Mul AddV2 Rsqrt Reshape")
+def _bn(c, x, a):
+    X, scale, bias, mean, var = x[:5]
+    eps = a.get("epsilon", 1e-5)
+    s = _bn_shape(X, scale)
+    inv = c.op("Rsqrt", c.op("AddV2", var, const(eps, var)))
+    k = c.op("Mul", scale, inv)
+    y = c.op("AddV2", c.op("Mul", c.op("Sub", X, reshape(c, mean, s)), reshape(c, k, s)),
+             reshape(c, bias, s))
+    return [y]
+
+
+def _normalize(c, x, axes, eps):
+    mean = c.op("Mean", x, np.asarray(axes, np.int32), keep_dims=True)
+    d = c.op("Sub", x, mean)
+    var = c.op("Mean", c.op("Mul", d, d), np.asarray(axes, np.int32), keep_dims=True)
+    return c.op("Mul", d, c.op("Rsqrt", c.op("AddV2", var, const(eps, var))))
+
+
+@rule("InstanceNormalization", "Mean Sub Mul Rsqrt AddV2 Reshape")
+def _instnorm(c, x, a):
+    X, scale, bias = x
+    r = rank(X)
+    y = _normalize(c, X, list(range(2, r)), a.get("epsilon", 1e-5))
+    s = _bn_shape(X, scale)
+    return [c.op("AddV2", c.op("Mul", y, reshape(c, scale, s)), reshape(c, bias, s))]
+
+
+@rule("LayerNormalization", "Mean Sub Mul Rsqrt AddV2 Cast", since=17)
+def _layernorm(c, x, a):
+    X = x[0]
+    r = rank(X)
+    ax = a.get("axis", -1)
+    ax = ax + r if ax < 0 else ax
+    axes = list(range(ax, r))
+    mean = c.op("Mean", X, np.asarray(axes, np.int32), keep_dims=True)
+    d = c.op("Sub", X, mean)
+    var = c.op("Mean", c.op("Mul", d, d), np.asarray(axes, np.int32), keep_dims=True)
+    inv = c.op("Rsqrt", c.op("AddV2", var, const(a.get("epsilon", 1e-5), var)))
+    y = c.op("Mul", d, x[1]) if len(x) > 1 and x[1] is not None else d
+    y = c.op("Mul", y, inv)
+    if len(x) > 2 and x[2] is not None:
+        y = c.op("AddV2", y, x[2])
+    return [y, mean, inv]
+
+
+def _to_nhwc(c, x):
+    return transpose(c, x, [0, 2, 3, 1])
+
+
+def _to_nchw(c, x):
+    return transpose(c, x, [0, 3, 1, 2])
+
+
+def _conv_pads(a, in_hw, k_hw, strides, dil):
+    auto = a.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        pads_b, pads_e = [], []
+        for i, (n, k, s, d) in enumerate(zip(in_hw, k_hw, strides, dil)):
+            out = -(-n // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+            small = total // 2
+            pads_b.append(small if auto == "SAME_UPPER" else total - small)
+            pads_e.append(total - pads_b[-1])
+        return pads_b + pads_e
+    if auto == "VALID":
+        return [0] * (2 * len(in_hw))
+    return list(a.get("pads", [0] * (2 * len(in_hw))))
+
+
+def _explicit(pads):
+    n = len(pads) // 2
+    return [0, 0] + [v for i in range(n) for v in (pads[i], pads[i + n])] + [0, 0]
+
+
+@rule("Conv", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice")
+def _conv(c, x, a):
+    X, W = x[0], x[1]
+    if rank(X) != 4:
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: Conv of rank {rank(X)} is not mapped (2-D only)")
+    k_hw = list(W.shape[2:])
+    strides = list(a.get("strides", [1, 1]))
+    dil = list(a.get("dilations", [1, 1]))
+    pads = _conv_pads(a, X.shape[2:], k_hw, strides, dil)
+    g = a.get("group", 1)
+    xh = _to_nhwc(c, X)
+    wh = transpose(c, W, [2, 3, 1, 0])   # [kh, kw, cin/g, cout]
+    attrs = dict(strides=[1] + strides + [1], dilations=[1] + dil + [1],
+                 padding="EXPLICIT", explicit_paddings=_explicit(pads))
+    if g == 1:
+        y = c.op("Conv2D", xh, wh, **attrs)
+    else:
+        cin, cout = X.shape[1] // g, W.shape[0] // g
+        parts = [c.op("Conv2D", _slice(c, xh, [i * cin], [(i + 1) * cin], [3], [1]),
+                      _slice(c, wh, [i * cout], [(i + 1) * cout], [3], [1]), **attrs)
+                 for i in range(g)]
+        y = c.op("ConcatV2", *parts, np.asarray(3, np.int32), N=g)
+    if len(x) > 2 and x[2] is not None:
+        y = c.op("AddV2", y, x[2])
+    return [_to_nchw(c, y)]
+
+
+def _pool_common(c, x, a):
+    X = x[0]
+    if rank(X) != 4:
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: pooling of rank {rank(X)} is not mapped (2-D only)")
+    k = list(a["kernel_shape"])
+    strides = list(a.get("strides", [1, 1]))
+    dil = list(a.get("dilations", [1, 1]))
+    if dil != [1, 1] or a.get("ceil_mode", 0):
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: pooling with dilations or ceil_mode is not mapped")
+    pads = _conv_pads(a, X.shape[2:], k, strides, dil)
+    return X, k, strides, pads
+
+
+@rule("MaxPool", "MaxPool Transpose Pad OnesLike Greater SelectV2", since=1)
+def _maxpool(c, x, a):
+    X, k, strides, pads = _pool_common(c, x, a)
+    if c.n_outputs > 1:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: MaxPool Indices output "
+                                        "is not mapped")
+    xh = _to_nhwc(c, X)
+    attrs = dict(ksize=[1] + k + [1], strides=[1] + strides + [1])
+    if any(pads):
+        lo = np.finfo(X.dtype.as_numpy_dtype).min if X.dtype.is_floating else \
+            np.iinfo(X.dtype.as_numpy_dtype).min
+        p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
+        xh = _pad_value(c, xh, p, lo)
+    return [_to_nchw(c, c.op("MaxPool", xh, padding="VALID", **attrs))]
+
+
+@rule("AveragePool", "AvgPool Transpose Pad Mul RealDiv OnesLike")
+def _avgpool(c, x, a):
+    X, k, strides, pads = _pool_common(c, x, a)
+    xh = _to_nhwc(c, X)
+    attrs = dict(ksize=[1] + k + [1], strides=[1] + strides + [1], padding="VALID")
+    if not any(pads):
+        return [_to_nchw(c, c.op("AvgPool", xh, **attrs))]
+    p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
+    s = c.op("AvgPool", c.op("Pad", xh, p), **attrs)
+    if a.get("count_include_pad", 0):
+        return [_to_nchw(c, s)]
+    ones = c.op("Pad", c.op("OnesLike", xh), p)
+    n = c.op("AvgPool", ones, **attrs)
+    return [_to_nchw(c, c.op("RealDiv", s, n))]
+
+
+@rule("GlobalAveragePool", "Mean")
+def _gap(c, x, a):
+    return [c.op("Mean", x[0], np.asarray(list(range(2, rank(x[0]))), np.int32),
+                 keep_dims=True)]
+
+
+@rule("GlobalMaxPool", "Max")
+def _gmp(c, x, a):
+    return [c.op("Max", x[0], np.asarray(list(range(2, rank(x[0]))), np.int32),
+                 keep_dims=True)]
+
+
+@rule("Einsum", "Einsum")
+def _einsum(c, x, a):
+    eq = a["equation"]
+    return [c.op("Einsum", *x, equation=eq.decode() if isinstance(eq, bytes) else eq,
+                 N=len(x))]
+
+
+@rule("GatherND", "GatherNd")
+def _gathernd(c, x, a):
+    return [c.op("GatherNd", x[0], x[1])]
+
+
+@rule("ScatterND", "TensorScatterUpdate")
+def _scatternd(c, x, a):
+    return [c.op("TensorScatterUpdate", x[0], x[1], x[2])]
+
+
+@rule("Det", "MatrixDeterminant")
+def _det(c, x, a):
+    return [c.op("MatrixDeterminant", x[0])]
+
+
+@rule("RMSNormalization", "Mean Mul AddV2 Rsqrt Cast", since=23)
+def _rmsnorm(c, x, a):
+    X = x[0]
+    r = rank(X)
+    ax = a.get("axis", -1)
+    ax = ax + r if ax < 0 else ax
+    axes = np.asarray(list(range(ax, r)), np.int32)
+    stash = ONNX_DTYPES.get(a.get("stash_type", 1), dtypes.float32)
+    xs = X if X.dtype is stash else c.op("Cast", X, DstT=stash)
+    ms = c.op("Mean", c.op("Mul", xs, xs), axes, keep_dims=True)
+    y = c.op("Mul", xs, c.op("Rsqrt", c.op("AddV2", ms, const(a.get("epsilon", 1e-5), ms))))
+    if y.dtype is not X.dtype:
+        y = c.op("Cast", y, DstT=X.dtype)
+    return [c.op("Mul", y, x[1])]
+
+
+@rule("Trilu", "SelectV2 ZerosLike", since=14)
+def _trilu(c, x, a):
+    X = x[0]
+    k = int(c.value(x[1]).reshape(-1)[0]) if len(x) > 1 and x[1] is not None else 0
+    n, m = X.shape[-2], X.shape[-1]
+    ones = np.ones((n, m), bool)
+    mask = np.triu(ones, k) if a.get("upper", 1) else np.tril(ones, k)
+    return [c.op("SelectV2", mask, X, c.op("ZerosLike", X))]
+
+
+@rule("Hardmax", "ArgMax OneHot Reshape Transpose", since=13)
+def _hardmax(c, x, a):
+    X = x[0]
+    r = rank(X)
+    ax = a.get("axis", -1)
+    ax = ax + r if ax < 0 else ax
+    idx = c.op("ArgMax", X, np.asarray(ax, np.int32), output_type=dtypes.int64)
+    return [c.op("OneHot", idx, np.asarray(X.shape[ax], np.int32), const(1, X), const(0, X),
+                 axis=ax)]
+
+
+@rule("LpNormalization", "Sum Abs Mul Sqrt RealDiv")
+def _lpnorm(c, x, a):
+    X = x[0]
+    ax = np.asarray([a.get("axis", -1)], np.int32)
+    if a.get("p", 2) == 1:
+        n = c.op("Sum", c.op("Abs", X), ax, keep_dims=True)
+    else:
+        n = c.op("Sqrt", c.op("Sum", c.op("Mul", X, X), ax, keep_dims=True))
+    return [c.op("RealDiv", X, n)]
+
+
+@rule("Shrink", "SelectV2 Less Greater AddV2 Sub ZerosLike Cast")
+def _shrink(c, x, a):
+    X = x[0]
+    lam, bias = a.get("lambd", 0.5), a.get("bias", 0.0)
+    xf = X if X.dtype.is_floating else c.op("Cast", X, DstT=dtypes.float64)
+    lo = c.op("AddV2", xf, const(bias, xf))
+    hi = c.op("Sub", xf, const(bias, xf))
+    y = c.op("SelectV2", c.op("Less", xf, const(-lam, xf)), lo,
+             c.op("SelectV2", c.op("Greater", xf, const(lam, xf)), hi, c.op("ZerosLike", xf)))
+    return [y if y.dtype is X.dtype else c.op("Cast", y, DstT=X.dtype)]
+
+
+@rule("EyeLike", "")
+def _eyelike(c, x, a):
+    dt = ONNX_DTYPES.get(a["dtype"]) if "dtype" in a else x[0].dtype
+    n, m = x[0].shape
+    return [np.eye(n, m, k=a.get("k", 0), dtype=dt.as_numpy_dtype)]
+
+
+@rule("GatherElements", "GatherNd SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
+def _gather_elements(c, x, a):
+    X, idx = x
+    r = rank(X)
+    ax = a.get("axis", 0)
+    ax = ax + r if ax < 0 else ax
+    idx = c.op("Cast", _fix_indices(c, idx, X.shape[ax]), DstT=dtypes.int64)
+    shape = tuple(idx.shape)
+    grids = np.indices(shape, dtype=np.int64)
+    parts = [c.op("ExpandDims", idx if d == ax else grids[d], np.asarray(-1, np.int32))
+             for d in range(r)]
+    coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
+    return [c.op("GatherNd", X, coords)]
+
+
+def _nll(c, logp, target, weight, a):
+    """NegativeLogLikelihoodLoss over log-probabilities `logp` [N, C, d...]."""
+    C = logp.shape[1]
+    ign = a.get("ignore_index")
+    t = target
+    keep = None
+    if ign is not None:
+        keep = c.op("NotEqual", t, const(ign, t))
+        t = c.op("SelectV2", keep, t, c.op("ZerosLike", t))
+    hot = c.op("OneHot", t, np.asarray(C, np.int32), const(1, logp), const(0, logp), axis=1)
+    picked = c.op("Sum", c.op("Mul", logp, hot), np.asarray([1], np.int32), keep_dims=False)
+    w = c.op("GatherV2", weight, t, np.asarray(0, np.int64)) if weight is not None else \
+        c.op("OnesLike", picked)
+    if keep is not None:
+        w = c.op("Mul", w, c.op("Cast", keep, DstT=w.dtype))
+    loss = c.op("Neg", c.op("Mul", picked, w))
+    red = a.get("reduction", "mean")
+    everything = np.asarray(list(range(rank(loss))), np.int32)
+    if red == "none":
+        return loss
+    total = c.op("Sum", loss, everything, keep_dims=False)
+    if red == "sum":
+        return total
+    return c.op("RealDiv", total, c.op("Sum", w, everything, keep_dims=False))
+
+
+@rule("NegativeLogLikelihoodLoss", "OneHot Sum Mul GatherV2 OnesLike Neg RealDiv NotEqual "
+      "SelectV2 ZerosLike Cast", since=12)
+def _nll_rule(c, x, a):
+    return [_nll(c, x[0], x[1], x[2] if len(x) > 2 else None, a)]
+
+
+@rule("SoftmaxCrossEntropyLoss", "LogSoftmax Transpose OneHot Sum Mul GatherV2 OnesLike Neg "
+      "RealDiv NotEqual SelectV2 ZerosLike Cast", since=12)
+def _sce(c, x, a):
+    logp = _softmax("LogSoftmax")(type("C", (), {"opset": 13, "op": c.op, "ops": c.ops})(),
+                                  [x[0]], {"axis": 1})[0]
+    loss = _nll(c, logp, x[1], x[2] if len(x) > 2 else None, a)
+    return [loss, logp]
+
+
+def _heads(c, t, n):
+    """[B, S, n*H] -> [B, n, S, H] (a 4-D input is already split)."""
+    if rank(t) == 4:
+        return t
+    b, s, hid = t.shape
+    return transpose(c, reshape(c, t, [b, s, n, hid // n]), [0, 2, 1, 3])
+
+
+@rule("Attention", "BatchMatMulV2 Softmax Mul AddV2 ConcatV2 Reshape Transpose Tile SelectV2 "
+      "Tanh RealDiv Cast", since=23)
+def _attention(c, x, a):
+    if a.get("qk_matmul_output_mode", 0) or c.n_outputs > 3:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Attention's qk_matmul output "
+                                        "is not mapped")
+    x = list(x) + [None] * (6 - len(x))
+    Q, K, V, mask, past_k, past_v = x[:6]
+    three_d = rank(Q) == 3
+    q = _heads(c, Q, a.get("q_num_heads", 1))
+    k = _heads(c, K, a.get("kv_num_heads", 1))
+    v = _heads(c, V, a.get("kv_num_heads", 1))
+    if past_k is not None:
+        k = c.op("ConcatV2", past_k, k, np.asarray(2, np.int32), N=2)
+        v = c.op("ConcatV2", past_v, v, np.asarray(2, np.int32), N=2)
+    present_k, present_v = k, v
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk:  # grouped-query attention: each kv head serves hq/hk query heads
+        rep = hq // hk
+        b, _, s, d = k.shape
+        k = reshape(c, c.op("Tile", reshape(c, k, [b, hk, 1, s, d]),
+                            np.asarray([1, 1, rep, 1, 1], np.int64)), [b, hq, s, d])
+        bv, _, sv, dv = v.shape
+        v = reshape(c, c.op("Tile", reshape(c, v, [bv, hk, 1, sv, dv]),
+                            np.asarray([1, 1, rep, 1, 1], np.int64)), [bv, hq, sv, dv])
+    scale = a.get("scale", 1.0 / np.sqrt(q.shape[-1]))
+    w = c.op("Mul", c.op("BatchMatMulV2", q, k, adj_y=True), const(scale, q))
+    L, S = w.shape[-2], w.shape[-1]
+    bias = None
+    if a.get("is_causal", 0):
+        causal = np.tril(np.ones((L, S), bool), S - L)
+        bias = np.where(causal, 0, -np.inf).astype(q.dtype.as_numpy_dtype)
+    if mask is not None:
+        m = mask
+        if m.dtype is dtypes.bool_:
+            m = c.op("SelectV2", m, const(0, q), const(-np.inf, q))
+        if m.shape[-1] < S:  # a mask for the new keys only
+            raise errors.UnimplementedError(f"ONNX node {c.node!r}: a mask shorter than the keys")
+        bias = m if bias is None else c.op("AddV2", m, bias)
+    if a.get("softcap", 0.0):
+        cap = const(a["softcap"], w)
+        w = c.op("Mul", c.op("Tanh", c.op("RealDiv", w, cap)), cap)
+    if bias is not None:
+        w = c.op("AddV2", w, bias)
+    y = c.op("BatchMatMulV2", c.op("Softmax", w), v)
+    if three_d:
+        b, h, s, d = y.shape
+        y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, s, h * d])
+    return [y, present_k, present_v][:max(c.n_outputs, 1)]

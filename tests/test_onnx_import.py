@@ -1,0 +1,328 @@
+"""pg.onnx.import_model: small hand-built models against onnxruntime (fresh
+random inputs, rtol 1e-5), on CPU and MY_DEVICE; unknown ops through the
+catalogue; bad models and feeds as typed errors."""
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto as T, helper as h, numpy_helper  # noqa: E402
+
+import pluggable as pg  # noqa: E402
+from custom_op_helpers import SRC, _cache, needs_cxx  # noqa: E402,F401
+
+DEVICES = ["CPU:0", "MY_DEVICE:0"]
+rng = np.random.default_rng()
+
+
+def rnd(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17):
+    g = h.make_graph(nodes, "m", inputs, outputs,
+                     [numpy_helper.from_array(a, n) for n, a in inits])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+
+
+def ort_run(m, feeds):
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
+
+
+def mlp():
+    nodes = [h.make_node("Gemm", ["x", "W1", "b1"], ["h"], transB=1, alpha=0.5, beta=2.0),
+             h.make_node("Relu", ["h"], ["r"]),
+             h.make_node("MatMul", ["r", "W2"], ["y"]),
+             h.make_node("Softmax", ["y"], ["out"], axis=-1)]
+    inits = [("W1", rnd(16, 8)), ("b1", rnd(16)), ("W2", rnd(16, 5))]
+    return model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", 8])],
+                 [h.make_tensor_value_info("out", T.FLOAT, ["batch", 5])], inits)
+
+
+def convnet():
+    nodes = [h.make_node("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1], group=2,
+                         strides=[1, 1]),
+             h.make_node("BatchNormalization", ["c", "s", "o", "mu", "var"], ["bn"],
+                         epsilon=1e-3),
+             h.make_node("MaxPool", ["bn"], ["p"], kernel_shape=[3, 3], strides=[2, 2],
+                         pads=[1, 1, 1, 1]),
+             h.make_node("AveragePool", ["p"], ["a"], kernel_shape=[2, 2], pads=[0, 0, 1, 1]),
+             h.make_node("GlobalAveragePool", ["a"], ["g"]),
+             h.make_node("Flatten", ["g"], ["out"])]
+    inits = [("W", rnd(6, 2, 3, 3)), ("B", rnd(6)), ("s", rnd(6)), ("o", rnd(6)),
+             ("mu", rnd(6)), ("var", np.abs(rnd(6)) + 0.5)]
+    return model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["batch", 4, 9, 9])],
+                 [h.make_tensor_value_info("out", T.FLOAT, ["batch", 6])], inits)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("make,shape", [(mlp, (3, 8)), (convnet, (2, 4, 9, 9))])
+def test_matches_onnxruntime(make, shape, dev):
+    m = make()
+    pm = pg.onnx.import_model(m)
+    x = rnd(*shape)
+    with pg.device(dev):
+        out = pm(x=x)["out"]
+    assert dev.split(":")[0] in out.device
+    np.testing.assert_allclose(out.numpy(), ort_run(m, {"x": x})["out"], rtol=1e-5, atol=1e-5)
+    (cf,) = pm._cache.values()
+    placed = {n.op: n.assigned.device_type for n in cf.optimized_graph.nodes
+              if n.assigned is not None and n.op in ("MatMul", "Conv2D", "_FusedMatMul",
+                                                      "_FusedConv2D", "MaxPool")}
+    assert placed and set(placed.values()) == {dev.split(":")[0]}, placed
+
+
+def test_dynamic_batch_is_planned_once_per_shape():
+    m = mlp()
+    pm = pg.onnx.import_model(m.SerializeToString())
+    assert [(v.name, v.dtype, v.shape) for v in pm.inputs] == [("x", pg.float32, (None, 8))]
+    assert pm.outputs[0].shape == (None, 5)
+    for b in (1, 4, 4, 7):
+        x = rnd(b, 8)
+        np.testing.assert_allclose(pm({"x": x})["out"].numpy(), ort_run(m, {"x": x})["out"],
+                                   rtol=1e-5, atol=1e-6)
+    assert len(pm._cache) == 3
+
+
+def test_model_from_path(tmp_path):
+    m = mlp()
+    onnx.save(m, tmp_path / "m.onnx")
+    x = rnd(2, 8)
+    np.testing.assert_allclose(pg.onnx.import_model(str(tmp_path / "m.onnx"))(x=x)["out"].numpy(),
+                               ort_run(m, {"x": x})["out"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dt,tp", [(np.int32, T.INT32), (np.int64, T.INT64),
+                                   (np.float32, T.FLOAT)])
+def test_div_and_mod_follow_onnx(dt, tp, fmod):
+    if fmod == 0 and tp == T.FLOAT:
+        pytest.skip("ONNX requires fmod=1 for floating-point Mod")
+    a = rng.integers(-20, 20, 50).astype(dt)
+    b = rng.integers(1, 7, 50).astype(dt) * rng.choice([-1, 1], 50).astype(dt)
+    nodes = [h.make_node("Div", ["a", "b"], ["q"]), h.make_node("Mod", ["a", "b"], ["r"],
+                                                                fmod=fmod)]
+    vi = [h.make_tensor_value_info(n, tp, [50]) for n in "ab"]
+    m = model(nodes, vi, [h.make_tensor_value_info(n, tp, [50]) for n in "qr"], opset=13)
+    got = pg.onnx.import_model(m)(a=a, b=b)
+    ref = ort_run(m, {"a": a, "b": b})
+    for k in "qr":
+        np.testing.assert_allclose(got[k].numpy(), ref[k], rtol=1e-6)
+
+
+def test_value_inputs_fed_at_run_time_key_the_cache():
+    nodes = [h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)]
+    m = model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 4, 5]),
+                      h.make_tensor_value_info("axes", T.INT64, [1])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)])
+    pm = pg.onnx.import_model(m)
+    x = rnd(3, 4, 5)
+    for ax in (0, 2, -2):
+        np.testing.assert_allclose(pm(x=x, axes=np.array([ax]))["y"].numpy(),
+                                   x.sum(axis=ax), rtol=1e-5)
+
+
+def test_mapping_answers_which_ops_a_node_lowers_to():
+    from pluggable.onnx import mapping
+    assert mapping.lowers_to("", "Relu", 14) == ("Relu",)
+    assert mapping.has_kernels("", "Relu", 14, "MY_DEVICE")
+    assert mapping.lowers_to("", "Squeeze", 11) == mapping.lowers_to("", "Squeeze", 13)
+    assert mapping.find("", "Squeeze", 11) is not mapping.find("", "Squeeze", 13)
+    assert mapping.lowers_to("", "NoSuchOp", 17) is None
+    assert not mapping.has_kernels("", "NoSuchOp", 17, "CPU")
+
+
+# ------------------------------------------------------------- unknown ops
+
+def test_unknown_op_is_named_at_import():
+    m = model([h.make_node("Frobnicate", ["x"], ["y"], name="n1", domain="acme")],
+              [h.make_tensor_value_info("x", T.FLOAT, [3])],
+              [h.make_tensor_value_info("y", T.FLOAT, [3])])
+    m.opset_import.append(h.make_opsetid("acme", 1))
+    with pytest.raises(pg.errors.NotFoundError, match="'n1'.*'acme'.*'Frobnicate'"):
+        pg.onnx.import_model(m)
+
+
+@needs_cxx
+def test_custom_op_of_the_catalogue_runs_with_checked_attributes():
+    op = pg.custom_op(f"{SRC}/add.cc:CustomAdd", out_shape=lambda a, b: a,
+                      name="acme::MyAdd", schema={"scale": ("float32", 1.0)})
+    try:
+        def make(**attrs):
+            m = model([h.make_node("MyAdd", ["a", "b"], ["y"], name="mine", domain="acme",
+                                   **attrs)],
+                      [h.make_tensor_value_info(n, T.FLOAT, [6]) for n in "ab"],
+                      [h.make_tensor_value_info("y", T.FLOAT, [6])])
+            m.opset_import.append(h.make_opsetid("acme", 1))
+            return m
+        a, b = rnd(6), rnd(6)
+        np.testing.assert_allclose(pg.onnx.import_model(make(scale=1.0))(a=a, b=b)["y"].numpy(),
+                                   a + b, rtol=1e-6)
+        with pytest.raises(pg.errors.InvalidArgumentError, match="scale"):
+            pg.onnx.import_model(make(scale="big"))
+        with pytest.raises(pg.errors.InvalidArgumentError, match="colour"):
+            pg.onnx.import_model(make(colour=1))
+    finally:
+        from pluggable.framework import op_catalog
+        op_catalog.unregister("acme::MyAdd", 1)
+    del op
+
+
+def test_builtin_op_of_the_catalogue_resolves_an_unmapped_node():
+    # an ONNX node named like a registry op (a plugin's op resolves the same way)
+    m = model([h.make_node("Square", ["x"], ["y"], domain="")],
+              [h.make_tensor_value_info("x", T.FLOAT, [5])],
+              [h.make_tensor_value_info("y", T.FLOAT, [5])])
+    x = rnd(5)
+    with pg.device("MY_DEVICE:0"):
+        y = pg.onnx.import_model(m)(x=x)["y"]
+    np.testing.assert_allclose(y.numpy(), x * x, rtol=1e-6)
+
+
+# ------------------------------------------------------------- bad input
+
+def test_truncated_model_is_data_loss():
+    data = mlp().SerializeToString()
+    with pytest.raises(pg.errors.DataLossError):
+        pg.onnx.import_model(data[: len(data) // 2])
+    with pytest.raises(pg.errors.DataLossError):
+        pg.onnx.import_model(b"\xff\xff\xff garbage")
+
+
+def test_newer_opset_is_refused():
+    m = mlp()
+    m.opset_import[0].version = 99
+    with pytest.raises(pg.errors.UnimplementedError, match="opset 99"):
+        pg.onnx.import_model(m)
+
+
+def test_missing_initializer_names_the_node():
+    m = mlp()
+    del m.graph.initializer[1]
+    with pytest.raises(pg.errors.InvalidArgumentError, match="Gemm.*'b1'"):
+        pg.onnx.import_model(m)
+
+
+def test_bad_feeds_are_typed_errors_naming_the_input():
+    pm = pg.onnx.import_model(mlp())
+    with pytest.raises(pg.errors.InvalidArgumentError, match="'x' is not fed|x is not fed"):
+        pm()
+    with pytest.raises(pg.errors.InvalidArgumentError, match="'x' must be float32"):
+        pm(x=rnd(2, 8, dtype=np.float64))
+    with pytest.raises(pg.errors.InvalidArgumentError, match="'x' has shape"):
+        pm(x=rnd(2, 9))
+    with pytest.raises(pg.errors.InvalidArgumentError, match="no input named y"):
+        pm(x=rnd(2, 8), y=rnd(1))
+
+
+def test_external_data_outside_the_model_folder_is_refused(tmp_path):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    d = tmp_path / "model"
+    d.mkdir()
+    w = numpy_helper.from_array(np.zeros(4, np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = T.EXTERNAL
+    for k, v in (("location", "../secret.bin"), ("offset", "0"), ("length", "16")):
+        w.external_data.add(key=k, value=v)
+    m = model([h.make_node("Add", ["x", "w"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [4])],
+              [h.make_tensor_value_info("y", T.FLOAT, [4])])
+    m.graph.initializer.append(w)
+    onnx.save(m, d / "m.onnx")
+    opened = []
+    real_open = open
+
+    def spy(path, *a, **k):
+        opened.append(os.path.realpath(path))
+        return real_open(path, *a, **k)
+    import builtins
+    builtins.open = spy
+    try:
+        with pytest.raises(pg.errors.PermissionDeniedError, match="'w'.*outside"):
+            pg.onnx.import_model(str(d / "m.onnx"))
+    finally:
+        builtins.open = real_open
+    assert str(secret.resolve()) not in opened
+    # inside the folder it is read
+    (d / "w.bin").write_bytes(np.arange(4, dtype=np.float32).tobytes())
+    m.graph.initializer[0].external_data[0].value = "w.bin"
+    onnx.save(m, d / "m2.onnx")
+    x = rnd(4)
+    np.testing.assert_allclose(pg.onnx.import_model(str(d / "m2.onnx"))(x=x)["y"].numpy(),
+                               x + np.arange(4), rtol=1e-6)
+
+
+@pytest.fixture
+def limits():
+    old = pg.graph_util.set_import_limits()
+    yield pg.graph_util.set_import_limits
+    pg.graph_util.set_import_limits(**old)
+
+
+def test_import_limits_are_the_graph_importers(limits):
+    limits(max_nodes=3)
+    with pytest.raises(pg.errors.ResourceExhaustedError, match="max_nodes=3"):
+        pg.onnx.import_model(mlp())
+    limits(max_nodes=100, max_constant_bytes=100)
+    with pytest.raises(pg.errors.ResourceExhaustedError, match="'W1'.*max_constant_bytes"):
+        pg.onnx.import_model(mlp())
+    # a declared size is checked before the data is read: a huge shape with no data
+    limits(max_constant_bytes=1 << 20)
+    m = mlp()
+    big = T(name="huge", data_type=T.FLOAT, dims=[1 << 20, 1 << 20])
+    m.graph.initializer.append(big)
+    with pytest.raises(pg.errors.ResourceExhaustedError, match="'huge'"):
+        pg.onnx.import_model(m)
+
+
+def test_nesting_depth_is_limited(limits):
+    inner = h.make_graph([h.make_node("Identity", ["x"], ["z"])], "inner", [],
+                         [h.make_tensor_value_info("z", T.FLOAT, [1])])
+    for _ in range(3):
+        node = h.make_node("If", ["c"], ["z"], then_branch=inner, else_branch=inner)
+        inner = h.make_graph([node], "nest", [], [h.make_tensor_value_info("z", T.FLOAT, [1])])
+    m = model(list(inner.node), [h.make_tensor_value_info("c", T.BOOL, []),
+                                 h.make_tensor_value_info("x", T.FLOAT, [1])],
+              [h.make_tensor_value_info("z", T.FLOAT, [1])])
+    limits(max_function_depth=2)
+    with pytest.raises(pg.errors.ResourceExhaustedError, match="max_function_depth=2"):
+        pg.onnx.import_model(m)
+
+
+def test_import_pluggable_does_not_import_onnx():
+    import subprocess
+    import sys
+    code = "import sys, pluggable; print('onnx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ), timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_tensor_proto_feed_is_read_like_an_array():
+    pm = pg.onnx.import_model(mlp())
+    x = rnd(2, 8)
+    np.testing.assert_allclose(pm(x=numpy_helper.from_array(x))["out"].numpy(),
+                               pm(x=x)["out"].numpy(), rtol=1e-6)
+
+
+def test_a_node_without_a_kernel_on_the_device_is_soft_placed_with_copies():
+    # Size has no MY_DEVICE kernel: it runs on CPU, the rest on MY_DEVICE
+    m = model([h.make_node("Size", ["x"], ["n"]), h.make_node("Cast", ["n"], ["nf"], to=1),
+               h.make_node("Mul", ["x", "nf"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+              [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    pm = pg.onnx.import_model(m)
+    x = rnd(2, 3)
+    with pg.device("MY_DEVICE:0"):
+        y = pm(x=x)["y"]
+    np.testing.assert_allclose(y.numpy(), 6 * x, rtol=1e-6)
+    (cf,) = pm._cache.values()
+    nodes = {n.op: n for n in cf.optimized_graph.nodes}
+    assert nodes["Size"].assigned.device_type == "CPU"
+    assert "soft placement" in nodes["Size"].note
+    assert nodes["Mul"].assigned.device_type == "MY_DEVICE"
+    assert "_Copy" in nodes
