@@ -1,6 +1,6 @@
 """A seeded, hand-rolled mutator for the readers of untrusted files: the
-GraphDef importer and the checkpoint reader. Run as a child process
-(``python fuzz_readers.py graphdef|checkpoint SEED CASES``); it prints one
+GraphDef importer, the ONNX importer and the checkpoint reader. Run as a
+child process (``python fuzz_readers.py graphdef|onnx|checkpoint SEED CASES``); it prints one
 JSON line: how many cases ran, and every case that raised something other
 than a pluggable error (the case number, the mutation and the exception),
 so a crash shows as the child's exit status and a hang as its timeout."""
@@ -182,6 +182,153 @@ def fuzz_graphdef(seed: int, cases: int) -> dict:
             "n_untyped": len(untyped)}
 
 
+# ------------------------------------------------------------- ONNX models
+
+ONNX_OPS = ["Add", "MatMul", "Relu", "Gemm", "Conv", "MaxPool", "Reshape", "Slice", "Gather",
+            "Concat", "Transpose", "ReduceSum", "Softmax", "Cast", "Split", "Pad", "Clip",
+            "Identity", "Constant", "If", "Loop", "NoSuchOp", ""]
+
+
+def _onnx_bases() -> list:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    f32 = TensorProto.FLOAT
+    init = lambda name, a: numpy_helper.from_array(np.asarray(a), name)  # noqa: E731
+    mlp = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Add", ["h", "b"], ["s"]),
+         helper.make_node("Relu", ["s"], ["y"])], "mlp",
+        [helper.make_tensor_value_info("x", f32, ["batch", 4])],
+        [helper.make_tensor_value_info("y", f32, ["batch", 3])],
+        [init("w", rng.standard_normal((4, 3)).astype(np.float32)),
+         init("b", np.zeros(3, np.float32))])
+    conv = helper.make_graph(
+        [helper.make_node("Conv", ["x", "k"], ["c"], pads=[1, 1, 1, 1], group=1),
+         helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Reshape", ["p", "shape"], ["y"])], "conv",
+        [helper.make_tensor_value_info("x", f32, [1, 2, 4, 4])],
+        [helper.make_tensor_value_info("y", f32, [1, -1])],
+        [init("k", rng.standard_normal((3, 2, 3, 3)).astype(np.float32)),
+         init("shape", np.array([1, -1], np.int64))])
+    shapes = helper.make_graph(
+        [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["s"]),
+         helper.make_node("Gather", ["s", "idx"], ["g"], axis=1),
+         helper.make_node("ReduceSum", ["g", "axes"], ["r"], keepdims=1),
+         helper.make_node("Softmax", ["r"], ["y"], axis=-1)], "shapes",
+        [helper.make_tensor_value_info("x", f32, [3, 5])],
+        [helper.make_tensor_value_info("y", f32, None)],
+        [init("starts", np.array([1], np.int64)), init("ends", np.array([3], np.int64)),
+         init("axes", np.array([0], np.int64)), init("idx", np.array([0, 2, 4], np.int64))])
+    return [helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+            for g in (mlp, conv, shapes)]
+
+
+def _random_onnx_attr(r: random.Random, name: str):
+    from onnx import helper
+    k = r.randrange(7)
+    value = [lambda: r.choice([-1, 0, 1, 3, 2**31, -2**63]),
+             lambda: r.choice([0.5, float("nan"), -1e30]),
+             lambda: r.choice(["", "SAME_UPPER", "x" * 50, "\0"]),
+             lambda: [r.randrange(-3, 5) for _ in range(r.randrange(1, 6))],
+             lambda: [r.random() for _ in range(r.randrange(1, 4))],
+             lambda: [r.choice(["a", ""]) for _ in range(r.randrange(1, 3))],
+             lambda: r.choice([2**40, -5])][k]()
+    return helper.make_attribute(name, value)
+
+
+def mutate_onnx(data: bytes, r: random.Random) -> tuple[bytes, str]:
+    import onnx
+    if r.random() < 0.15:                          # raw bytes
+        b = bytearray(data)
+        for _ in range(r.randrange(1, 6)):
+            b[r.randrange(len(b))] = r.randrange(256)
+        return bytes(b[: len(b) - r.randrange(3)]), "bytes"
+    m = onnx.ModelProto.FromString(data)
+    g, what = m.graph, []
+    for _ in range(r.randrange(1, 4)):
+        k = r.randrange(10)
+        n = r.choice(list(g.node))
+        if k == 0:
+            n.op_type = r.choice(ONNX_OPS)
+            what.append(f"op {n.name}={n.op_type}")
+        elif k == 1:
+            if n.input and r.random() < 0.7:
+                n.input[r.randrange(len(n.input))] = r.choice(["", "ghost", "y", "x", *n.output[:1]])
+            else:
+                n.input.append(r.choice(["", "ghost", "x"]))
+            what.append("input")
+        elif k == 2:
+            name = r.choice([a.name for a in n.attribute] + ["axis", "axes", "pads", "kernel_shape",
+                                                              "perm", "to", "group", "then_branch"])
+            keep = [a for a in n.attribute if a.name != name]
+            del n.attribute[:]
+            n.attribute.extend(keep + [_random_onnx_attr(r, name)])
+            what.append(f"attr {name}")
+        elif k == 3 and g.initializer:
+            t = r.choice(list(g.initializer))
+            j = r.randrange(4)
+            if j == 0 and t.dims:
+                t.dims[r.randrange(len(t.dims))] = r.choice([0, -1, 7, 2**40])
+            elif j == 1:
+                t.data_type = r.randrange(30)
+            elif j == 2:
+                t.raw_data = t.raw_data[: r.randrange(len(t.raw_data) + 1)]
+            else:
+                t.data_location = 1
+                e = t.external_data.add()
+                e.key, e.value = "location", r.choice(["../../etc/passwd", "/dev/zero", "w.bin"])
+            what.append(f"initializer {t.name}")
+        elif k == 4:
+            g.node.add().CopyFrom(n)
+            what.append("dup")
+        elif k == 5 and len(g.node) > 1:
+            del g.node[r.randrange(len(g.node))]
+            what.append("del node")
+        elif k == 6:
+            m.opset_import[0].version = r.choice([1, 6, 13, 99, -1])
+            what.append("opset")
+        elif k == 7:
+            vi = r.choice(list(g.input) + list(g.output))
+            dims = vi.type.tensor_type.shape.dim
+            if dims:
+                d = dims[r.randrange(len(dims))]
+                d.dim_value = r.choice([0, 1, 2**40]) if r.random() < 0.7 else 0
+            vi.type.tensor_type.elem_type = r.choice([1, 1, 7, 0, 999])
+            what.append(f"value info {vi.name}")
+        elif k == 8:
+            n.domain = r.choice(["", "acme", "com.microsoft", "ai.onnx.ml"])
+            what.append(f"domain {n.domain}")
+        else:
+            del n.output[:]
+            n.output.extend(r.choice([[], ["y"], ["x"], ["a", "a"]]))
+            what.append("outputs")
+    return m.SerializeToString(), "; ".join(what)
+
+
+def fuzz_onnx(seed: int, cases: int) -> dict:
+    bases = _onnx_bases()
+    r = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    feeds = [{"x": rng.standard_normal((2, 4)).astype(np.float32)},
+             {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32)},
+             {"x": rng.standard_normal((3, 5)).astype(np.float32)}]
+    untyped, typed, ok = [], 0, 0
+    for case in range(cases):
+        i = r.randrange(len(bases))
+        data, what = mutate_onnx(bases[i], r)
+        try:
+            m = pg.onnx.import_model(data)
+            m(feeds[i])
+            ok += 1
+        except pg.errors.PluggableError:
+            typed += 1
+        except Exception as exc:  # noqa: BLE001 - what the fuzzer looks for
+            untyped.append({"case": case, "what": what, "error": repr(exc)[:300],
+                            "where": traceback.format_exc(limit=-2)[-600:]})
+    return {"cases": cases, "ok": ok, "typed": typed, "untyped": untyped[:20],
+            "n_untyped": len(untyped)}
+
+
 # ------------------------------------------------------------- checkpoints
 
 def _random_json(r: random.Random, depth: int = 0):
@@ -263,5 +410,5 @@ if __name__ == "__main__":
     import logging
     logging.disable(logging.WARNING)      # unknown attributes are logged, by design
     kind, seed, cases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    result = {"graphdef": fuzz_graphdef, "checkpoint": fuzz_checkpoint}[kind](seed, cases)
+    result = {"graphdef": fuzz_graphdef, "onnx": fuzz_onnx, "checkpoint": fuzz_checkpoint}[kind](seed, cases)
     print(json.dumps(result))

@@ -1,5 +1,5 @@
 """Fuzzing the readers of untrusted files at small scale: a seeded mutator
-(tests/fuzz_readers.py) turns valid GraphDefs and a valid checkpoint into a
+(tests/fuzz_readers.py) turns valid GraphDefs, ONNX models and a valid checkpoint into a
 few thousand broken ones, read in a child process. The child must exit
 normally (no signal), within a time bound (no hang), and every failure must
 be a pluggable error. The seed is fresh each run (PLUGGABLE_FUZZ_SEED fixes
@@ -46,3 +46,9 @@ def test_fuzzed_graph_defs_give_only_typed_errors():
 def test_fuzzed_checkpoints_give_only_typed_errors():
     result = _run("checkpoint", 3000, timeout=60)
     assert result["typed"] > 1500 and result["ok"] > 50, result
+
+
+def test_fuzzed_onnx_models_give_only_typed_errors():
+    pytest.importorskip("onnx", reason="the ONNX importer reads models with the onnx package")
+    result = _run("onnx", 1500, timeout=180)
+    assert result["typed"] > 700 and result["ok"] > 100, result

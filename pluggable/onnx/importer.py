@@ -295,7 +295,7 @@ class Model:
             with self._lock:
                 cf = self._cache.get(key)
                 if cf is None:
-                    cf = self._cache[key] = self._build(tensors, values)
+                    cf = self._cache[key] = self._build_checked(tensors, values)
         outs = cf._call_flat(cf._check_inputs(tensors))
         return {v.name: t for v, t in zip(self.outputs, outs)}
 
@@ -315,6 +315,23 @@ class Model:
                     f"{self.name}: input {v.name!r} has shape {tuple(x.shape)}, but the model "
                     f"declares {v.shape} (None: any size)")
         return x
+
+    def _build_checked(self, tensors: list, values: dict) -> ConcreteFunction:
+        """`_build`, with whatever a malformed model makes go wrong there
+        (a value of a type pluggable lacks, a shape no op accepts) as a
+        typed error."""
+        try:
+            return self._build(tensors, values)
+        except errors.PluggableError:
+            raise
+        except RecursionError:
+            raise errors.ResourceExhaustedError(
+                f"{self.name}: the ONNX graph nests too deeply") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise errors.InvalidArgumentError(
+                f"{self.name}: the ONNX graph cannot be built for these inputs "
+                f"({type(exc).__name__}: {exc}); the model is corrupt or uses a form "
+                "pluggable does not read") from None
 
     def _build(self, tensors: list, values: dict) -> ConcreteFunction:
         g = Graph(self.name)
@@ -363,7 +380,7 @@ class Model:
                 raise
             raise type(exc)(f"ONNX node {c.node!r} ({node.op_type}): {exc.message}",
                             op=getattr(exc, "op", None)) from None
-        except (TypeError, ValueError, KeyError, IndexError) as exc:
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise errors.InvalidArgumentError(
                 f"ONNX node {c.node!r} ({node.op_type}) cannot be lowered "
                 f"({type(exc).__name__}: {exc}); check its attributes and inputs") from None
