@@ -39,6 +39,8 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cast, cumsum, divide
                            multiply, negative, not_equal, pow, reduce_all, reduce_any, reduce_max,
                            reduce_mean, reduce_min, reduce_prod, reduce_sum, reshape, sigmoid,
                            sign, sqrt, square, subtract, tanh, transpose, truediv)
+from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, round, sin,  # noqa: A004
+                           sinh, tan)
 from .ops.tensor_methods import Reference
 from .ops.variables import Variable
 from .plugins import cuda_env as _cuda_env, loader as _loader
@@ -78,6 +80,8 @@ __all__ = [
     "reduce_sum", "reshape", "reverse", "shape", "sigmoid", "sign", "size", "slice", "split",
     "sqrt", "square", "squeeze", "stack", "strided_slice", "subtract", "tanh", "tile",
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
+    "tan",
 ]
 
 # Imported at first use (``pluggable._lazy``): subsystems that ``import

@@ -90,6 +90,9 @@ KNOWN: dict[str, list[tuple[str, str]]] = {
     "Conv2DBackpropInput": [("nan/inf", "as Conv2D: Inf or NaN by order of accumulation")],
     "Erf": [("nan/inf T=float64", "erf(+-Inf) is +-1; TensorFlow's float64 CPU kernel "
                                   "returns NaN")],
+    "Round": [(f"random T={t}", "integers are returned unchanged (as tf.round does); "
+                                "TensorFlow's raw Round kernel on its CPU returns 0 for them")
+              for t in ("int8", "int16", "int32", "int64")],
     "Cast": [("random DstT=uint8", "a negative float to an unsigned type is undefined in "
                                    "C++: pluggable gives 0, TensorFlow wraps around")],
 }

@@ -15,6 +15,7 @@ from .op_util import axis, err, scalar
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -137,6 +138,26 @@ def _rsqrt(x):
 def _erf_kernel(ins, attrs):
     (x,) = ins
     return [erf(x.astype(np.float64))]
+
+
+def _erfc_kernel(ins, attrs):
+    x = np.asarray(ins[0], np.float64)
+    return [np.asarray(_erfc(x), np.float64).reshape(x.shape)]
+
+
+def _round(ins, attrs):
+    (x,) = ins  # half to even, as TensorFlow's Round; integers are unchanged
+    return [x.copy() if x.dtype.kind in "iu" else np.round(_compute(x))]
+
+
+# The unary float ops that are one numpy function each (computed in float32
+# for the 16-bit floats, float64 for doubles).
+_UNARY_FLOAT = {
+    "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos,
+    "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
+    "Acosh": np.arccosh, "Atanh": np.arctanh, "Expm1": np.expm1, "Log1p": np.log1p,
+    "Ceil": np.ceil, "Reciprocal": np.reciprocal,
+}
 
 
 def gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
@@ -288,7 +309,8 @@ KERNELS = {
     "Gelu": _gelu, "ZerosLike": _zeros_like, "OnesLike": _ones_like, "Prod": _prod,
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),
     "Cumsum": _cumsum, "TopKV2": _top_k, "AddN": _add_n, "UnsortedSegmentSum": _segment_sum,
-    "BatchMatMulV2": _batch_matmul,
+    "BatchMatMulV2": _batch_matmul, "Erfc": _erfc_kernel, "Round": _round,
+    **{name: _unary(fn) for name, fn in _UNARY_FLOAT.items()},
     "SigmoidGrad": _activation_grad(lambda y, dy: dy * y * (1.0 - y)),
     "TanhGrad": _activation_grad(lambda y, dy: dy * (1.0 - y * y)),
     "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * y * y * y),

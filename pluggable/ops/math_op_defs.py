@@ -171,11 +171,33 @@ def _ex_equality(rng, types):
             ({"x": sample(rng, T, (0, 3)), "y": sample(rng, T, (3,))}, {})]
 
 
-def _ex_unary(arg="x", positive=False):
+def _ex_unary(arg="x", positive=False, low=-3.0, high=3.0):
     def ex(rng, types):
         T = types["T"]
-        return [({arg: sample(rng, T, s, positive=positive)}, {}) for s in ((2, 3, 4), (), (0, 3))]
+        return [({arg: sample(rng, T, s, positive=positive, low=low, high=high)}, {})
+                for s in ((2, 3, 4), (), (0, 3))]
     return ex
+
+
+def _ex_round(rng, types):
+    """Random values and exact halves (-3.5 .. 3.5: round half to even)."""
+    T = types["T"]
+    halves = (np.arange(-7, 8) / 2.0)
+    if T.is_integer:
+        halves = np.arange(-7, 8)
+    return _ex_unary()(rng, types) + [({"x": halves.astype(T.as_numpy_dtype)}, {})]
+
+
+# The float unary ops TensorFlow defines for bfloat16, half, float and
+# double (and complex types, which pluggable does not have), each with the
+# input range its sample calls draw from (the op's domain, where it has one).
+UNARY_FLOAT_OPS = {
+    "Sin": (-3.0, 3.0), "Cos": (-3.0, 3.0), "Tan": (-1.4, 1.4), "Asin": (-1.0, 1.0),
+    "Acos": (-1.0, 1.0), "Atan": (-3.0, 3.0), "Sinh": (-3.0, 3.0), "Cosh": (-3.0, 3.0),
+    "Asinh": (-3.0, 3.0), "Acosh": (1.0, 4.0), "Atanh": (-0.99, 0.99),
+    "Expm1": (-3.0, 3.0), "Log1p": (-0.99, 3.0), "Erfc": (-3.0, 3.0), "Ceil": (-3.0, 3.0),
+    "Reciprocal": (0.2, 3.0),
+}
 
 
 def _ex_logical_binary(rng, types):
@@ -308,6 +330,12 @@ def define_math_ops() -> None:
            examples=_ex_unary(positive=True))
     for name in ("Erf", "Floor"):
         define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape, examples=_ex_unary())
+    for name, (low, high) in UNARY_FLOAT_OPS.items():
+        define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape,
+               examples=_ex_unary(low=low, high=high))
+    define("Round", ["x: T"], ["y: T"],
+           ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
+           examples=_ex_round)
     define("ZerosLike", ["x: T"], ["y: T"], ["T: type"], same_shape, examples=_ex_unary())
     define("OnesLike", ["x: T"], ["y: T"],
            ["T: {bfloat16, half, float, double, int8, uint8, int16, int32, uint32, int64, "
