@@ -41,6 +41,9 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cast, cumsum, divide
                            sign, sqrt, square, subtract, tanh, transpose, truediv)
 from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, round, sin,  # noqa: A004
                            sinh, tan)
+from .ops.linalg_ops import einsum
+from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
+                               tensor_scatter_nd_add, tensor_scatter_nd_update)
 from .ops.tensor_methods import Reference
 from .ops.variables import Variable
 from .plugins import cuda_env as _cuda_env, loader as _loader
@@ -81,7 +84,8 @@ __all__ = [
     "sqrt", "square", "squeeze", "stack", "strided_slice", "subtract", "tanh", "tile",
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
-    "tan",
+    "tan", "argsort", "einsum", "gather_nd", "linspace", "scatter_nd", "sort",
+    "tensor_scatter_nd_add", "tensor_scatter_nd_update",
 ]
 
 # Imported at first use (``pluggable._lazy``): subsystems that ``import

@@ -74,3 +74,109 @@ def test_top_level_names_are_the_math_functions():
     for name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
                  "acosh", "atanh", "round"):
         assert getattr(pg, name) is getattr(pg.math, name)
+
+
+# ------------------------------------------------ sort, N-d indexing, linalg
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+@pytest.mark.parametrize("dt", [np.float32, np.int32, np.uint8, np.int64])
+def test_sort_and_argsort_match_tensorflow(device, dt, tf_oracle, rng):
+    x = rng.integers(0, 6, (3, 7, 4)).astype(dt)   # many ties: the order of equals shows
+    if dt == np.float32:
+        x = x + rng.choice([0, 0.5], x.shape).astype(dt)
+    code = ("result = [tf.sort(x, axis=a, direction=d) for a in (-1, 1, 0) "
+            "for d in ('ASCENDING', 'DESCENDING')] + [tf.argsort(x, axis=a, direction=d, "
+            "stable=True) for a in (-1, 1, 0) for d in ('ASCENDING', 'DESCENDING')]")
+    want = tf_oracle.run(code, x=x)
+    with pg.device(device):
+        got = [pg.sort(x, axis=a, direction=d) for a in (-1, 1, 0)
+               for d in ("ASCENDING", "DESCENDING")]
+        got += [pg.argsort(x, axis=a, direction=d) for a in (-1, 1, 0)
+                for d in ("ASCENDING", "DESCENDING")]
+    for g, w in zip(got, want):
+        assert g.dtype.as_numpy_dtype == w.dtype
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_sort_extremes_of_integers_do_not_overflow():
+    x = np.array([np.iinfo(np.int32).min, 5, np.iinfo(np.int32).max, -1], np.int32)
+    np.testing.assert_array_equal(pg.sort(x).numpy(), np.sort(x))
+    np.testing.assert_array_equal(pg.sort(x, direction="DESCENDING").numpy(), np.sort(x)[::-1])
+
+
+def test_sort_rejects_a_bad_direction():
+    with pytest.raises(pg.errors.InvalidArgumentError, match="direction"):
+        pg.sort([1.0, 2.0], direction="UP")
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_gather_and_scatter_nd(device, rng):
+    p = rng.standard_normal((4, 3, 2)).astype(np.float32)
+    idx = np.stack([rng.integers(0, 4, 6), rng.integers(0, 3, 6)], -1).astype(np.int32)
+    with pg.device(device):
+        np.testing.assert_array_equal(pg.gather_nd(p, idx).numpy(), p[idx[:, 0], idx[:, 1]])
+        upd = rng.standard_normal((6, 2)).astype(np.float32)
+        want = np.zeros((4, 3, 2), np.float32)
+        np.add.at(want, (idx[:, 0], idx[:, 1]), upd)
+        np.testing.assert_allclose(pg.scatter_nd(idx, upd, [4, 3, 2]).numpy(), want, 1e-6)
+        rows = np.array([[3], [0]], np.int32)
+        new = rng.standard_normal((2, 3, 2)).astype(np.float32)
+        want = p.copy()
+        want[[3, 0]] = new
+        np.testing.assert_array_equal(pg.tensor_scatter_nd_update(p, rows, new).numpy(), want)
+        want = p.copy()
+        want[[3, 0]] += new
+        np.testing.assert_allclose(pg.tensor_scatter_nd_add(p, rows, new).numpy(), want, 1e-6)
+
+
+def test_gather_nd_out_of_range_is_tensorflows_error(tf_oracle):
+    p = np.zeros((4, 3), np.float32)
+    idx = np.array([[1, 0], [4, 0]], np.int32)
+    with pytest.raises(pg.errors.InvalidArgumentError,
+                       match=r"indices\[1\] = \[4, 0\] does not index into param shape \[4, 3\]"):
+        pg.gather_nd(p, idx)
+    reply = tf_oracle.batch([("GatherNd", [p, idx], {})])[0]
+    assert reply[:2] == ("error", "InvalidArgumentError")
+    assert "indices[1] = [4, 0] does not index into param shape [4,3]" in reply[2]
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_linalg_against_numpy(device, rng):
+    a = rng.standard_normal((2, 4, 4)) + 4 * np.eye(4)
+    b = rng.standard_normal((2, 4, 3))
+    spd = a @ a.transpose(0, 2, 1)
+    with pg.device(device):
+        np.testing.assert_allclose(pg.linalg.inv(a).numpy(), np.linalg.inv(a), 1e-10)
+        np.testing.assert_allclose(pg.linalg.solve(a, b).numpy(), np.linalg.solve(a, b), 1e-10)
+        np.testing.assert_allclose(pg.linalg.det(a).numpy(), np.linalg.det(a), 1e-10)
+        np.testing.assert_allclose(pg.linalg.cholesky(spd).numpy(), np.linalg.cholesky(spd),
+                                   1e-10)
+
+
+def test_cholesky_of_a_matrix_that_is_not_positive_definite_matches_tensorflow(tf_oracle):
+    a = np.array([[1.0, 2.0], [2.0, 1.0]])
+    got = pg.linalg.cholesky(a).numpy()
+    want = tf_oracle.batch([("Cholesky", [a], {})])[0]
+    assert want[0] == "ok"                      # TensorFlow's CPU logs, fills NaN
+    lower = np.tri(2, dtype=bool)
+    assert np.isnan(got[lower]).all() and np.isnan(want[1][0][lower]).all()
+
+
+def test_singular_inverse_is_an_invalid_argument_error():
+    with pytest.raises(pg.errors.InvalidArgumentError, match="not invertible"):
+        pg.linalg.inv(np.array([[1.0, 2.0], [2.0, 4.0]]))
+
+
+@pytest.mark.parametrize("eq,shapes", [
+    ("ij,jk", [(2, 3), (3, 4)]), ("ij,jk->ik", [(2, 3), (3, 4)]), ("ii", [(3, 3)]),
+    ("ii->i", [(3, 3)]), ("...ij,...jk->...ik", [(2, 1, 2, 3), (5, 3, 4)]),
+    ("b...i,bi->b...", [(2, 3, 4), (2, 4)]), ("i,i->", [(5,), (5,)]), ("ij->", [(2, 3)])])
+def test_einsum_matches_numpy(eq, shapes, rng):
+    xs = [rng.standard_normal(s) for s in shapes]
+    np.testing.assert_allclose(pg.einsum(eq, *xs).numpy(), np.einsum(eq, *xs), 1e-10, 1e-12)
+
+
+def test_linspace_matches_tensorflow(tf_oracle):
+    got = pg.linspace(0.1, 1.7, 7).numpy()
+    want = tf_oracle.run("result = tf.linspace(0.1, 1.7, 7)")
+    np.testing.assert_array_equal(got, want.astype(np.float32))

@@ -262,6 +262,22 @@ def _top_k(ins, attrs):
     return [np.take_along_axis(x, idx, axis=-1), idx]
 
 
+def _lin_space(ins, attrs):
+    """start + i * (stop - start) / (num - 1), the last value exactly stop
+    (TensorFlow's order of operations, in the dtype's compute type)."""
+    start, stop, num = ins
+    n = scalar("LinSpace", "num", num)
+    if n <= 0:
+        raise err("LinSpace", f"Requires num > 0: {n}")
+    a, b = _compute(start), _compute(stop)
+    if n == 1:
+        return [np.asarray([a])]
+    step = (b - a) / a.dtype.type(n - 1)
+    out = a + np.arange(n, dtype=a.dtype) * step
+    out[-1] = b
+    return [out]
+
+
 def _add_n(ins, attrs):
     acc = _compute(ins[0]).copy()
     with np.errstate(all="ignore"):
@@ -310,6 +326,7 @@ KERNELS = {
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),
     "Cumsum": _cumsum, "TopKV2": _top_k, "AddN": _add_n, "UnsortedSegmentSum": _segment_sum,
     "BatchMatMulV2": _batch_matmul, "Erfc": _erfc_kernel, "Round": _round,
+    "LinSpace": _lin_space,
     **{name: _unary(fn) for name, fn in _UNARY_FLOAT.items()},
     "SigmoidGrad": _activation_grad(lambda y, dy: dy * y * (1.0 - y)),
     "TanhGrad": _activation_grad(lambda y, dy: dy * (1.0 - y * y)),

@@ -102,6 +102,21 @@ def _top_k(shapes, attrs, values):
     return [out, out]
 
 
+def _lin_space(shapes, attrs, values):
+    op = "LinSpace"
+    for n in ("start", "stop"):
+        if len(shapes[("start", "stop").index(n)]) != 0:
+            raise err(op, f"{n} must be a scalar, got shape "
+                      f"{list(shapes[('start', 'stop').index(n)])}")
+    num = values["num"]
+    if np.ndim(num) != 0:
+        raise err(op, f"num must be a scalar, got shape {list(np.shape(num))}")
+    num = scalar(op, "num", num)
+    if num <= 0:
+        raise err(op, f"Requires num > 0: {num}")
+    return [(num,)]
+
+
 def _add_n(shapes, attrs, values):
     for i, s in enumerate(shapes):
         if tuple(s) != tuple(shapes[0]):
@@ -259,6 +274,12 @@ def _ex_top_k(rng, types):
             ({"input": sample(rng, T, (2, 4)), "k": index_array(0, K)}, {})]
 
 
+def _ex_lin_space(rng, types):
+    T, I = types["T"], types["Tidx"]
+    v = lambda: sample(rng, T, ())
+    return [({"start": v(), "stop": v(), "num": index_array(n, I)}, {}) for n in (7, 2, 50)]
+
+
 def _ex_add_n(rng, types):
     T = types["T"]
     return [({"inputs": [sample(rng, T, (3, 4)) for _ in range(3)]}, {}),
@@ -358,6 +379,9 @@ def define_math_ops() -> None:
            ["sorted: bool = true", f"T: {REAL}", "Tk: {int16, int32, int64} = DT_INT32",
             "index_type: {int16, int32, int64} = DT_INT32"], _top_k, host=["k"],
            examples=_ex_top_k)
+    define("LinSpace", ["start: T", "stop: T", "num: Tidx"], ["output: T"],
+           [f"T: {FLOAT}", f"Tidx: {_IDX} = DT_INT32"], _lin_space, host=["num"],
+           examples=_ex_lin_space)
     define("AddN", ["inputs: N * T"], ["sum: T"], ["N: int >= 1", f"T: {NUMBER}"], _add_n,
            examples=_ex_add_n, is_commutative=True)
     define("UnsortedSegmentSum", ["data: T", "segment_ids: Tindices",
