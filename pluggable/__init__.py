@@ -42,6 +42,7 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cast, cumsum, divide
 from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, round, sin,  # noqa: A004
                            sinh, tan)
 from .ops.linalg_ops import einsum
+from .ops.logging_ops import print  # noqa: A004  (tf.print)
 from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
                                tensor_scatter_nd_add, tensor_scatter_nd_update)
 from .ops.tensor_methods import Reference
@@ -85,7 +86,7 @@ __all__ = [
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
     "tan", "argsort", "einsum", "gather_nd", "linspace", "scatter_nd", "sort",
-    "tensor_scatter_nd_add", "tensor_scatter_nd_update",
+    "tensor_scatter_nd_add", "tensor_scatter_nd_update", "print",
 ]
 
 # Imported at first use (``pluggable._lazy``): subsystems that ``import

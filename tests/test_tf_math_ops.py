@@ -180,3 +180,98 @@ def test_linspace_matches_tensorflow(tf_oracle):
     got = pg.linspace(0.1, 1.7, 7).numpy()
     want = tf_oracle.run("result = tf.linspace(0.1, 1.7, 7)")
     np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+# ------------------------------------------------ print, tape, placement, ...
+
+PRINT_CASES = [
+    ("[1.5, 2.0, 1 / 3]", "float32"), ("[[1, 2], [3, 4]]", "int32"), ("list(range(10))", "int64"),
+    ("[1 / 3, 1e-300]", "float64"), ("[True, False]", "bool"), ("[1e-8, 1e10, -0.0]", "float32"),
+    ("np.arange(24).reshape(2, 3, 4)", "int32"), ("np.arange(40.0).reshape(8, 5) / 7", "float32"),
+]
+
+
+def test_print_writes_what_tf_print_writes(tf_oracle, tmp_path):
+    import io
+    arrays = [np.asarray(eval(v), dt) for v, dt in PRINT_CASES]
+    path = tmp_path / "tf_print.txt"   # TensorFlow's process answers on its stdout
+    tf_oracle.run(
+        "s = 'file://' + path\n"
+        "for i in range(n):\n"
+        "    tf.print(tf.constant(inputs[i]), output_stream=s)\n"
+        "tf.print(tf.constant(inputs[7]), summarize=1, output_stream=s)\n"
+        "tf.print('x', 3, [tf.constant(1), 2], {'a': tf.constant(2.5)}, sep='|', "
+        "output_stream=s)\n"
+        "result = np.zeros(())", inputs=arrays, n=len(arrays), path=str(path))
+    want = path.read_text()
+    buf = io.StringIO()
+    for a in arrays:
+        pg.print(pg.constant(a), output_stream=buf)
+    pg.print(pg.constant(arrays[7]), summarize=1, output_stream=buf)
+    pg.print("x", 3, [pg.constant(1), 2], {"a": pg.constant(2.5)}, sep="|", output_stream=buf)
+    assert buf.getvalue() == str(want)
+
+
+def test_tape_gives_none_for_integer_sources():
+    with pg.GradientTape() as tape:
+        a = pg.constant(3)
+        tape.watch(a)
+        y = a * a
+    assert tape.gradient(y, a) is None
+    x = pg.constant(2.0)
+    with pg.GradientTape() as tape:
+        tape.watch(x)
+        i = pg.cast(x, pg.int32)            # gradients stop at integers, as in TensorFlow
+        y = pg.cast(i * i, pg.float32) + x
+    assert float(tape.gradient(y, x)) == 1.0
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_gradient_through_a_function_call(device, rng):
+    w0 = rng.standard_normal((3, 2))
+    x0 = rng.standard_normal((4, 3))
+
+    @pg.function
+    def loss(w, x):
+        return pg.reduce_sum(pg.sin(pg.matmul(x, w)))
+
+    with pg.device(device):
+        w, x = pg.constant(w0), pg.constant(x0)
+        with pg.GradientTape() as tape:
+            tape.watch(w)
+            y = loss(w, x)
+        g = tape.gradient(y, w)
+        v = pg.Variable(w0)
+        with pg.GradientTape() as tape:
+            y2 = loss(v, x)
+        gv = tape.gradient(y2, v)
+    want = x0.T @ np.cos(x0 @ w0)
+    np.testing.assert_allclose(g.numpy(), want, 1e-12)
+    np.testing.assert_allclose(gv.numpy(), want, 1e-12)
+    np.testing.assert_allclose(loss(pg.constant(w0), pg.constant(x0)).numpy(),
+                               np.sin(x0 @ w0).sum(), 1e-12)
+
+
+@pytest.mark.skipif(bool(pg.list_physical_devices("GPU")),
+                    reason="a GPU is present: GPU:0 is a real device here")
+def test_gpu_scope_without_a_gpu_soft_places_on_the_cpu(rng):
+    x = rng.standard_normal(5)
+    with pg.device("GPU:0"):
+        y = pg.sin(pg.constant(x))
+    assert y.device.endswith("CPU:0")
+    np.testing.assert_allclose(y.numpy(), np.sin(x))
+    pg.config.set_soft_device_placement(False)
+    try:
+        with pytest.raises(pg.errors.InvalidArgumentError, match="no device of type GPU"):
+            pg.device("GPU:0")
+    finally:
+        pg.config.set_soft_device_placement(True)
+
+
+def test_constant_takes_a_name_and_generator_takes_tf_algorithm_names():
+    assert float(pg.constant(2.0, name="two")) == 2.0
+    a = pg.random.Generator.from_seed(7, alg="philox").normal((3,)).numpy()
+    b = pg.random.Generator.from_seed(7, alg=1).normal((3,)).numpy()
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(pg.errors.InvalidArgumentError, match="unknown algorithm"):
+        pg.random.Generator.from_seed(7, alg="mersenne")
