@@ -26,6 +26,7 @@ from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, floa
                                int16, int32, int64, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
 from .framework.tensor import Tensor
+from .framework.tensor_shape import TensorShape
 from .framework.version import VERSION as __version__
 from .ops import raw_ops
 from .ops.array_ops import (broadcast_to, clip_by_value, concat, expand_dims, eye, gather,
@@ -86,7 +87,7 @@ __all__ = [
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
     "tan", "argsort", "einsum", "gather_nd", "linspace", "scatter_nd", "sort",
-    "tensor_scatter_nd_add", "tensor_scatter_nd_update", "print",
+    "tensor_scatter_nd_add", "tensor_scatter_nd_update", "print", "TensorShape",
 ]
 
 # Imported at first use (``pluggable._lazy``): subsystems that ``import
