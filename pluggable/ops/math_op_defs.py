@@ -211,7 +211,6 @@ UNARY_FLOAT_OPS = {
     "Acos": (-1.0, 1.0), "Atan": (-3.0, 3.0), "Sinh": (-3.0, 3.0), "Cosh": (-3.0, 3.0),
     "Asinh": (-3.0, 3.0), "Acosh": (1.0, 4.0), "Atanh": (-0.99, 0.99),
     "Expm1": (-3.0, 3.0), "Log1p": (-0.99, 3.0), "Erfc": (-3.0, 3.0), "Ceil": (-3.0, 3.0),
-    "Reciprocal": (0.2, 3.0),
 }
 
 
@@ -354,6 +353,9 @@ def define_math_ops() -> None:
     for name, (low, high) in UNARY_FLOAT_OPS.items():
         define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape,
                examples=_ex_unary(low=low, high=high))
+    define("Reciprocal", ["x: T"], ["y: T"],
+           ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
+           examples=_ex_unary(positive=True, low=0.2))
     define("Round", ["x: T"], ["y: T"],
            ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
            examples=_ex_round)
