@@ -129,12 +129,14 @@ def test_gather_and_scatter_nd(device, rng):
         np.testing.assert_allclose(pg.tensor_scatter_nd_add(p, rows, new).numpy(), want, 1e-6)
 
 
-def test_gather_nd_out_of_range_is_tensorflows_error(tf_oracle):
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_gather_nd_out_of_range_is_tensorflows_error(device, tf_oracle):
     p = np.zeros((4, 3), np.float32)
     idx = np.array([[1, 0], [4, 0]], np.int32)
     with pytest.raises(pg.errors.InvalidArgumentError,
-                       match=r"indices\[1\] = \[4, 0\] does not index into param shape \[4, 3\]"):
-        pg.gather_nd(p, idx)
+                       match=r"indices\[1\] = \[4, 0\] does not index into param shape \[4,3\]"):
+        with pg.device(device), pg.testing.expect_kernel("GatherNd", device.split(":")[0]):
+            pg.gather_nd(p, idx).numpy()
     reply = tf_oracle.batch([("GatherNd", [p, idx], {})])[0]
     assert reply[:2] == ("error", "InvalidArgumentError")
     assert "indices[1] = [4, 0] does not index into param shape [4,3]" in reply[2]

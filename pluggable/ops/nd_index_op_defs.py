@@ -35,8 +35,10 @@ def flat_nd_indices(op: str, indices: np.ndarray, shape: tuple, what: str) -> np
     bad = np.flatnonzero(((rows < 0) | (rows >= dims)).any(axis=1)) if rows.size else []
     if len(bad):
         pos = [int(p) for p in np.unravel_index(int(bad[0]), indices.shape[:-1])]
-        raise err(op, f"indices{pos} = {rows[bad[0]].tolist()} does not index into {what} "
-                  f"shape {list(shape)}; every index must be in [0, dim) for the first "
+        dims_text = ",".join(str(d) for d in shape)   # TensorFlow's "[4,3]"
+        where = f" {what}" if what else ""
+        raise err(op, f"indices{pos} = {rows[bad[0]].tolist()} does not index into{where} "
+                  f"shape [{dims_text}]; every index must be in [0, dim) for the first "
                   f"{k} dimensions")
     if k == 0:
         return np.zeros(rows.shape[0], np.int64)

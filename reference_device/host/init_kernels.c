@@ -197,6 +197,7 @@ static const md_kernel_def kKernels[] = {
     MD_KERNEL("BroadcastTo", broadcast_to, kAll, NULL, {"shape"}),
     /* kernels_gather.c */
     MD_KERNEL_STATE("GatherV2", gather, gather, kAll, "Tparams", {"axis"}),
+    MD_KERNEL("GatherNd", gather_nd, kAll, "Tparams"),
     MD_KERNEL_STATE("OneHot", one_hot, one_hot, kAll, NULL, {"depth"}),
     /* kernels_random.c */
     MD_KERNEL("StatelessRandomUniformV2", random_uniform, kFloats, "dtype",

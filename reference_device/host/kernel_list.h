@@ -159,6 +159,7 @@ MD_DECLARE_COMPUTE(broadcast_to)
 /* kernels_gather.c */
 MD_DECLARE_COMPUTE(gather)
 MD_DECLARE_STATE(gather)
+MD_DECLARE_COMPUTE(gather_nd)
 MD_DECLARE_COMPUTE(one_hot)
 MD_DECLARE_STATE(one_hot)
 
