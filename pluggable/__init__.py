@@ -27,6 +27,7 @@ from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, floa
 from .framework.dtypes import bool_ as bool  # noqa: A001
 from .framework.name_scope import name_scope
 from .framework.tensor import Tensor
+from .framework.tensor_shape import TensorShape
 from .framework.version import VERSION as __version__
 from .ops import raw_ops
 from .ops.array_ops import (broadcast_to, clip_by_value, concat, expand_dims, eye, gather,
@@ -40,6 +41,12 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cast, cumsum, divide
                            multiply, negative, not_equal, pow, reduce_all, reduce_any, reduce_max,
                            reduce_mean, reduce_min, reduce_prod, reduce_sum, reshape, sigmoid,
                            sign, sqrt, square, subtract, tanh, transpose, truediv)
+from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, round, sin,  # noqa: A004
+                           sinh, tan)
+from .ops.linalg_ops import einsum
+from .ops.logging_ops import print  # noqa: A004  (tf.print)
+from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
+                               tensor_scatter_nd_add, tensor_scatter_nd_update)
 from .ops.tensor_methods import Reference
 from .ops.variables import Variable
 from .plugins import cuda_env as _cuda_env, loader as _loader
@@ -83,6 +90,9 @@ __all__ = [
     "reduce_sum", "reshape", "reverse", "shape", "sigmoid", "sign", "size", "slice", "split",
     "sqrt", "square", "squeeze", "stack", "strided_slice", "subtract", "tanh", "tile",
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
+    "tan", "argsort", "einsum", "gather_nd", "linspace", "scatter_nd", "sort",
+    "tensor_scatter_nd_add", "tensor_scatter_nd_update", "print", "TensorShape",
 ]
 
 # Imported at first use (``pluggable._lazy``): subsystems that ``import

@@ -8,4 +8,7 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cumsum, divide, equa
                            reduce_min, reduce_prod, reduce_sum, rsqrt, sigmoid, sign, sqrt,
                            square, squared_difference, subtract, tanh, top_k, truediv,
                            unsorted_segment_sum)
+from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, ceil, cos, cosh,  # noqa: F401
+                           erfc, expm1, log1p, round, sin, sinh, tan)
 from .ops.nn_ops import log_softmax, softmax  # noqa: F401
+from .ops.nd_index_ops import argsort, sort  # noqa: F401

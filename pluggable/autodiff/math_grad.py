@@ -12,7 +12,7 @@ from .registration import NotDifferentiable, RegisterGradient
 
 for _op in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual",
             "LogicalAnd", "LogicalOr", "LogicalNot", "ArgMax", "ArgMin", "Floor",
-            "FloorDiv", "ZerosLike", "OnesLike", "Range"):
+            "FloorDiv", "ZerosLike", "OnesLike", "Range", "Round", "Ceil"):
     NotDifferentiable(_op)
 
 
@@ -139,6 +139,90 @@ def _erf_grad(op, grad):
     x = op.inputs[0]
     two_over_root_pi = scalar(2 / math.sqrt(math.pi), x)
     return mul(grad, mul(two_over_root_pi, R.Exp(x=neg(R.Square(x=x)))))
+
+
+@RegisterGradient("Erfc")
+def _erfc_grad(op, grad):
+    x = op.inputs[0]
+    minus_two_over_root_pi = scalar(-2 / math.sqrt(math.pi), x)
+    return mul(grad, mul(minus_two_over_root_pi, R.Exp(x=neg(R.Square(x=x)))))
+
+
+@RegisterGradient("Sin")
+def _sin_grad(op, grad):
+    return mul(grad, R.Cos(x=op.inputs[0]))
+
+
+@RegisterGradient("Cos")
+def _cos_grad(op, grad):
+    return neg(mul(grad, R.Sin(x=op.inputs[0])))
+
+
+@RegisterGradient("Tan")
+def _tan_grad(op, grad):
+    sec = R.Reciprocal(x=R.Cos(x=op.inputs[0]))
+    return mul(grad, R.Square(x=sec))
+
+
+def _one_minus_square(x):
+    return R.Sub(x=scalar(1, x), y=R.Square(x=x))
+
+
+@RegisterGradient("Asin")
+def _asin_grad(op, grad):
+    return mul(grad, R.Rsqrt(x=_one_minus_square(op.inputs[0])))
+
+
+@RegisterGradient("Acos")
+def _acos_grad(op, grad):
+    return neg(mul(grad, R.Rsqrt(x=_one_minus_square(op.inputs[0]))))
+
+
+@RegisterGradient("Atan")
+def _atan_grad(op, grad):
+    x = op.inputs[0]
+    return R.RealDiv(x=grad, y=R.AddV2(x=scalar(1, x), y=R.Square(x=x)))
+
+
+@RegisterGradient("Sinh")
+def _sinh_grad(op, grad):
+    return mul(grad, R.Cosh(x=op.inputs[0]))
+
+
+@RegisterGradient("Cosh")
+def _cosh_grad(op, grad):
+    return mul(grad, R.Sinh(x=op.inputs[0]))
+
+
+@RegisterGradient("Asinh")
+def _asinh_grad(op, grad):
+    return R.RealDiv(x=grad, y=R.Cosh(x=op.outputs[0]))
+
+
+@RegisterGradient("Acosh")
+def _acosh_grad(op, grad):
+    return R.RealDiv(x=grad, y=R.Sinh(x=op.outputs[0]))
+
+
+@RegisterGradient("Atanh")
+def _atanh_grad(op, grad):
+    return R.RealDiv(x=grad, y=_one_minus_square(op.inputs[0]))
+
+
+@RegisterGradient("Expm1")
+def _expm1_grad(op, grad):
+    return mul(grad, R.Exp(x=op.inputs[0]))
+
+
+@RegisterGradient("Log1p")
+def _log1p_grad(op, grad):
+    x = op.inputs[0]
+    return R.RealDiv(x=grad, y=R.AddV2(x=scalar(1, x), y=x))
+
+
+@RegisterGradient("Reciprocal")
+def _reciprocal_grad(op, grad):
+    return neg(mul(grad, R.Square(x=op.outputs[0])))
 
 
 # Gradients of the gradient ops (for second derivatives).

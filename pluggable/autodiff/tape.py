@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import logging
 import threading
 from typing import Any, Callable, Iterator
 
@@ -25,6 +26,15 @@ from ..framework.tensor import Tensor
 from ..ops.variables import Variable, owner_of
 from ..runtime import dispatch, hooks
 from . import backprop
+
+_log = logging.getLogger("pluggable.autodiff")
+
+
+def _trainable(t: Tensor) -> bool:
+    """Whether gradients flow through `t`: not through integer or bool
+    tensors, as in TensorFlow."""
+    dt = getattr(t, "_dtype", None) or getattr(t, "dtype", None)
+    return dt is None or not (getattr(dt, "is_integer", False) or getattr(dt, "is_bool", False))
 
 
 class UnconnectedGradients(enum.Enum):
@@ -108,6 +118,25 @@ def _note(op, inputs: list, attrs: dict, outputs: list, tapes: list,
 
 
 _NOT_DIFFERENTIABLE = registry.NOT_DIFFERENTIABLE
+
+
+def records_call(args: Any) -> bool:
+    """Whether a recording tape of this thread would record ops on `args`
+    (a nested structure) or on the variables a call reads: a ``pg.function``
+    call then runs its Python function eagerly, so that the tape records
+    each op and gradients flow through the call."""
+    tapes = _recording_tapes()
+    if not tapes:
+        return False
+    if any(t._watch_accessed for t in tapes):
+        return True
+    flat = [x for x in backprop.flatten(args) if isinstance(x, (Tensor, Variable))]
+    for t in tapes:
+        for x in flat:
+            key = id(x.handle) if isinstance(x, Variable) else id(x)
+            if key in t._watched:
+                return True
+    return False
 
 
 def _watch_read(op, inputs: list, tapes: list) -> None:
@@ -232,6 +261,11 @@ class GradientTape:
             if isinstance(x, Variable):
                 self._watch_variable(x)
             elif isinstance(x, Tensor):
+                if not _trainable(x):   # TensorFlow warns and does not watch it
+                    _log.warning("GradientTape.watch: the dtype of the watched tensor must be "
+                                 "floating (e.g. float32), got %s; its gradient is None",
+                                 x.dtype.name)
+                    continue
                 self._watched[id(x)] = x
             else:
                 raise ValueError(f"GradientTape.watch: cannot watch {type(x).__name__}; "
@@ -248,7 +282,8 @@ class GradientTape:
     def _record(self, call: OpCall) -> None:
         self._records.append(call)
         for o in call.outputs:
-            self._watched[id(o)] = o
+            if _trainable(o):
+                self._watched[id(o)] = o
 
     # -------------------------------------------------------------- gradients
     def _start_gradient(self) -> None:

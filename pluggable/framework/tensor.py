@@ -20,6 +20,9 @@ import numpy as np
 
 from . import dtypes, errors
 from .._core import ffi, lib
+from .tensor_shape import TensorShape, as_shape as _as_shape
+
+_shapes: dict = {}  # the shape tuples seen -> their TensorShape (emptied when large)
 
 GIVEN_UP_OP = b"(given up)"  # the core's PG_GIVEN_UP_OP (c_api/src/internal.h)
 
@@ -91,8 +94,19 @@ class Tensor:
         return self._dtype
 
     @property
-    def shape(self) -> tuple:
-        return self._shape
+    def shape(self) -> TensorShape:
+        """The shape as a ``TensorShape`` (a tuple of sizes, as TensorFlow's);
+        None for a traced tensor whose rank is not known."""
+        s = self._shape
+        if s is None:
+            return None
+        t = _shapes.get(s)
+        if t is None:
+            t = _as_shape(s)
+            if len(_shapes) > 4096:
+                _shapes.clear()
+            _shapes[s] = t
+        return t
 
     @property
     def ndim(self) -> int:

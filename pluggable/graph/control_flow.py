@@ -300,8 +300,9 @@ def _check_body(name: str, vars_: list, flat_in: list, shapes: list, res: Any,
             raise errors.InvalidArgumentError(
                 f"{name}: loop variable {i} enters the loop as {t.dtype.name} but the body "
                 f"returns {o.dtype.name}")
-        ok = s is None or (o.shape is not None and len(o.shape) == len(s) and all(
-            a is None or a == b for a, b in zip(s, o.shape)))
+        known = getattr(o, "_shape", o.shape)   # None: an unknown rank
+        ok = s is None or (known is not None and len(known) == len(s) and all(
+            a is None or a == b for a, b in zip(s, known)))
         if not ok:
             raise errors.InvalidArgumentError(
                 f"{name}: loop variable {i} enters the loop with shape {t.shape} but has "

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
@@ -379,6 +380,11 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tracing.current_graph() is not None or _run_eagerly[0]:
             # inside another trace: inlined; run_functions_eagerly: op by op
+            return self.python_function(*args, **kwargs)
+        tape = sys.modules.get("pluggable.autodiff.tape")  # loaded once a tape exists
+        if tape is not None and tape.records_call((args, kwargs)):
+            # A recording GradientTape sees the call: run it eagerly, op by op,
+            # so the tape records them and gradients flow through the call.
             return self.python_function(*args, **kwargs)
         cf, tensors = self._concrete_for(args, kwargs)
         return cf._call_flat(tensors)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..framework import config, dtypes, errors
 from ..framework.tensor import Tensor
+from ..framework.tensor_shape import TensorShape
 from ..runtime import constants, placement
 from ..runtime.tensors import constant, convert_to_tensor
 from . import math_ops, raw_ops
@@ -46,7 +47,7 @@ def _filled(shape: Sequence[int], dtype: Any, one: int) -> Tensor:
     for a shape of Python ints are remembered per (shape, dtype, value,
     device scope, settings), so a repeated call is one Fill."""
     key = None
-    if type(shape) is list or type(shape) is tuple:
+    if type(shape) is list or type(shape) is tuple or type(shape) is TensorShape:
         key = (tuple(shape), dtype, one, placement.current(), config.version[0])
         try:
             ins = _fill_inputs.get(key)
@@ -316,7 +317,7 @@ def shape(input: Any, out_type: Any = dtypes.int32, name: str | None = None) -> 
     """The shape of `input` as a 1-D CPU tensor (op Shape where a traced
     tensor's shape is not fully known)."""
     t = convert_to_tensor(input)
-    if t.shape is None or any(d is None for d in t.shape):
+    if t._shape is None or any(d is None for d in t._shape):
         with placement.device("CPU:0"):
             return raw_ops.Shape(input=t, out_type=dtypes.as_dtype(out_type))
     return constant(np.asarray(t.shape,

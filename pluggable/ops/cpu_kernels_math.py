@@ -15,6 +15,7 @@ from .op_util import axis, err, scalar
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _erf = np.frompyfunc(math.erf, 1, 1)
+_erfc = np.frompyfunc(math.erfc, 1, 1)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -139,6 +140,26 @@ def _erf_kernel(ins, attrs):
     return [erf(x.astype(np.float64))]
 
 
+def _erfc_kernel(ins, attrs):
+    x = np.asarray(ins[0], np.float64)
+    return [np.asarray(_erfc(x), np.float64).reshape(x.shape)]
+
+
+def _round(ins, attrs):
+    (x,) = ins  # half to even, as TensorFlow's Round; integers are unchanged
+    return [x.copy() if x.dtype.kind in "iu" else np.round(_compute(x))]
+
+
+# The unary float ops that are one numpy function each (computed in float32
+# for the 16-bit floats, float64 for doubles).
+_UNARY_FLOAT = {
+    "Sin": np.sin, "Cos": np.cos, "Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos,
+    "Atan": np.arctan, "Sinh": np.sinh, "Cosh": np.cosh, "Asinh": np.arcsinh,
+    "Acosh": np.arccosh, "Atanh": np.arctanh, "Expm1": np.expm1, "Log1p": np.log1p,
+    "Ceil": np.ceil, "Reciprocal": np.reciprocal,
+}
+
+
 def gelu(x: np.ndarray, approximate: bool) -> np.ndarray:
     """GELU in float64: x * Phi(x), or its tanh approximation."""
     x = np.asarray(x, np.float64)
@@ -241,6 +262,22 @@ def _top_k(ins, attrs):
     return [np.take_along_axis(x, idx, axis=-1), idx]
 
 
+def _lin_space(ins, attrs):
+    """start + i * (stop - start) / (num - 1), the last value exactly stop
+    (TensorFlow's order of operations, in the dtype's compute type)."""
+    start, stop, num = ins
+    n = scalar("LinSpace", "num", num)
+    if n <= 0:
+        raise err("LinSpace", f"Requires num > 0: {n}")
+    a, b = _compute(start), _compute(stop)
+    if n == 1:
+        return [np.asarray([a])]
+    step = (b - a) / a.dtype.type(n - 1)
+    out = a + np.arange(n, dtype=a.dtype) * step
+    out[-1] = b
+    return [out]
+
+
 def _add_n(ins, attrs):
     acc = _compute(ins[0]).copy()
     with np.errstate(all="ignore"):
@@ -288,7 +325,9 @@ KERNELS = {
     "Gelu": _gelu, "ZerosLike": _zeros_like, "OnesLike": _ones_like, "Prod": _prod,
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),
     "Cumsum": _cumsum, "TopKV2": _top_k, "AddN": _add_n, "UnsortedSegmentSum": _segment_sum,
-    "BatchMatMulV2": _batch_matmul,
+    "BatchMatMulV2": _batch_matmul, "Erfc": _erfc_kernel, "Round": _round,
+    "LinSpace": _lin_space,
+    **{name: _unary(fn) for name, fn in _UNARY_FLOAT.items()},
     "SigmoidGrad": _activation_grad(lambda y, dy: dy * y * (1.0 - y)),
     "TanhGrad": _activation_grad(lambda y, dy: dy * (1.0 - y * y)),
     "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * y * y * y),

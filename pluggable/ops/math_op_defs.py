@@ -102,6 +102,21 @@ def _top_k(shapes, attrs, values):
     return [out, out]
 
 
+def _lin_space(shapes, attrs, values):
+    op = "LinSpace"
+    for n in ("start", "stop"):
+        if len(shapes[("start", "stop").index(n)]) != 0:
+            raise err(op, f"{n} must be a scalar, got shape "
+                      f"{list(shapes[('start', 'stop').index(n)])}")
+    num = values["num"]
+    if np.ndim(num) != 0:
+        raise err(op, f"num must be a scalar, got shape {list(np.shape(num))}")
+    num = scalar(op, "num", num)
+    if num <= 0:
+        raise err(op, f"Requires num > 0: {num}")
+    return [(num,)]
+
+
 def _add_n(shapes, attrs, values):
     for i, s in enumerate(shapes):
         if tuple(s) != tuple(shapes[0]):
@@ -171,11 +186,32 @@ def _ex_equality(rng, types):
             ({"x": sample(rng, T, (0, 3)), "y": sample(rng, T, (3,))}, {})]
 
 
-def _ex_unary(arg="x", positive=False):
+def _ex_unary(arg="x", positive=False, low=-3.0, high=3.0):
     def ex(rng, types):
         T = types["T"]
-        return [({arg: sample(rng, T, s, positive=positive)}, {}) for s in ((2, 3, 4), (), (0, 3))]
+        return [({arg: sample(rng, T, s, positive=positive, low=low, high=high)}, {})
+                for s in ((2, 3, 4), (), (0, 3))]
     return ex
+
+
+def _ex_round(rng, types):
+    """Random values and exact halves (-3.5 .. 3.5: round half to even)."""
+    T = types["T"]
+    halves = (np.arange(-7, 8) / 2.0)
+    if T.is_integer:
+        halves = np.arange(-7, 8)
+    return _ex_unary()(rng, types) + [({"x": halves.astype(T.as_numpy_dtype)}, {})]
+
+
+# The float unary ops TensorFlow defines for bfloat16, half, float and
+# double (and complex types, which pluggable does not have), each with the
+# input range its sample calls draw from (the op's domain, where it has one).
+UNARY_FLOAT_OPS = {
+    "Sin": (-3.0, 3.0), "Cos": (-3.0, 3.0), "Tan": (-1.4, 1.4), "Asin": (-1.0, 1.0),
+    "Acos": (-1.0, 1.0), "Atan": (-3.0, 3.0), "Sinh": (-3.0, 3.0), "Cosh": (-3.0, 3.0),
+    "Asinh": (-3.0, 3.0), "Acosh": (1.0, 4.0), "Atanh": (-0.99, 0.99),
+    "Expm1": (-3.0, 3.0), "Log1p": (-0.99, 3.0), "Erfc": (-3.0, 3.0), "Ceil": (-3.0, 3.0),
+}
 
 
 def _ex_logical_binary(rng, types):
@@ -235,6 +271,12 @@ def _ex_top_k(rng, types):
     return [({"input": sample(rng, T, (3, 7)), "k": index_array(3, K)}, {}),
             ({"input": sample(rng, T, (6,)), "k": index_array(6, K)}, {}),
             ({"input": sample(rng, T, (2, 4)), "k": index_array(0, K)}, {})]
+
+
+def _ex_lin_space(rng, types):
+    T, I = types["T"], types["Tidx"]
+    v = lambda: sample(rng, T, ())
+    return [({"start": v(), "stop": v(), "num": index_array(n, I)}, {}) for n in (7, 2, 50)]
 
 
 def _ex_add_n(rng, types):
@@ -308,6 +350,15 @@ def define_math_ops() -> None:
            examples=_ex_unary(positive=True))
     for name in ("Erf", "Floor"):
         define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape, examples=_ex_unary())
+    for name, (low, high) in UNARY_FLOAT_OPS.items():
+        define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape,
+               examples=_ex_unary(low=low, high=high))
+    define("Reciprocal", ["x: T"], ["y: T"],
+           ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
+           examples=_ex_unary(positive=True, low=0.2))
+    define("Round", ["x: T"], ["y: T"],
+           ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
+           examples=_ex_round)
     define("ZerosLike", ["x: T"], ["y: T"], ["T: type"], same_shape, examples=_ex_unary())
     define("OnesLike", ["x: T"], ["y: T"],
            ["T: {bfloat16, half, float, double, int8, uint8, int16, int32, uint32, int64, "
@@ -330,6 +381,9 @@ def define_math_ops() -> None:
            ["sorted: bool = true", f"T: {REAL}", "Tk: {int16, int32, int64} = DT_INT32",
             "index_type: {int16, int32, int64} = DT_INT32"], _top_k, host=["k"],
            examples=_ex_top_k)
+    define("LinSpace", ["start: T", "stop: T", "num: Tidx"], ["output: T"],
+           [f"T: {FLOAT}", f"Tidx: {_IDX} = DT_INT32"], _lin_space, host=["num"],
+           examples=_ex_lin_space)
     define("AddN", ["inputs: N * T"], ["sum: T"], ["N: int >= 1", f"T: {NUMBER}"], _add_n,
            examples=_ex_add_n, is_commutative=True)
     define("UnsortedSegmentSum", ["data: T", "segment_ids: Tindices",

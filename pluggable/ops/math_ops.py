@@ -401,6 +401,44 @@ def floor(x: Any, name: str | None = None) -> Tensor:
     return raw_ops.Floor(x=x)
 
 
+def _unary_op(op_name: str, doc: str):
+    def fn(x: Any, name: str | None = None) -> Tensor:
+        return getattr(raw_ops, op_name)(x=x)
+    fn.__doc__ = f"{doc} (op {op_name})."
+    return fn
+
+
+sin = _unary_op("Sin", "The sine of x, elementwise")
+cos = _unary_op("Cos", "The cosine of x, elementwise")
+tan = _unary_op("Tan", "The tangent of x, elementwise")
+asin = _unary_op("Asin", "The inverse sine of x, in [-pi/2, pi/2]")
+acos = _unary_op("Acos", "The inverse cosine of x, in [0, pi]")
+atan = _unary_op("Atan", "The inverse tangent of x, in (-pi/2, pi/2)")
+sinh = _unary_op("Sinh", "The hyperbolic sine of x")
+cosh = _unary_op("Cosh", "The hyperbolic cosine of x")
+asinh = _unary_op("Asinh", "The inverse hyperbolic sine of x")
+acosh = _unary_op("Acosh", "The inverse hyperbolic cosine of x (x >= 1)")
+atanh = _unary_op("Atanh", "The inverse hyperbolic tangent of x (|x| < 1)")
+expm1 = _unary_op("Expm1", "exp(x) - 1, accurate near 0")
+log1p = _unary_op("Log1p", "log(1 + x), accurate near 0")
+erfc = _unary_op("Erfc", "The complementary error function 1 - erf(x)")
+ceil = _unary_op("Ceil", "The smallest integer >= x, for floats")
+for _f, _n in ((sin, "sin"), (cos, "cos"), (tan, "tan"), (asin, "asin"), (acos, "acos"),
+               (atan, "atan"), (sinh, "sinh"), (cosh, "cosh"), (asinh, "asinh"),
+               (acosh, "acosh"), (atanh, "atanh"), (expm1, "expm1"), (log1p, "log1p"),
+               (erfc, "erfc"), (ceil, "ceil")):
+    _f.__name__ = _f.__qualname__ = _n
+
+
+def round(x: Any, name: str | None = None) -> Tensor:  # noqa: A001 - TensorFlow's name
+    """x rounded to the nearest integer, halves to even (op Round); an
+    integer tensor is returned as it is, as TensorFlow's tf.round does."""
+    x = convert_to_tensor(x)
+    if x.dtype.is_integer:
+        return x
+    return raw_ops.Round(x=x)
+
+
 def sign(x: Any, name: str | None = None) -> Tensor:
     """-1, 0 or 1 by the sign of x (op Sign)."""
     return raw_ops.Sign(x=x)
@@ -427,8 +465,11 @@ def truediv(x: Any, y: Any, name: str | None = None) -> Tensor:
 
 
 def reciprocal(x: Any, name: str | None = None) -> Tensor:
-    """1 / x (op RealDiv)."""
+    """1 / x (op Reciprocal for floats; RealDiv, which truncates, for
+    integers)."""
     x = convert_to_tensor(x)
+    if x.dtype.is_floating:
+        return raw_ops.Reciprocal(x=x)
     return raw_ops.RealDiv(x=convert_to_tensor(1, x.dtype), y=x)
 
 

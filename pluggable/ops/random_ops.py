@@ -98,11 +98,28 @@ def _uniform_ints(key: int, counter: tuple[int, int], n: int, lo: int, hi: int,
 
 # ------------------------------------------------------------- Generator
 
+_ALG_NAMES = {"philox": ALG_PHILOX, "auto_select": 3, "threefry": 2}
+
+
+def _algorithm(alg: Any) -> int:
+    """TensorFlow's ways of naming an algorithm: a name ("philox",
+    "threefry", "auto_select", any case), an enum member with an int
+    value, or the int itself (1 Philox, 2 ThreeFry, 3 auto-select)."""
+    if isinstance(alg, str):
+        key = alg.lower()
+        if key not in _ALG_NAMES:
+            raise errors.InvalidArgumentError(f"random.Generator: unknown algorithm {alg!r}; "
+                                              f"use one of {sorted(_ALG_NAMES)}")
+        return _ALG_NAMES[key]
+    return int(getattr(alg, "value", alg))
+
+
 class Generator:
     """A Philox random generator with TensorFlow's state layout
     [counter_lo, counter_hi, key] (like ``tf.random.Generator``)."""
 
-    def __init__(self, state: Sequence[int] | None = None, alg: int = ALG_PHILOX):
+    def __init__(self, state: Sequence[int] | None = None, alg: Any = ALG_PHILOX):
+        alg = _algorithm(alg)
         if alg not in (ALG_PHILOX, 3):
             raise errors.UnimplementedError(f"random.Generator: algorithm {alg} is not "
                                             "supported; use Philox (1)")
@@ -115,7 +132,7 @@ class Generator:
         self.algorithm = ALG_PHILOX
 
     @classmethod
-    def from_seed(cls, seed: Any, alg: int = ALG_PHILOX) -> "Generator":
+    def from_seed(cls, seed: Any, alg: Any = ALG_PHILOX) -> "Generator":
         """A generator whose state is made from `seed` as TensorFlow makes
         it: an int fills the counter's low word; a list is right-aligned."""
         if isinstance(seed, (int, np.integer)):
@@ -127,7 +144,7 @@ class Generator:
         return cls(state, alg)
 
     @classmethod
-    def from_non_deterministic_state(cls, alg: int = ALG_PHILOX) -> "Generator":
+    def from_non_deterministic_state(cls, alg: Any = ALG_PHILOX) -> "Generator":
         """A generator seeded from the operating system's entropy."""
         return cls([int.from_bytes(os.urandom(8), "little") for _ in range(3)], alg)
 

@@ -9,11 +9,12 @@ device configuration of ``pg.config`` can be set before."""
 from __future__ import annotations
 
 import contextvars
+import logging
 import re
 import threading
 from typing import Union
 
-from ..framework import errors
+from ..framework import config, errors
 from . import logical_devices
 from .device import CpuDevice, Device, PhysicalDevice
 
@@ -141,6 +142,27 @@ def _get_physical(name: "str | AnyDevice") -> AnyDevice:
         f"{', '.join(p.name for p in list_physical_devices())}")
 
 
+_log = logging.getLogger("pluggable.runtime")
+
+# Device types TensorFlow code names that may be absent here: a scope on one
+# of them soft-places on the CPU, as TensorFlow does, when no device of the
+# type is present and soft placement is on.
+SOFT_PLACED_TYPES = ("GPU",)
+
+
+def _scope_device(name: "str | AnyDevice") -> AnyDevice:
+    """The device of ``pg.device(name)``: ``get_device``'s, or the CPU for a
+    GPU name where no GPU is present and soft placement is on (logged)."""
+    if isinstance(name, str) and config._soft_placement:
+        kind, _ = parse(name)
+        if kind in SOFT_PLACED_TYPES and not any(d.device_type == kind for d in all_devices()):
+            _log.info("device %r: no %s device is present; soft placement puts the ops of "
+                      "its scope on CPU:0 (pg.config.set_soft_device_placement(False) makes "
+                      "this an error)", name, kind)
+            return CPU
+    return get_device(name)
+
+
 class device:
     """Context manager placing the ops of its block on a device::
 
@@ -149,10 +171,12 @@ class device:
 
     Scopes nest (the innermost wins) and are per thread. ``pg.device(None)``
     clears the scope (automatic placement). An unknown or out-of-range
-    device raises InvalidArgumentError listing the available devices."""
+    device raises InvalidArgumentError listing the available devices,
+    except a GPU name where no GPU is present: with soft placement on (the
+    default) its ops run on the CPU, as in TensorFlow."""
 
     def __init__(self, name: "str | AnyDevice | None"):
-        self.device = None if name is None else get_device(name)
+        self.device = None if name is None else _scope_device(name)
         self._tokens: list = []
 
     def __enter__(self) -> "AnyDevice | None":

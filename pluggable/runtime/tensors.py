@@ -14,10 +14,12 @@ from .device import Device
 from .dlpack import from_dlpack  # noqa: F401 (pg.from_dlpack; attaches Tensor.__dlpack__)
 
 
-def constant(value: Any, dtype: Any = None, shape: Any = None) -> Tensor:
+def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None = None) -> Tensor:
     """Creates a tensor from a numpy array, a scalar or nested lists, on the
     device of the current ``pg.device`` scope (CPU when there is none).
-    `shape` broadcasts a scalar or reshapes a matching number of elements."""
+    `shape` broadcasts a scalar or reshapes a matching number of elements.
+    `name` is accepted for TensorFlow code and not used (eager tensors
+    have no names, as in TensorFlow)."""
     a = to_array(value, dtype)
     dev = placement.current()
     # A copy to a device has read the array when it returns (the core stages

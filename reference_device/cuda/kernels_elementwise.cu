@@ -1,7 +1,8 @@
 // Elementwise arithmetic: the broadcasting binary ops (AddV2, Sub, Mul,
 // RealDiv, Maximum, Minimum, Pow, FloorDiv, FloorMod), the unary ops (Neg,
 // Abs, Exp, Log, Sqrt, Tanh, Sigmoid, Relu, Square, Rsqrt, Erf, Floor, Sign,
-// Gelu), the activation gradients (ReluGrad, SigmoidGrad, TanhGrad,
+// Round, Gelu and the one-function float ops of PG_LIBM_UNARY: Sin, Cos,
+// ..., Ceil, Reciprocal), the activation gradients (ReluGrad, SigmoidGrad, TanhGrad,
 // RsqrtGrad, SqrtGrad, GeluGrad), ZerosLike, OnesLike and Cast. The
 // broadcasting machinery is in elementwise.h.
 //
@@ -142,6 +143,37 @@ struct RsqrtOp {
 };
 struct ErfOp { template <typename C> __device__ static C f(C x) { return m_erf(x); } };
 struct FloorOp { template <typename C> __device__ static C f(C x) { return m_floor(x); } };
+// Round: half to even (rint in the default rounding mode), as TensorFlow;
+// integers are returned unchanged.
+struct RoundOp {
+  template <typename C> __device__ static C f(C x) {
+    if constexpr (std::is_integral<C>::value) {
+      return x;
+    } else {
+      return rint(x);
+    }
+  }
+};
+
+// The float ops that are one CUDA math function each: X(op name, function).
+// Each row makes a functor <name>Op over the float and double overloads
+// (the 16-bit floats compute in float) and one registration. Reciprocal
+// is 1 / x.
+__device__ __forceinline__ float pg_reciprocal(float x) { return 1.0f / x; }
+__device__ __forceinline__ double pg_reciprocal(double x) { return 1.0 / x; }
+#define PG_LIBM_UNARY(X)                                                       \
+  X(Sin, sin) X(Cos, cos) X(Tan, tan) X(Asin, asin) X(Acos, acos)              \
+  X(Atan, atan) X(Sinh, sinh) X(Cosh, cosh) X(Asinh, asinh) X(Acosh, acosh)    \
+  X(Atanh, atanh) X(Expm1, expm1) X(Log1p, log1p) X(Erfc, erfc) X(Ceil, ceil)  \
+  X(Reciprocal, pg_reciprocal)
+#define PG_LIBM_OP(NAME, FN)                                                   \
+  struct NAME##Op {                                                            \
+    template <typename C> __device__ static C f(C x) { return FN(x); }         \
+  };                                                                           \
+  constexpr char k##NAME[] = #NAME;
+PG_LIBM_UNARY(PG_LIBM_OP)
+#undef PG_LIBM_OP
+
 // Sign keeps NaN.
 struct SignOp {
   template <typename C> __device__ static C f(C x) {
@@ -652,6 +684,7 @@ constexpr char kSign[] = "Sign";
 constexpr char kRsqrt[] = "Rsqrt";
 constexpr char kErf[] = "Erf";
 constexpr char kFloor[] = "Floor";
+constexpr char kRound[] = "Round";
 constexpr char kReluGrad[] = "ReluGrad";
 constexpr char kSigmoidGrad[] = "SigmoidGrad";
 constexpr char kTanhGrad[] = "TanhGrad";
@@ -729,6 +762,10 @@ void register_elementwise_kernels() {
   register_unary<kRsqrt, RsqrtOp, true>();
   register_unary<kErf, ErfOp, true>();
   register_unary<kFloor, FloorOp, true>();
+  register_unary<kRound, RoundOp, false>();
+#define PG_LIBM_REGISTER(NAME, FN) register_unary<k##NAME, NAME##Op, true>();
+  PG_LIBM_UNARY(PG_LIBM_REGISTER)
+#undef PG_LIBM_REGISTER
   register_grad<kReluGrad, ReluGradOp, false>();
   register_grad<kSigmoidGrad, SigmoidGradOp, true>();
   register_grad<kTanhGrad, TanhGradOp, true>();

@@ -1,4 +1,4 @@
-/* Host reference device: GatherV2 and OneHot (every dtype).
+/* Host reference device: GatherV2, GatherNd and OneHot (every dtype).
  *
  * GatherV2 with batch_dims b and axis a sees params as
  * [batch, outer, N, inner] (batch = params dims [0, b), outer = dims [b, a),
@@ -297,4 +297,123 @@ void md_compute_one_hot(void* kernel, TF_OpKernelContext* ctx) {
 done:
   md_delete_tensors(indices, depth_t, on, off);
   TF_DeleteTensor(y);
+}
+
+/*** GatherNd ***/
+
+/* GatherNd sees indices as [rows, K] and params as [d0 .. dK-1, slice]:
+ *     output[r, :] = params[indices[r, 0], .., indices[r, K-1], :]
+ * An index row outside the first K dims of params zero-fills its slice and
+ * reports INVALID_ARGUMENT on the stream with TensorFlow's CPU message
+ * ("indices[1] = [4, 0] does not index into param shape [4,3]"). */
+typedef struct md_gather_nd_task {
+  TF_DataType index_type;
+  const char* params;
+  const void* indices;
+  char* out;
+  int64_t rows, k, slice_bytes;
+  int64_t dims[TF_MAX_DIMS]; /* the first k dims of params */
+  md_shape row_shape;        /* indices' shape without its last dim */
+  char param_shape[MD_SHAPE_STR_SIZE];
+  md_where where;
+} md_gather_nd_task;
+
+static void md_gather_nd_run(void* arg, SP_Stream stream) {
+  md_gather_nd_task* t = arg;
+  for (int64_t r = 0; r < t->rows; ++r) {
+    int64_t offset = 0, bad = -1;
+    for (int64_t j = 0; j < t->k; ++j) {
+      int64_t idx = md_index_at(t->indices, t->index_type, r * t->k + j);
+      if (idx < 0 || idx >= t->dims[j]) bad = j;
+      offset = offset * t->dims[j] + idx;
+    }
+    char* out = t->out + r * t->slice_bytes;
+    if (bad < 0) {
+      memcpy(out, t->params + offset * t->slice_bytes, (size_t)t->slice_bytes);
+      continue;
+    }
+    memset(out, 0, (size_t)t->slice_bytes);
+    if (!md_stream_has_error(stream)) {
+      char pos[MD_SHAPE_STR_SIZE], row[MD_SHAPE_STR_SIZE];
+      size_t used = 0;
+      md_format_index(&t->row_shape, r, pos, sizeof(pos));
+      row[0] = '\0';
+      for (int64_t j = 0; j < t->k && used < sizeof(row); ++j) {
+        used += (size_t)snprintf(row + used, sizeof(row) - used, j ? ", %lld" : "%lld",
+                                 (long long)md_index_at(t->indices, t->index_type,
+                                                        r * t->k + j));
+      }
+      md_task_error(stream, &t->where, TF_INVALID_ARGUMENT,
+                    "indices[%s] = [%s] does not index into param shape %s", pos, row,
+                    t->param_shape);
+    }
+  }
+}
+
+void md_compute_gather_nd(void* kernel, TF_OpKernelContext* ctx) {
+  (void)kernel;
+  md_shape ps, is;
+  TF_Tensor* params = md_get_input(ctx, 0, &ps);
+  TF_Tensor* indices = params ? md_get_input(ctx, 1, &is) : NULL;
+  TF_Tensor* y = NULL;
+  char sp[MD_SHAPE_STR_SIZE], si[MD_SHAPE_STR_SIZE];
+  if (indices == NULL) goto done;
+  if (!md_is_index_type(TF_TensorType(indices))) {
+    md_fail(ctx, TF_INVALID_ARGUMENT, "GatherNd: unsupported indices dtype %d",
+            (int)TF_TensorType(indices));
+    goto done;
+  }
+  md_shape_str(&ps, sp, sizeof(sp));
+  md_shape_str(&is, si, sizeof(si));
+  if (is.rank < 1) {
+    md_fail(ctx, TF_INVALID_ARGUMENT, "GatherNd: indices must have rank >= 1, got %s", si);
+    goto done;
+  }
+  int64_t k = is.dims[is.rank - 1];
+  if (k > ps.rank) {
+    md_fail(ctx, TF_INVALID_ARGUMENT, "GatherNd: the last dimension of indices (%lld) "
+            "must be <= the rank of params %s", (long long)k, sp);
+    goto done;
+  }
+  /* Output: indices[:-1] + params[k:]. */
+  md_shape ys = {0, {0}}, rows = {0, {0}};
+  for (int i = 0; i < is.rank - 1; ++i) rows.dims[rows.rank++] = is.dims[i];
+  ys = rows;
+  for (int i = (int)k; i < ps.rank; ++i) {
+    if (ys.rank == TF_MAX_DIMS) {
+      md_fail(ctx, TF_INVALID_ARGUMENT, "GatherNd: result has more than %d dims",
+              TF_MAX_DIMS);
+      goto done;
+    }
+    ys.dims[ys.rank++] = ps.dims[i];
+  }
+  TF_DataType dtype = TF_TensorType(params);
+  y = md_allocate_output(ctx, 0, dtype, &ys);
+  if (y == NULL || md_num_elements(&ys) == 0) goto done;
+
+  md_gather_nd_task* task = md_task_alloc(ctx, sizeof(*task));
+  if (task == NULL) goto done;
+  task->index_type = TF_TensorType(indices);
+  task->params = TF_TensorData(params);
+  task->indices = TF_TensorData(indices);
+  task->out = TF_TensorData(y);
+  task->rows = md_num_elements(&rows);
+  task->k = k;
+  task->slice_bytes = (int64_t)TF_DataTypeSize(dtype);
+  for (int i = 0; i < ps.rank; ++i) {
+    if (i < k) task->dims[i] = ps.dims[i];
+    else task->slice_bytes *= ps.dims[i];
+  }
+  task->row_shape = rows;
+  /* TensorFlow's message prints the shape without spaces: [4,3]. */
+  size_t n = 0;
+  for (const char* c = sp; *c && n + 1 < sizeof(task->param_shape); ++c) {
+    if (*c != ' ') task->param_shape[n++] = *c;
+  }
+  task->param_shape[n] = '\0';
+  md_where_of(ctx, &task->where);
+  md_enqueue(ctx, md_gather_nd_run, task);
+
+done:
+  md_delete_tensors(params, indices, y, NULL);
 }

@@ -1,7 +1,9 @@
 /* Host reference device: element-wise unary ops and CheckNumerics.
  *
- * Neg, Abs, Relu, Square, Sign (floats and ints), Exp, Log, Sqrt, Rsqrt,
- * Tanh, Sigmoid, Erf, Floor, Gelu (floats). Half and bfloat16 are computed
+ * Neg, Abs, Relu, Square, Sign, Round (floats and ints), Exp, Log, Sqrt,
+ * Rsqrt, Tanh, Sigmoid, Erf, Floor, Gelu and the libm functions of
+ * MD_LIBM_UNARY (Sin, Cos, ..., Ceil, Reciprocal) (floats). Round rounds
+ * half to even (rint in the default rounding mode), as TensorFlow. Half and bfloat16 are computed
  * in float. Gelu's `approximate` attribute picks the exact form
  * x * Phi(x) or the tanh approximation once, when the kernel is created. */
 #include <math.h>
@@ -11,9 +13,27 @@
 #include "kernel_list.h"
 #include "kernel_util.h"
 
+/* The float ops that are one libm function each: X(ENUM suffix, name, A,
+ * B), where md_compute_<name> is the kernel and MD_<ENUM suffix>(x) the
+ * function (kernel_util.h); A and B are passed through to X. Reciprocal is
+ * 1 / x. A new op is a new row here, in kernel_list.h and in
+ * init_kernels.c. */
+#define MD_RECIPROCAL(x) (1 / (x))
+#define MD_LIBM_UNARY(X, A, B)                                                \
+  X(SIN, sin, A, B) X(COS, cos, A, B) X(TAN, tan, A, B)                       \
+  X(ASIN, asin, A, B) X(ACOS, acos, A, B) X(ATAN, atan, A, B)                 \
+  X(SINH, sinh, A, B) X(COSH, cosh, A, B) X(ASINH, asinh, A, B)               \
+  X(ACOSH, acosh, A, B) X(ATANH, atanh, A, B) X(EXPM1, expm1, A, B)           \
+  X(LOG1P, log1p, A, B) X(ERFC, erfc, A, B) X(CEIL, ceil, A, B)               \
+  X(RECIPROCAL, reciprocal, A, B)
+
 typedef enum md_unary_op {
   MD_NEG, MD_ABS, MD_EXP, MD_LOG, MD_SQRT, MD_TANH, MD_SIGMOID, MD_RELU,
   MD_SQUARE, MD_SIGN, MD_RSQRT, MD_ERF, MD_FLOOR, MD_GELU, MD_GELU_TANH,
+  MD_ROUND,
+#define MD_LIBM_ENUM(UPPER, lower, A, B) MD_##UPPER,
+  MD_LIBM_UNARY(MD_LIBM_ENUM, _, _)
+#undef MD_LIBM_ENUM
   MD_NUM_UNARY_OPS
 } md_unary_op;
 
@@ -44,8 +64,15 @@ typedef enum md_unary_op {
   static inline CT gelu_tanh_##SFX(CT a) {                                    \
     const CT k = (CT)(M_2_SQRTPI * M_SQRT1_2); /* sqrt(2 / pi) */             \
     return (CT)0.5 * a * (1 + MD_TANH(k * (a + (CT)0.044715 * a * a * a)));   \
-  }
+  }                                                                           \
+  static inline CT round_##SFX(CT a) { return MD_RINT(a); }
 MD_FLOAT_TYPES(MD_FLOAT_UNARY)
+
+/* One element function per MD_LIBM_UNARY row and float type. */
+#define MD_LIBM_FN(UPPER, lower, SFX, CT)                                     \
+  static inline CT lower##_##SFX(CT a) { return MD_##UPPER(a); }
+#define MD_LIBM_FNS(ENUM, SFX, ST, CT, AT) MD_LIBM_UNARY(MD_LIBM_FN, SFX, CT)
+MD_FLOAT_TYPES(MD_LIBM_FNS)
 
 /* Integers: negation and squaring wrap (-MIN == MIN) instead of
  * overflowing. */
@@ -54,7 +81,8 @@ MD_FLOAT_TYPES(MD_FLOAT_UNARY)
   static inline T abs_##SFX(T a) { return a < 0 ? (T)(0 - (UT)a) : a; }       \
   static inline T relu_##SFX(T a) { return a < 0 ? 0 : a; }                   \
   static inline T square_##SFX(T a) { return (T)((UT)a * (UT)a); }            \
-  static inline T sign_##SFX(T a) { return (T)((a > 0) - (a < 0)); }
+  static inline T sign_##SFX(T a) { return (T)((a > 0) - (a < 0)); }        \
+  static inline T round_##SFX(T a) { return a; }
 MD_INT_TYPES(MD_INT_UNARY)
 
 /*** Loops ***/
@@ -77,15 +105,18 @@ typedef void (*md_unary_loop)(const void* x, void* y, int64_t n);
   MD_UNARY_LOOP(square, SFX, ST) MD_UNARY_LOOP(sign, SFX, ST)                 \
   MD_UNARY_LOOP(rsqrt, SFX, ST) MD_UNARY_LOOP(erf, SFX, ST)                   \
   MD_UNARY_LOOP(floor, SFX, ST) MD_UNARY_LOOP(gelu, SFX, ST)                  \
-  MD_UNARY_LOOP(gelu_tanh, SFX, ST)
+  MD_UNARY_LOOP(gelu_tanh, SFX, ST) MD_UNARY_LOOP(round, SFX, ST)             \
+  MD_LIBM_UNARY(MD_LIBM_LOOP, SFX, ST)
+#define MD_LIBM_LOOP(UPPER, lower, SFX, ST) MD_UNARY_LOOP(lower, SFX, ST)
 #define MD_INT_LOOPS(ENUM, SFX, T, UT, LO, HI)                                \
   MD_UNARY_LOOP(neg, SFX, T) MD_UNARY_LOOP(abs, SFX, T)                       \
   MD_UNARY_LOOP(relu, SFX, T) MD_UNARY_LOOP(square, SFX, T)                   \
-  MD_UNARY_LOOP(sign, SFX, T)
+  MD_UNARY_LOOP(sign, SFX, T) MD_UNARY_LOOP(round, SFX, T)
 MD_FLOAT_TYPES(MD_FLOAT_LOOPS)
 MD_INT_TYPES(MD_INT_LOOPS)
 
 /* The loop for (op, dtype), or NULL if not supported. */
+#define MD_LIBM_SLOT(UPPER, lower, SFX, B) [MD_##UPPER] = lower##_loop_##SFX,
 static md_unary_loop md_select_loop(md_unary_op op, TF_DataType dtype) {
 #define MD_FLOAT_CASE(ENUM, SFX, ST, CT, AT)                                  \
   case ENUM: {                                                                \
@@ -94,7 +125,8 @@ static md_unary_loop md_select_loop(md_unary_op op, TF_DataType dtype) {
         sqrt_loop_##SFX, tanh_loop_##SFX, sigmoid_loop_##SFX,                 \
         relu_loop_##SFX, square_loop_##SFX, sign_loop_##SFX,                  \
         rsqrt_loop_##SFX, erf_loop_##SFX, floor_loop_##SFX,                   \
-        gelu_loop_##SFX, gelu_tanh_loop_##SFX};                               \
+        gelu_loop_##SFX, gelu_tanh_loop_##SFX, round_loop_##SFX,              \
+        MD_LIBM_UNARY(MD_LIBM_SLOT, SFX, _)};                                 \
     return loops[op];                                                         \
   }
 #define MD_INT_CASE(ENUM, SFX, T, UT, LO, HI)                                 \
@@ -102,7 +134,7 @@ static md_unary_loop md_select_loop(md_unary_op op, TF_DataType dtype) {
     static const md_unary_loop loops[MD_NUM_UNARY_OPS] = {                    \
         [MD_NEG] = neg_loop_##SFX, [MD_ABS] = abs_loop_##SFX,                 \
         [MD_RELU] = relu_loop_##SFX, [MD_SQUARE] = square_loop_##SFX,         \
-        [MD_SIGN] = sign_loop_##SFX};                                         \
+        [MD_SIGN] = sign_loop_##SFX, [MD_ROUND] = round_loop_##SFX};          \
     return loops[op];                                                         \
   }
   switch (dtype) {
@@ -180,6 +212,9 @@ MD_UNARY_COMPUTE(sign, MD_SIGN)
 MD_UNARY_COMPUTE(rsqrt, MD_RSQRT)
 MD_UNARY_COMPUTE(erf, MD_ERF)
 MD_UNARY_COMPUTE(floor, MD_FLOOR)
+MD_UNARY_COMPUTE(round, MD_ROUND)
+#define MD_LIBM_COMPUTE(UPPER, lower, A, B) MD_UNARY_COMPUTE(lower, MD_##UPPER)
+MD_LIBM_UNARY(MD_LIBM_COMPUTE, _, _)
 
 /*** Gelu: the kernel state is the `approximate` attribute ***/
 
