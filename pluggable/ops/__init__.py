@@ -14,6 +14,7 @@ from . import (array_op_defs, collective_op_defs, cpu_kernels, cpu_kernels_array
                cpu_kernels_random, definitions, fused_ops, gradient_ops, math_op_defs,
                nn_op_defs, random_op_defs, resource_ops, transformer_ops)
 from . import cpu_kernels_linalg, cpu_kernels_nd_index, linalg_op_defs, nd_index_op_defs
+from . import py_func_ops  # noqa: F401  (EagerPyFunc)
 
 definitions.define_builtin_ops()
 array_op_defs.define_array_ops()
