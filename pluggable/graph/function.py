@@ -381,8 +381,11 @@ class Function:
         if tracing.current_graph() is not None or _run_eagerly[0]:
             # inside another trace: inlined; run_functions_eagerly: op by op
             return self.python_function(*args, **kwargs)
-        tape = sys.modules.get("pluggable.autodiff.tape")  # loaded once a tape exists
-        if tape is not None and tape.records_call((args, kwargs)):
+        # The tape module is loaded once a tape exists; while another thread
+        # is still importing it, it has no records_call yet and no tape can
+        # be recording.
+        records_call = getattr(sys.modules.get("pluggable.autodiff.tape"), "records_call", None)
+        if records_call is not None and records_call((args, kwargs)):
             # A recording GradientTape sees the call: run it eagerly, op by op,
             # so the tape records them and gradients flow through the call.
             return self.python_function(*args, **kwargs)

@@ -144,7 +144,8 @@ struct RsqrtOp {
 struct ErfOp { template <typename C> __device__ static C f(C x) { return m_erf(x); } };
 struct FloorOp { template <typename C> __device__ static C f(C x) { return m_floor(x); } };
 // Round: half to even (rint in the default rounding mode), as TensorFlow;
-// integers are returned unchanged.
+// registered for the float types only (TensorFlow's raw Round of integers
+// gives zeros; pg.round returns an integer tensor unchanged without a kernel).
 struct RoundOp {
   template <typename C> __device__ static C f(C x) {
     if constexpr (std::is_integral<C>::value) {
@@ -762,7 +763,7 @@ void register_elementwise_kernels() {
   register_unary<kRsqrt, RsqrtOp, true>();
   register_unary<kErf, ErfOp, true>();
   register_unary<kFloor, FloorOp, true>();
-  register_unary<kRound, RoundOp, false>();
+  register_unary<kRound, RoundOp, true>();
 #define PG_LIBM_REGISTER(NAME, FN) register_unary<k##NAME, NAME##Op, true>();
   PG_LIBM_UNARY(PG_LIBM_REGISTER)
 #undef PG_LIBM_REGISTER

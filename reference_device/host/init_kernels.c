@@ -86,7 +86,7 @@ static const md_kernel_def kKernels[] = {
     MD_KERNEL("Rsqrt", rsqrt, kFloats, NULL),
     MD_KERNEL("Erf", erf, kFloats, NULL),
     MD_KERNEL("Floor", floor, kFloats, NULL),
-    MD_KERNEL("Round", round, kNumeric, NULL),
+    MD_KERNEL("Round", round, kFloats, NULL),
     MD_KERNEL("Sin", sin, kFloats, NULL),
     MD_KERNEL("Cos", cos, kFloats, NULL),
     MD_KERNEL("Tan", tan, kFloats, NULL),

@@ -1,6 +1,7 @@
 /* Host reference device: element-wise unary ops and CheckNumerics.
  *
- * Neg, Abs, Relu, Square, Sign, Round (floats and ints), Exp, Log, Sqrt,
+ * Neg, Abs, Relu, Square, Sign, Round (floats; TensorFlow's raw Round of an
+ * integer tensor gives zeros, so integers have no kernel here), Exp, Log, Sqrt,
  * Rsqrt, Tanh, Sigmoid, Erf, Floor, Gelu and the libm functions of
  * MD_LIBM_UNARY (Sin, Cos, ..., Ceil, Reciprocal) (floats). Round rounds
  * half to even (rint in the default rounding mode), as TensorFlow. Half and bfloat16 are computed
