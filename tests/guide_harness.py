@@ -154,11 +154,13 @@ def run_notebook(name: str, framework: str, device: str, timeout: float = CELL_T
                                      timeout, env, skip, records)
         if hung is None:
             break
-        # a cell the alarm could not stop (blocked in native code): record it,
-        # then replay the notebook from the start without it
-        records[hung] = {"index": hung, "ok": False, "output": "",
-                         "error": f"CellTimeout: the cell ran past {timeout:g} s and "
-                                  "did not stop; the notebook was replayed without it"}
+        # a cell the alarm could not stop (blocked in native code) or that
+        # killed the interpreter: record it, then replay the notebook from the
+        # start without it
+        records.setdefault(hung, {"index": hung, "ok": False, "output": "",
+                                  "error": f"CellTimeout: the cell ran past {timeout:g} s "
+                                           "and did not stop; the notebook was replayed "
+                                           "without it"})
         skip.add(hung)
     for cell in entry["cells"]:
         if cell["index"] not in records:
@@ -218,6 +220,13 @@ def _run_child_once(entry: dict, corpus_file: pathlib.Path, framework: str, devi
                 err.seek(0)
                 tail = err.read().strip().splitlines()
                 died = f"ChildDied: exit status {proc.returncode}: {tail[-1] if tail else ''}"
+                if current is not None and current not in records:
+                    # the cell that was running took the interpreter down: it is
+                    # recorded as such and the notebook replays without it
+                    records[current] = {"index": current, "ok": False, "output": "",
+                                        "error": f"{died} (in this cell; the notebook was "
+                                                 "replayed without it)"}
+                    return current, None
             return None, died
 
 
