@@ -297,6 +297,11 @@ def _more_inputs(op: str, types: dict, rng, large: bool, rand):
         return {"params": rand([3, 4], [64, 512], types.get("Tparams")),
                 "indices": tf.constant(rng.integers(0, rows, n), types.get("Tindices", i32)),
                 "axis": idx(0, "Taxis")}
+    if op == "GatherNd":
+        params = rand([3, 4, 2], [64, 32, 16], types.get("Tparams"))
+        n = 5 if not large else 200
+        index = np.stack([rng.integers(0, d, n) for d in params.shape[:2]], axis=1)
+        return {"params": params, "indices": tf.constant(index, types.get("Tindices", i32))}
     if op == "OneHot":
         return {"indices": tf.constant(rng.integers(-1, 8, rows), types.get("TI", tf.int64)),
                 "depth": tf.constant(8, i32), "on_value": tf.cast(tf.constant(1), t),
