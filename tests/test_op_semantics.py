@@ -39,6 +39,9 @@ NO_COUNTERPART = {
             "tests/test_host_kernels.py compares it with numpy",
     "GeluGrad": "TensorFlow has no GeluGrad raw op; tests/test_host_kernels.py compares it "
                 "with numpy",
+    "EagerPyFunc": "its token names a Python function registered in one runtime's own "
+                   "table, so TensorFlow cannot run ours; tests/test_function_behaviours.py "
+                   "checks pg.py_function against TensorFlow's tf.py_function",
     **{op: "pluggable's own fused transformer op; tests/test_transformer_ops.py compares it "
            "with numpy, finite differences and its composed form"
        for op in ("ScaledDotProductAttention", "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad")},

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from ..framework import dtypes, registry
 from ..framework.tensor import Tensor
-from ..ops.py_func_ops import OP, _outputs, register  # noqa: F401  (the op and its kernel)
+from ..ops.py_func_ops import OP, _error_class, _outputs, register  # noqa: F401  (the op)
 from ..runtime import dispatch
 from ..runtime.tensors import convert_to_tensor
 from . import tracing
