@@ -18,11 +18,13 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                                 reason="real TensorFlow is the reference and is not installed")
 
 NOTEBOOKS = ("autodiff", "variable")
-# (notebook, device) -> (cells that matched TensorFlow, cells whose values agreed
-# with TensorFlow's whatever the text around them) when the floor was set
+# (notebook, device) -> (cells that match TensorFlow, cells whose values agree
+# with TensorFlow's whatever the text around them): one under the counts of
+# 2026-12-02 for autodiff (20/21 on CPU, 19/20 on MY_DEVICE), the counts
+# themselves for variable
 FLOOR = {
-    ("autodiff", "CPU"): (16, 17), ("autodiff", "MY_DEVICE"): (16, 17),
-    ("variable", "CPU"): (4, 7), ("variable", "MY_DEVICE"): (4, 7),
+    ("autodiff", "CPU"): (19, 20), ("autodiff", "MY_DEVICE"): (18, 19),
+    ("variable", "CPU"): (4, 8), ("variable", "MY_DEVICE"): (4, 8),
 }
 
 
