@@ -25,13 +25,13 @@
 
 #define PG_EXPORT __attribute__((visibility("default")))
 
-/*** The core's registration hooks, in C ***/
+/*** The bridge's host hooks (pg_host_hooks), installed before plugins load ***/
 
 #define MAX_KERNELS 4096
 static pg_kernel_def* kernels[MAX_KERNELS];
 static int num_kernels;
 
-int pg_hook_register_kernel(pg_kernel_def* def, TF_Status* status) {
+static int bridge_register_kernel(pg_kernel_def* def, TF_Status* status) {
   if (def->outside_init) {
     TF_SetStatus(status, TF_FAILED_PRECONDITION,
                  "pluggable ORT bridge: kernels can only be registered inside TF_InitKernel");
@@ -51,39 +51,36 @@ int pg_hook_register_kernel(pg_kernel_def* def, TF_Status* status) {
   return 1;
 }
 
-int pg_hook_register_op(pg_op_builder* b, TF_Status* status) {
+static int bridge_register_op(pg_op_builder* b, TF_Status* status) {
   (void)b;
   (void)status;
   return 0; /* the core frees it: the bridge runs only built-in ONNX ops */
 }
 
-void pg_hook_host_callback(void* arg, TF_Status* status) {
-  (void)arg;
-  TF_SetStatus(status, TF_UNIMPLEMENTED,
-               "pluggable ORT bridge: host callbacks carry Python callables, which do not "
-               "exist inside ONNX Runtime");
-}
-
-void pg_hook_infer_properties(TF_GraphProperties* p, const void* graph, size_t len,
-                              TF_Status* status) {
+static void bridge_infer_properties(TF_GraphProperties* p, const void* graph, size_t len,
+                                    TF_Status* status) {
   (void)p, (void)graph, (void)len;
   TF_SetStatus(status, TF_UNIMPLEMENTED,
                "pluggable ORT bridge: graph properties are not available here");
 }
 
-void pg_hook_function_library(TF_FunctionLibraryDefinition* lib, const void* graph,
-                              size_t len, TF_Status* status) {
+static void bridge_function_library(TF_FunctionLibraryDefinition* lib, const void* graph,
+                                    size_t len, TF_Status* status) {
   (void)lib, (void)graph, (void)len;
   TF_SetStatus(status, TF_UNIMPLEMENTED,
                "pluggable ORT bridge: function libraries are not available here");
 }
 
-void pg_hook_op_def(const char* name, TF_Buffer* out, TF_Status* status) {
+static void bridge_op_def(const char* name, TF_Buffer* out, TF_Status* status) {
   (void)out;
   char msg[256];
   snprintf(msg, sizeof msg, "pluggable ORT bridge: no OpDef for '%s' here", name);
   TF_SetStatus(status, TF_UNIMPLEMENTED, msg);
 }
+
+static const pg_host_hooks bridge_hooks = {bridge_register_kernel, bridge_register_op,
+                                           bridge_infer_properties, bridge_function_library,
+                                           bridge_op_def};
 
 /* The registered kernel for (op, device type), or NULL. */
 __attribute__((unused)) static pg_kernel_def* find_kernel(const char* op, const char* device_type) {
@@ -798,6 +795,7 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
   ort_ep = epapi;
   if (!loaded_once) {
     loaded_once = 1;
+    pg_set_host_hooks(&bridge_hooks);
     load_all();
   }
   size_t n = 0;

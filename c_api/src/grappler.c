@@ -282,7 +282,7 @@ void TF_InferStatically(TF_GraphProperties* p, TF_Bool assume_valid_feeds,
   if (p->inferred) return;
   table_free(&p->nodes);
   TF_Status* local = s != NULL ? s : TF_NewStatus();
-  pg_hook_infer_properties(p, p->item->graph, p->item->graph_len, local);
+  pg_hooks.infer_properties(p, p->item->graph, p->item->graph_len, local);
   if (TF_GetCode(local) == TF_OK) p->inferred = 1;
   else table_free(&p->nodes);
   if (local != s) TF_DeleteStatus(local);
@@ -382,7 +382,7 @@ TF_FunctionLibraryDefinition* TF_NewFunctionLibraryDefinition(
     return NULL;
   }
   TF_Status* local = status != NULL ? status : TF_NewStatus();
-  pg_hook_function_library(lib, graph_buf->data, graph_buf->length, local);
+  pg_hooks.function_library(lib, graph_buf->data, graph_buf->length, local);
   int ok = TF_GetCode(local) == TF_OK;
   if (local != status) TF_DeleteStatus(local);
   if (!ok) {
@@ -418,7 +418,7 @@ void TF_LookUpOpDef(TF_FunctionLibraryDefinition* lib, const char* name,
     return;
   }
   TF_Status* local = s != NULL ? s : TF_NewStatus();
-  pg_hook_op_def(name, buf, local);
+  pg_hooks.op_def(name, buf, local);
   if (local != s) TF_DeleteStatus(local);
 }
 

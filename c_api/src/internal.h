@@ -208,6 +208,9 @@ pg_opstate* pg_opstate_new_failed(TF_Code code, const char* msg, const char* op)
 /* The failed op of pg_tensor_given_up's handles, "(given up)" (opstate.c;
  * tensor.py's GIVEN_UP_OP). */
 extern const char PG_GIVEN_UP_OP[];
+
+/* The host's hooks (hooks.c): every call up into the host goes through it. */
+extern pg_host_hooks pg_hooks;
 /* Sets `status` to the failure `s` carries (OK if none); settles `s` first,
  * waiting for the device if needed. */
 void pg_opstate_check(pg_device* dev, pg_opstate* s, TF_Status* status);

@@ -190,7 +190,7 @@ void TF_RegisterKernelBuilder(const char* kernel_name, TF_KernelBuilder* b,
    * and keeps the definition when it accepts it. Outside TF_InitKernel it
    * refuses and logs. */
   b->def.outside_init = current_plugin_id < 0;
-  int kept = pg_hook_register_kernel(&b->def, local);
+  int kept = pg_hooks.register_kernel(&b->def, local);
   if (kept && b->def.compute_func == NULL) {
     kept = 0; /* never keep a kernel that cannot run */
     pg_set_status(local, TF_INVALID_ARGUMENT,

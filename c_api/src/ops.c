@@ -75,7 +75,7 @@ void TF_RegisterOpDefinition(TF_OpDefinitionBuilder* builder,
   /* Python parses the specs, validates and keeps the definition; outside
    * TF_InitKernel it refuses and logs. */
   builder->b.outside_init = pg_current_plugin() < 0;
-  if (!pg_hook_register_op(&builder->b, local)) pg_op_builder_free(&builder->b);
+  if (!pg_hooks.register_op(&builder->b, local)) pg_op_builder_free(&builder->b);
   if (local != status) TF_DeleteStatus(local);
 }
 

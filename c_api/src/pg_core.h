@@ -519,7 +519,7 @@ void pg_run_shape_fn(void (*fn)(TF_ShapeInferenceContext*, TF_Status*),
                      const int64_t* in_dims, pg_attrs* attrs, int num_outputs,
                      int* out_ranks, int64_t* out_dims, TF_Status* status);
 
-/*** Registration hooks (implemented in Python) ***/
+/*** Registration hooks (the Python binding's; see pg_host_hooks) ***/
 
 /* Called by TF_RegisterKernelBuilder / TF_RegisterOpDefinition. Python
  * validates, stores, and sets `status` on rejection; it takes ownership of
@@ -574,7 +574,7 @@ int pg_function_library_add(TF_FunctionLibraryDefinition* lib,
 /* Stores a copy of data[0..len) in an empty buffer (with a deallocator). */
 int pg_tf_buffer_fill(TF_Buffer* buffer, const void* data, size_t len);
 
-/* Implemented in Python: infer the properties of every node of a graph,
+/* The Python binding's graph hooks (see pg_host_hooks): infer the properties of every node of a graph,
  * collect the function signatures of a graph's library, and give the OpDef of
  * a registered op. Each sets `status` on failure. */
 void pg_hook_infer_properties(TF_GraphProperties* p, const void* graph,
@@ -583,6 +583,25 @@ void pg_hook_function_library(TF_FunctionLibraryDefinition* lib,
                               const void* graph, size_t len,
                               TF_Status* status);
 void pg_hook_op_def(const char* name, TF_Buffer* out, TF_Status* status);
+
+/*** The host's hooks ***/
+
+/* The core calls up into the program that hosts it (the Python binding, whose
+ * pg_hook_* implementations are above, or the ONNX Runtime bridge) only
+ * through this table, which the host installs with pg_set_host_hooks before
+ * any plugin loads. An entry left NULL keeps the default, which refuses the
+ * registration or fails the query with FAILED_PRECONDITION. */
+typedef struct pg_host_hooks {
+  int (*register_kernel)(pg_kernel_def* def, TF_Status* status);
+  int (*register_op)(pg_op_builder* b, TF_Status* status);
+  void (*infer_properties)(TF_GraphProperties* p, const void* graph, size_t len,
+                           TF_Status* status);
+  void (*function_library)(TF_FunctionLibraryDefinition* lib, const void* graph,
+                           size_t len, TF_Status* status);
+  void (*op_def)(const char* name, TF_Buffer* out, TF_Status* status);
+} pg_host_hooks;
+
+void pg_set_host_hooks(const pg_host_hooks* hooks);
 
 /*** Device graphs: stream capture and replay (capture.c) ***/
 

@@ -142,6 +142,13 @@ def pg_hook_op_def(name, out, st):
         _graph_hook_failed(st, "TF_LookUpOpDef", exc)
 
 
+# The core calls up into Python only through its table of host hooks.
+_host_hooks = ffi.new("pg_host_hooks*", {
+    "register_kernel": lib.pg_hook_register_kernel, "register_op": lib.pg_hook_register_op,
+    "infer_properties": lib.pg_hook_infer_properties,
+    "function_library": lib.pg_hook_function_library, "op_def": lib.pg_hook_op_def})
+lib.pg_set_host_hooks(_host_hooks)
+
 _callbacks: dict[int, object] = {}
 _callbacks_lock = threading.Lock()
 
