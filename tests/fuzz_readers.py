@@ -167,16 +167,27 @@ def mutate_graphdef(data: bytes, r: random.Random) -> tuple[bytes, str]:
 def fuzz_graphdef(seed: int, cases: int) -> dict:
     bases = _bases()
     r = random.Random(seed)
-    untyped, typed, ok = [], 0, 0
-    for case in range(cases):
+
+    def case(_n):
         data, what = mutate_graphdef(r.choice(bases), r)
+        return what, lambda: pg.graph_util.import_graph_def(data)
+    return _tally(cases, case)
+
+
+def _tally(cases: int, case) -> dict:
+    """Runs `cases` cases: case(n) gives (what was mutated, the read to try).
+    Counts reads that succeed, that raise a pluggable error, and keeps the
+    others (the bugs) with their traceback."""
+    untyped, typed, ok = [], 0, 0
+    for n in range(cases):
+        what, read = case(n)
         try:
-            pg.graph_util.import_graph_def(data)
+            read()
             ok += 1
         except pg.errors.PluggableError:
             typed += 1
         except Exception as exc:  # noqa: BLE001 - what the fuzzer looks for
-            untyped.append({"case": case, "what": what, "error": repr(exc)[:300],
+            untyped.append({"case": n, "what": what, "error": repr(exc)[:300],
                             "where": traceback.format_exc(limit=-2)[-600:]})
     return {"cases": cases, "ok": ok, "typed": typed, "untyped": untyped[:20],
             "n_untyped": len(untyped)}
@@ -312,21 +323,12 @@ def fuzz_onnx(seed: int, cases: int) -> dict:
     feeds = [{"x": rng.standard_normal((2, 4)).astype(np.float32)},
              {"x": rng.standard_normal((1, 2, 4, 4)).astype(np.float32)},
              {"x": rng.standard_normal((3, 5)).astype(np.float32)}]
-    untyped, typed, ok = [], 0, 0
-    for case in range(cases):
+
+    def case(_n):
         i = r.randrange(len(bases))
         data, what = mutate_onnx(bases[i], r)
-        try:
-            m = pg.onnx.import_model(data)
-            m(feeds[i])
-            ok += 1
-        except pg.errors.PluggableError:
-            typed += 1
-        except Exception as exc:  # noqa: BLE001 - what the fuzzer looks for
-            untyped.append({"case": case, "what": what, "error": repr(exc)[:300],
-                            "where": traceback.format_exc(limit=-2)[-600:]})
-    return {"cases": cases, "ok": ok, "typed": typed, "untyped": untyped[:20],
-            "n_untyped": len(untyped)}
+        return what, lambda: pg.onnx.import_model(data)(feeds[i])
+    return _tally(cases, case)
 
 
 # ------------------------------------------------------------- checkpoints
@@ -369,8 +371,8 @@ def fuzz_checkpoint(seed: int, cases: int) -> dict:
     prefix = ckpt.save(os.path.join(d, "v"))
     index = pathlib.Path(prefix + ".index").read_text()
     data = pathlib.Path(prefix + ".data").read_bytes()
-    untyped, typed, ok = [], 0, 0
-    for case in range(cases):
+
+    def case(_n):
         k = r.randrange(5)
         idx, dat, what = index, data, ""
         if k <= 1:
@@ -394,21 +396,14 @@ def fuzz_checkpoint(seed: int, cases: int) -> dict:
             f.write(idx)
         with open(prefix + ".data", "wb") as f:
             f.write(dat)
-        try:
-            ckpt.restore(prefix)
-            ok += 1
-        except pg.errors.PluggableError:
-            typed += 1
-        except Exception as exc:  # noqa: BLE001 - what the fuzzer looks for
-            untyped.append({"case": case, "what": what, "error": repr(exc)[:300],
-                            "where": traceback.format_exc(limit=-2)[-600:]})
-    return {"cases": cases, "ok": ok, "typed": typed, "untyped": untyped[:20],
-            "n_untyped": len(untyped)}
+        return what, lambda: ckpt.restore(prefix)
+    return _tally(cases, case)
 
 
 if __name__ == "__main__":
     import logging
     logging.disable(logging.WARNING)      # unknown attributes are logged, by design
     kind, seed, cases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    result = {"graphdef": fuzz_graphdef, "onnx": fuzz_onnx, "checkpoint": fuzz_checkpoint}[kind](seed, cases)
+    result = {"graphdef": fuzz_graphdef, "onnx": fuzz_onnx,
+              "checkpoint": fuzz_checkpoint}[kind](seed, cases)
     print(json.dumps(result))
