@@ -109,6 +109,15 @@ KNOWN_GPU_DTYPE_GAPS: dict[tuple[str, str], set[str]] = {
     ("MaxPool", "T"): _SMALL_INTS | {"int32", "int64"},
     ("MaxPoolGrad", "T"): _SMALL_INTS | {"int32", "int64"},
     ("Sign", "T"): {"int8", "int16"},
+    ("Round", "T"): {"int8", "int16"},
+    # integer 1 / x is 0 or +-1 (or a division by zero): left to the CPU kernel
+    ("Reciprocal", "T"): {"int8", "int16", "int32", "int64"},
+    # the fused transformer kernels keep their statistics in float32 and run
+    # the 16- and 32-bit floats; float64 runs on the CPU kernels
+    **{(op, attr): {"float64"} for op in (
+        "ScaledDotProductAttention", "ScaledDotProductAttentionGrad")
+       for attr in ("T", "Tlse")},
+    **{(op, attr): {"float64"} for op in ("LayerNorm", "LayerNormGrad") for attr in ("T", "U")},
 }
 
 

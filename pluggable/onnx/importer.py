@@ -24,6 +24,11 @@ from ..graph.ir import Graph
 from ..runtime import placement
 from . import mapping
 
+# What a malformed model makes Python raise while it is read or lowered (a
+# dimension past int64, a value of the wrong type, a missing attribute): each
+# becomes an InvalidArgumentError naming the node or model.
+_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+
 
 def _onnx():
     try:
@@ -327,7 +332,7 @@ class Model:
         except RecursionError:
             raise errors.ResourceExhaustedError(
                 f"{self.name}: the ONNX graph nests too deeply") from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        except _MALFORMED as exc:
             raise errors.InvalidArgumentError(
                 f"{self.name}: the ONNX graph cannot be built for these inputs "
                 f"({type(exc).__name__}: {exc}); the model is corrupt or uses a form "
@@ -380,7 +385,7 @@ class Model:
                 raise
             raise type(exc)(f"ONNX node {c.node!r} ({node.op_type}): {exc.message}",
                             op=getattr(exc, "op", None)) from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        except _MALFORMED as exc:
             raise errors.InvalidArgumentError(
                 f"ONNX node {c.node!r} ({node.op_type}) cannot be lowered "
                 f"({type(exc).__name__}: {exc}); check its attributes and inputs") from None
@@ -425,7 +430,7 @@ def import_model(model: Any) -> Model:
         raise
     except RecursionError:
         raise errors.ResourceExhaustedError("the ONNX model nests too deeply") from None
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+    except _MALFORMED as exc:
         raise errors.InvalidArgumentError(
             f"the ONNX model cannot be imported ({type(exc).__name__}: {exc}); it is corrupt "
             "or uses a form pluggable does not read") from None

@@ -763,7 +763,7 @@ void register_elementwise_kernels() {
   register_unary<kRsqrt, RsqrtOp, true>();
   register_unary<kErf, ErfOp, true>();
   register_unary<kFloor, FloorOp, true>();
-  register_unary<kRound, RoundOp, true>();
+  register_unary<kRound, RoundOp, false>();  // integers are returned unchanged
 #define PG_LIBM_REGISTER(NAME, FN) register_unary<k##NAME, NAME##Op, true>();
   PG_LIBM_UNARY(PG_LIBM_REGISTER)
 #undef PG_LIBM_REGISTER
