@@ -69,8 +69,7 @@ def test_cpu_tensors_share_memory_with_numpy():
 def test_repr_and_item():
     with pg.device("MY_DEVICE:0"):
         t = pg.constant([1.0, 2.0])
-    r = repr(t)
-    assert "shape=(2,)" in r and "dtype=float32" in r and "MY_DEVICE:0" in r and "1." in r
+    assert repr(t) == "<tf.Tensor: shape=(2,), dtype=float32, numpy=array([1., 2.], dtype=float32)>"
     assert pg.constant(4.0).item() == 4.0
     assert float(pg.constant(2.5)) == 2.5 and int(pg.constant(3)) == 3
     with pytest.raises(pg.errors.InvalidArgumentError, match="one element"):

@@ -524,7 +524,7 @@ class CustomOp:
             op=self.name, device=dev.name)
 
     def _run_cpu(self, ts, inst, oshapes, odts, full) -> list[Tensor]:
-        arrs = [np.ascontiguousarray(t.numpy()) for t in ts]
+        arrs = [np.ascontiguousarray(t._numpy()) for t in ts]
         outs = [np.empty(s, d.as_numpy_dtype) for s, d in zip(oshapes, odts)]
         ws = [np.empty(n, np.uint8) for n in inst.workspace]
         params = ffi.new("void*[]", [ffi.from_buffer(a, require_writable=False)

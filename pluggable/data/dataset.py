@@ -323,8 +323,7 @@ class Dataset:
     def as_numpy_iterator(self) -> PyIterator:
         """Iterates the elements as numpy arrays (same structure)."""
         def value(t: Tensor) -> Any:
-            a = t.numpy()
-            return a[()] if a.ndim == 0 else a  # scalars as numpy scalars, as in tf.data
+            return t.numpy()  # scalars as numpy scalars, as in tf.data
         for element in self:
             yield nest.map_structure(value, element) if nest.is_nested(element) else value(element)
 
@@ -411,7 +410,7 @@ class _Slices(Dataset):
         spec = nest.map_structure(lambda t: TensorSpec(t.shape[1:], t.dtype), element) \
             if nest.is_nested(element) else TensorSpec(element.shape[1:], element.dtype)
         super().__init__(spec, sizes[0][1])
-        self._arrays = [t.numpy() for t in leaves]
+        self._arrays = [t._numpy() for t in leaves]
         self._structure = element
 
     def _elements(self) -> PyIterator:
@@ -715,7 +714,7 @@ class _Batch(_Unary):
         columns = list(zip(*[nest.flatten(e) if nested else [e] for e in batch]))
         out = []
         for k, column in enumerate(columns):
-            arrays = [t.numpy() for t in column]
+            arrays = [t._numpy() for t in column]
             if self._padded:
                 out.append(convert_to_tensor(self._pad(arrays, k, first)))
                 continue
@@ -762,7 +761,7 @@ class _Unbatch(_Unary):
     def _elements(self) -> PyIterator:
         for element in self._input._elements():
             nested = nest.is_nested(element)
-            arrays = [t.numpy() for t in (nest.flatten(element) if nested else [element])]
+            arrays = [t._numpy() for t in (nest.flatten(element) if nested else [element])]
             n = {a.shape[0] for a in arrays}
             if len(n) != 1:
                 raise errors.InvalidArgumentError(

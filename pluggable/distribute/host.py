@@ -93,7 +93,7 @@ def _array(t: Tensor, fn: str) -> np.ndarray:
     if not (t.dtype.is_floating or t.dtype.is_integer or t.dtype.is_bool):
         raise InvalidArgumentError(f"pg.distribute.{fn}: {t.dtype.name} tensors cannot be "
                                    "sent between processes (numbers and bools only)", op=fn)
-    a = t.numpy()
+    a = t._numpy()
     return a if a.flags.c_contiguous else a.copy()   # (ascontiguousarray makes scalars 1-d)
 
 

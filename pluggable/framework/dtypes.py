@@ -23,7 +23,10 @@ class DType:
         self.is_bool = kind == "bool"
 
     def __repr__(self) -> str:
-        return f"pg.{self.name}"
+        return f"tf.{self.name}"
+
+    def __str__(self) -> str:
+        return f"<dtype: {self.name!r}>"
 
     def __reduce__(self):
         return (as_dtype, (self.name,))

@@ -36,7 +36,7 @@ class Tensor:
     @staticmethod
     def _from_array(a: np.ndarray, dev: Any, dtype: dtypes.DType | None = None) -> "Tensor":
         t = Tensor.__new__(Tensor)
-        t._a = a if a.flags.c_contiguous else np.asarray(a, order="C")
+        t._a = a if type(a) is np.ndarray and a.flags.c_contiguous else np.asarray(a, order="C")
         t._h = None
         t._dev = dev
         t._dtype = dtype if dtype is not None else dtypes.as_dtype(t._a.dtype)
@@ -129,9 +129,15 @@ class Tensor:
         return self._dev
 
     # ----------------------------------------------------------------- values
-    def numpy(self) -> np.ndarray:
-        """The value as a numpy array: a read-only view for CPU tensors, a new
-        array (after waiting for the device) for device tensors."""
+    def numpy(self) -> Any:
+        """The value as numpy's: an array (a read-only view for CPU tensors, a
+        new array after waiting for the device for device tensors), or for a
+        0-d tensor a numpy scalar (``np.float32(3.0)``), as TensorFlow's."""
+        a = self._numpy()
+        return a[()] if not a.ndim else a
+
+    def _numpy(self) -> np.ndarray:
+        """The value as a numpy array, 0-d ones included."""
         if self._a is not None:
             v = self._a.view()
             v.flags.writeable = False
@@ -142,12 +148,12 @@ class Tensor:
         if self.size != 1:
             raise errors.InvalidArgumentError(
                 f"item() needs a tensor with one element, this one has shape {list(self._shape)}")
-        return self.numpy().reshape(()).item()
+        return self._numpy().reshape(()).item()
 
     def __array__(self, dtype=None, copy=None):
         """numpy's view of the value (``np.asarray(t)``); a writable copy
         when numpy asks for one (``np.array(t)``, copy=True)."""
-        a = self.numpy()
+        a = self._numpy()
         if dtype is not None and np.dtype(dtype) != a.dtype:
             if copy is False:
                 raise ValueError(f"converting a {self._dtype.name} tensor to {np.dtype(dtype)} "
@@ -162,15 +168,25 @@ class Tensor:
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:
-        try:
-            value = np.array2string(self.numpy(), separator=", ", threshold=20)
-        except errors.PluggableError as exc:
-            value = f"<error: {exc}>"
-        dev = self._dev.short_name
-        return f"<pg.Tensor: shape={self._shape}, dtype={self._dtype.name}, device={dev}, numpy={value}>"
+        """TensorFlow's text: ``<tf.Tensor: shape=(2,), dtype=int32,
+        numpy=array([1, 2], dtype=int32)>``."""
+        return (f"<tf.Tensor: shape={self.shape}, dtype={self._dtype.name}, "
+                f"numpy={self._value_text(True)}>")
 
     def __str__(self) -> str:
-        return str(self.numpy())
+        """TensorFlow's text: ``tf.Tensor([1 2], shape=(2,), dtype=int32)``."""
+        return f"tf.Tensor({self._value_text(False)}, shape={self.shape}, dtype={self._dtype.name})"
+
+    def __format__(self, spec: str) -> str:
+        """The value's format (``f"{t:.2f}"`` of a scalar, numpy's text of an
+        array), as TensorFlow's."""
+        return format(self.numpy(), spec)
+
+    def _value_text(self, is_repr: bool) -> str:
+        try:
+            return value_text(self._numpy(), is_repr)
+        except errors.PluggableError as exc:
+            return f"<error: {exc}>"
 
     def __len__(self) -> int:
         if not self._shape:
@@ -193,6 +209,19 @@ class Tensor:
 
     # operators are attached by pluggable.math_ops
     __hash__ = object.__hash__
+
+
+def value_text(a: np.ndarray, is_repr: bool) -> str:
+    """The value part of a tensor's (or variable's) text, as TensorFlow
+    writes it: numpy's ``repr`` (a scalar's as its Python value, ``3.0``) or
+    ``str``, after a newline when it spans lines."""
+    if not a.ndim:
+        a = a[()]
+    if is_repr:
+        text = repr(a.item()) if np.isscalar(a) and not isinstance(a, bytes) else repr(a)
+    else:
+        text = str(a)
+    return "\n" + text if "\n" in text else text
 
 
 def _default_array(value: Any) -> np.ndarray:
@@ -283,7 +312,7 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
         if a is not None:
             return a
     if isinstance(value, Tensor):
-        value = value.numpy()
+        value = value._numpy()
     if dtype is not None:
         dtype = dtypes.as_dtype(dtype)
         src = _native(_numpy_call(np.asarray, value))

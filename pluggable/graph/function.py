@@ -29,6 +29,7 @@ import numpy as np
 
 from ..framework import config, dtypes, errors
 from ..framework.tensor import Tensor
+from ..framework.tensor_shape import TensorShape
 from ..runtime import placement
 from ..runtime.tensors import convert_to_tensor
 from . import device_capture, nest, tracing
@@ -84,8 +85,9 @@ class TensorSpec:
         return hash((self.shape, self.dtype.name))
 
     def __repr__(self) -> str:
-        name = f", name={self.name!r}" if self.name else ""
-        return f"TensorSpec(shape={self.shape}, dtype=pg.{self.dtype.name}{name})"
+        """TensorFlow's text: ``TensorSpec(shape=(None, 3), dtype=tf.float32, name=None)``."""
+        shape = "<unknown>" if self.shape is None else str(TensorShape(self.shape))
+        return f"TensorSpec(shape={shape}, dtype={self.dtype!r}, name={self.name!r})"
 
 
 def shape_compatible(spec, shape) -> bool:

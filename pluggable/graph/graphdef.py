@@ -103,7 +103,7 @@ def to_attr_value(kind: str, v: Any):
     elif kind == "shape":
         a.shape.CopyFrom(proto.to_shape_proto(None if v is None else tuple(v)))
     elif kind == "tensor":
-        a.tensor.CopyFrom(proto.to_tensor_proto(v.numpy() if isinstance(v, Tensor) else v))
+        a.tensor.CopyFrom(proto.to_tensor_proto(v._numpy() if isinstance(v, Tensor) else v))
     elif kind == "func":
         a.func.name = v
     elif kind.startswith("list("):

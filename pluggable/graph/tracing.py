@@ -89,6 +89,9 @@ class SymbolicTensor(Tensor):
     def numpy(self):
         self._no_value("numpy()")
 
+    def _numpy(self):
+        self._no_value("numpy()")
+
     def item(self):
         self._no_value("item()")
 
@@ -132,10 +135,17 @@ class SymbolicTensor(Tensor):
         return v
 
     def __repr__(self) -> str:
-        shape = "<unknown>" if self._shape is None else self._shape
-        return f"<pg.SymbolicTensor {self.name!r} shape={shape} dtype={self._dtype.name}>"
+        """TensorFlow's text for a graph tensor: ``<tf.Tensor 'x:0' shape=(2,) dtype=float32>``."""
+        return f"<tf.Tensor '{self.name}' shape={self._shape_text()} dtype={self._dtype.name}>"
 
-    __str__ = __repr__
+    def __str__(self) -> str:
+        """``Tensor("x:0", shape=(2,), dtype=float32)``, as TensorFlow's."""
+        return f'Tensor("{self.name}", shape={self._shape_text()}, dtype={self._dtype.name})'
+
+    def _shape_text(self) -> str:
+        return "<unknown>" if self._shape is None else str(self.shape)
+
+    __format__ = object.__format__
     __hash__ = object.__hash__
 
 
@@ -315,7 +325,7 @@ def const_value(t: SymbolicTensor) -> np.ndarray | None:
     if node.op != "Const":
         return None
     v = node.attrs["value"]
-    return v.numpy() if isinstance(v, Tensor) else v
+    return v._numpy() if isinstance(v, Tensor) else v
 
 
 def _run_shape_fn(op, shapes, attrs, values) -> list:

@@ -142,7 +142,7 @@ def one_hot(indices: Any, depth: int, on_value: Any = None, off_value: Any = Non
 
 
 def _value(v: Any) -> Any:
-    return v.numpy() if isinstance(v, Tensor) else v
+    return v._numpy() if isinstance(v, Tensor) else v
 
 
 # ------------------------------------------------------------ joining, ...

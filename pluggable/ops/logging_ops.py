@@ -42,7 +42,7 @@ def _array(a: np.ndarray, summarize: int, indent: int) -> str:
 def format_value(x: Any, summarize: int = 3, top: bool = True) -> str:
     """One argument of ``print`` as tf.print writes it."""
     if isinstance(x, Tensor):
-        a = x.numpy()
+        a = x._numpy()
         if str(a.dtype) == "bfloat16" or a.dtype == np.float16:
             a = a.astype(np.float32)
         return _array(a, summarize, 0)

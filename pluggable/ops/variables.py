@@ -19,7 +19,8 @@ import numpy as np
 
 from .._core import code_and_message, ffi, lib, status
 from ..framework import dtypes, errors, name_scope
-from ..framework.tensor import Tensor
+from ..framework.tensor import Tensor, value_text
+from ..framework.tensor_shape import TensorShape
 from ..runtime import dispatch, hooks, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
@@ -136,7 +137,8 @@ class Variable:
 
     read_value = value
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self) -> Any:
+        """The value as numpy's (a numpy scalar for a 0-d variable)."""
         return self.value().numpy()
 
     def __pg_tensor__(self, dtype: Any = None) -> Tensor:
@@ -144,7 +146,7 @@ class Variable:
         return self.value()
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
+        a = self.value()._numpy()
         return a if dtype is None else a.astype(dtype)
 
     # ------------------------------------------------------------- assigning
@@ -193,12 +195,17 @@ class Variable:
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:
+        """TensorFlow's text: ``<tf.Variable 'v:0' shape=(2,) dtype=float32,
+        numpy=array([1., 2.], dtype=float32)>`` (no value while traced)."""
+        head = f"<tf.Variable '{self.name}' shape={TensorShape(self._shape)} dtype={self._dtype.name}"
         try:
-            value = np.array2string(self.numpy(), separator=", ", threshold=20)
-        except errors.PluggableError as exc:
-            value = f"<error: {exc}>"
-        return (f"<pg.Variable '{self.name}' shape={self._shape} dtype={self._dtype.name}, "
-                f"device={self._handle._dev.short_name}, numpy={value}>")
+            value = self.value()
+            if type(value) is not Tensor:  # traced: a symbolic value has none to show
+                return head + ">"
+            text = value_text(value._numpy(), True)
+        except errors.PluggableError:
+            text = "<unavailable>"
+        return f"{head}, numpy={text}>"
 
     def __len__(self) -> int:
         if not self._shape:

@@ -59,7 +59,7 @@ class CpuDevice:
 
     def copy_in(self, t: Tensor) -> Tensor:
         """A CPU copy of tensor `t` (from any device)."""
-        return Tensor._from_array(t.numpy(), self)
+        return Tensor._from_array(t._numpy(), self)
 
     def __repr__(self) -> str:
         return "<pg.Device CPU:0>"

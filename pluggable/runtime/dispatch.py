@@ -799,6 +799,6 @@ def _run_plugin(p: Plan, inputs: list[Tensor], shapes, donated: int = 0) -> list
         t = Tensor._from_handle(h, dev, p.out_dtypes[i], shape)
         if p.out_host[i]:
             # a host-memory output becomes a CPU tensor
-            t = Tensor._from_array(t.numpy().copy(), placement.CPU, p.out_dtypes[i])
+            t = Tensor._from_array(t._numpy().copy(), placement.CPU, p.out_dtypes[i])
         result.append(t)
     return result

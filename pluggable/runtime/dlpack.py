@@ -242,7 +242,7 @@ def _export(self: Tensor, *, stream: Any = None, max_version: Any = None,
                 f"DLPack: cannot export a tensor on {self._dev.short_name} to device "
                 f"{tuple(dl_device)}; only the tensor's own device or the host (1, 0)")
         _check_copy(copy, f"exporting a tensor of {self._dev.short_name} to the host")
-        return _export_host_array(self.numpy().copy(), self._dtype, versioned, False)
+        return _export_host_array(self._numpy().copy(), self._dtype, versioned, False)
     if self._a is not None:  # a CPU tensor: its numpy array
         a = self._a.copy() if copy else self._a
         return _export_host_array(a, self._dtype, versioned, not copy)

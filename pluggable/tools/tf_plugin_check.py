@@ -425,7 +425,7 @@ def _to_numpy(value):
     values = value if isinstance(value, (list, tuple)) else [value]
     out = []
     for v in values:
-        array = v.numpy()
+        array = np.asarray(v)
         if array.dtype.kind == "V" or str(array.dtype) in ("bfloat16", "float16"):
             array = array.astype(np.float32)
         out.append(array)

@@ -452,7 +452,7 @@ class Checkpoint:
     def write(self, file_prefix: str) -> str:
         """Writes the checkpoint exactly at `file_prefix` (no counter);
         returns it."""
-        values = {k: v.numpy() for k, v in _saveables(self._all_roots()).items()}
+        values = {k: np.asarray(v) for k, v in _saveables(self._all_roots()).items()}
         write_files(file_prefix, values)
         return file_prefix
 

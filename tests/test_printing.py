@@ -1,0 +1,98 @@
+"""What ``print`` and ``repr`` show of tensors, variables, dtypes, shapes and
+specs: TensorFlow's text exactly, checked against real TensorFlow in a child
+process on fresh random values (``import pluggable as tf`` code prints what
+TensorFlow prints)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pluggable as pg
+from pluggable.framework import registry
+
+# One snippet for both frameworks (`lib` is tensorflow or pluggable): the
+# texts of eager values, then those a traced function prints of its symbolic
+# input.
+TEXTS = """
+texts = []
+
+def add(x):
+    texts.extend([str(x), repr(x), f"{x}"])
+
+for a in arrays:
+    add(lib.constant(a))
+add(lib.constant(scalar))
+add(lib.constant(flag))
+add(lib.constant(whole))
+add([lib.constant(whole), lib.constant(arrays[0])])
+texts.append("{:.3f}|{:>12}".format(lib.constant(scalar), lib.constant(whole)))
+texts.append(repr(lib.constant(arrays[0]).numpy()))
+texts.append(repr(lib.constant(scalar).numpy()))
+texts.append(repr(lib.constant(flag).numpy()))
+texts += [repr(lib.float32), str(lib.int64), str(lib.constant(arrays[0]).dtype)]
+texts += [repr(lib.constant(arrays[2]).shape), str(lib.constant(arrays[2]).shape)]
+texts += [repr(lib.TensorShape([None, 3])), str(lib.TensorShape([None, 3])),
+          repr(lib.TensorShape(None)), str(lib.TensorShape(None))]
+texts += [repr(lib.TensorSpec([None, 3], lib.float32)),
+          repr(lib.TensorSpec([2], lib.int32, name="x")), repr(lib.TensorSpec(None, lib.int64))]
+variables = [lib.Variable(arrays[0], name="w"), lib.Variable(scalar), lib.Variable(arrays[1])]
+for v in variables:
+    add(v)
+add(variables)
+texts.append(repr(variables[1].numpy()))
+
+@lib.function(input_signature=[lib.TensorSpec([None, 3], lib.float32)])
+def traced(x):
+    texts.extend([str(x), repr(x), f"{x}", repr(variables[0])])
+    return x
+
+traced(lib.constant(np.ones((2, 3), np.float32)))
+result = texts
+"""
+
+
+def _inputs(rng) -> dict:
+    return {
+        "arrays": [rng.standard_normal((2, 3)).astype(np.float32),
+                   rng.integers(-1000, 1000, 2000).astype(np.int32),     # summarised
+                   rng.integers(-50, 50, (2, 3, 4)).astype(np.int64),
+                   (rng.standard_normal(5) * 100).astype(np.float64),
+                   rng.standard_normal((3, 1)).astype(np.float16),
+                   rng.standard_normal(3) > 0,
+                   np.zeros((2, 0), np.float32),
+                   rng.standard_normal((40, 40)).astype(np.float32)],  # summarised, multi-line
+        "scalar": float(rng.standard_normal()),
+        "flag": bool(rng.integers(2)),
+        "whole": int(rng.integers(-100, 100)),
+    }
+
+
+def _kernel_device(op: str, device: str) -> str:
+    kind = device.split(":")[0]
+    return kind if kind == "CPU" or registry.KERNELS.get((op, kind)) else registry.DEFAULT_DEVICE
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_texts_are_tensorflows(tf_oracle, rng, device):
+    inputs = _inputs(rng)
+    theirs = tf_oracle.run("lib = tf\n" + TEXTS, **inputs)
+    scope = {"lib": pg, "np": np, **inputs}
+    with pg.device(device):
+        with pg.testing.expect_kernel("ReadVariableOp", _kernel_device("ReadVariableOp", device)):
+            exec(TEXTS, scope)
+        assert pg.constant(inputs["arrays"][0]).device.endswith(device)
+    ours = scope["result"]
+    assert len(ours) == len(theirs)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        assert a == b, f"text {i} differs ({rng.seed_text}):\npluggable:\n{a}\nTensorFlow:\n{b}"
+
+
+def test_a_scalar_tensor_reads_as_a_numpy_scalar(rng):
+    value = np.float32(rng.standard_normal())
+    with pg.device("MY_DEVICE:0"):
+        t = pg.constant(value)
+    got = t.numpy()
+    assert isinstance(got, np.float32) and got == value
+    assert np.asarray(t).shape == () and np.asarray(t).dtype == np.float32
+    a = rng.standard_normal(3).astype(np.float32)
+    assert isinstance(pg.constant(a).numpy(), np.ndarray)
