@@ -169,3 +169,24 @@ def test_cupti_locator_finds_nvidia_wheels(tmp_path, monkeypatch, folder):
     (tmp_path / "nvidia" / "cuda_cupti" / "lib" / "libcupti.so.12").write_bytes(b"")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _cuda_env.locate_cupti() == str(lib / "libcupti.so.13")
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_copies_of_a_tensor_are_the_tensor(device):
+    """copy.copy and copy.deepcopy give the tensor itself, as TensorFlow's
+    EagerTensor does (matplotlib copies its inputs): a copy never shares and
+    frees the core's handle twice."""
+    import copy
+    import gc
+    rng = np.random.default_rng()
+    a = rng.standard_normal(50).astype(np.float32)
+    kind = device.split(":")[0]
+    with pg.device(device):
+        t = pg.constant(a) * 2.0
+        copies = [copy.copy(t), copy.deepcopy(t), copy.deepcopy([t])[0]]
+        assert all(c is t for c in copies)
+        del t
+        gc.collect()
+        with pg.testing.expect_kernel("StridedSlice", kind, min_calls=50):
+            values = [float(v) for v in copies[0]]
+    np.testing.assert_allclose(values, a * 2.0, rtol=1e-6)
