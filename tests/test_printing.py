@@ -96,3 +96,24 @@ def test_a_scalar_tensor_reads_as_a_numpy_scalar(rng):
     assert np.asarray(t).shape == () and np.asarray(t).dtype == np.float32
     a = rng.standard_normal(3).astype(np.float32)
     assert isinstance(pg.constant(a).numpy(), np.ndarray)
+
+
+ASSIGNS = """
+v = lib.Variable(a, name="v")
+texts = [repr(v.assign(b)), repr(v.assign_add(b)), repr(v.assign_sub(a)), repr(v),
+         repr(v.shape), str(v.assign(a, read_value=False))]
+result = texts
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_assign_returns_an_unread_variable(tf_oracle, rng, device):
+    inputs = {"a": rng.standard_normal(4).astype(np.float32),
+              "b": rng.standard_normal(4).astype(np.float32)}
+    theirs = tf_oracle.run("lib = tf\n" + ASSIGNS, **inputs)
+    scope = {"lib": pg, **inputs}
+    with pg.device(device):
+        with pg.testing.expect_kernel("AssignAddVariableOp",
+                                      _kernel_device("AssignAddVariableOp", device)):
+            exec(ASSIGNS, scope)
+    assert scope["result"] == theirs

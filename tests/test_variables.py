@@ -69,8 +69,13 @@ def test_assign_assign_add_assign_sub(device, rng):
     a, b, c = (rng.standard_normal((2, 3)) for _ in range(3))
     with pg.device(device):
         v = pg.Variable(a)
-    assert v.assign(b) is v
+    u = v.assign(b)  # TensorFlow's _UnreadVariable: the same state, another name
+    assert u is not v and u.name == "UnreadVariable" and u.shape == v.shape
     np.testing.assert_array_equal(v.numpy(), b)
+    np.testing.assert_array_equal(u.numpy(), b)
+    u.assign(a)
+    np.testing.assert_array_equal(v.numpy(), a)
+    v.assign(b)
     with pg.testing.expect_kernel("AssignAddVariableOp", dev_type(device)):
         v.assign_add(c)
     np.testing.assert_allclose(v.numpy(), b + c, rtol=1e-15)

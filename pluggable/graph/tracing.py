@@ -295,7 +295,10 @@ def _convert_inputs(g: Graph, op: registry.OpDef, inputs: list, given: dict) -> 
         as_tensor = getattr(x, "__pg_tensor__", None)
         if as_tensor is not None:  # a variable: read when the graph runs
             x = as_tensor(dt)
-        out.append(symbolic_input(g, x, dt, f"{op.name}: input {arg.name!r}"))
+        t = symbolic_input(g, x, dt, f"{op.name}: input {arg.name!r}")
+        if dt is None and arg.type_attr and not isinstance(x, Tensor):
+            hints[arg.type_attr] = t.dtype  # the first value's dtype, as eagerly
+        out.append(t)
     return out
 
 

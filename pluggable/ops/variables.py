@@ -96,8 +96,8 @@ class Variable:
         return self._dtype
 
     @property
-    def shape(self) -> tuple:
-        return self._shape
+    def shape(self) -> TensorShape:
+        return TensorShape(self._shape)
 
     @property
     def ndim(self) -> int:
@@ -177,21 +177,21 @@ class Variable:
         variable when `read_value`, else None."""
         value = self._checked(value, "AssignVariableOp")
         raw_ops.AssignVariableOp(resource=self._handle, value=value, validate_shape=True)
-        return self if read_value else None
+        return _UnreadVariable(self) if read_value else None
 
     def assign_add(self, delta: Any, use_locking: Any = None, name: str | None = None,
                    read_value: bool = True) -> "Variable | None":
         """Adds `delta` in place (op AssignAddVariableOp)."""
         delta = self._checked(delta, "AssignAddVariableOp")
         raw_ops.AssignAddVariableOp(resource=self._handle, value=delta)
-        return self if read_value else None
+        return _UnreadVariable(self) if read_value else None
 
     def assign_sub(self, delta: Any, use_locking: Any = None, name: str | None = None,
                    read_value: bool = True) -> "Variable | None":
         """Subtracts `delta` in place (op AssignSubVariableOp)."""
         delta = self._checked(delta, "AssignSubVariableOp")
         raw_ops.AssignSubVariableOp(resource=self._handle, value=delta)
-        return self if read_value else None
+        return _UnreadVariable(self) if read_value else None
 
     # ------------------------------------------------------------------ misc
     def __repr__(self) -> str:
@@ -226,6 +226,19 @@ class Variable:
         if Tensor.__hash__ is None:
             raise TypeError("Variable is unhashable (like Tensor); key by id(variable)")
         return object.__hash__(self)
+
+
+class _UnreadVariable(Variable):
+    """What ``assign`` and its kin return, as TensorFlow's: the same variable
+    (its state is the variable's own, so a later assign through it changes
+    the variable) under the name "UnreadVariable", its value read when used."""
+
+    def __init__(self, variable: Variable):  # noqa: super().__init__ would make a new one
+        self.__dict__ = variable.__dict__
+
+    @property
+    def name(self) -> str:
+        return "UnreadVariable"
 
 
 def _forward(name: str) -> Callable:

@@ -453,7 +453,10 @@ def _build_plan(op: OpDef, inputs: list[Tensor], given: dict, scope) -> Plan:
 
 def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
     """Turns non-Tensor inputs into CPU tensors, using the dtype of a Tensor
-    input (or attribute) of the same type attribute when there is one."""
+    input (or attribute) of the same type attribute when there is one, else
+    that of the first value converted for it (TensorFlow's rule:
+    ``tf.maximum(0., [1, -1])`` is float32, ``tf.multiply(float64_array, 42)``
+    float64)."""
     args = input_args(op, given, len(inputs))
     hints: dict = {}
     for arg, x in zip(args, inputs):
@@ -467,13 +470,16 @@ def convert_inputs(op: OpDef, inputs: list, given: dict) -> list[Tensor]:
         dt = arg.dtype or given.get(arg.type_attr) or hints.get(arg.type_attr)
         as_tensor = getattr(x, "__pg_tensor__", None)
         if as_tensor is not None:  # an object that stands for a tensor (a Variable)
-            out.append(as_tensor(dt))
-            continue
-        try:
-            a = to_array(x, dt)
-        except TypeError as exc:
-            raise TypeError(f"{op.name}: input {arg.name!r}: {exc}") from None
-        out.append(Tensor._from_array(a, placement.CPU))
+            t = as_tensor(dt)
+        else:
+            try:
+                a = to_array(x, dt)
+            except TypeError as exc:
+                raise TypeError(f"{op.name}: input {arg.name!r}: {exc}") from None
+            t = Tensor._from_array(a, placement.CPU)
+        if dt is None and arg.type_attr:
+            hints[arg.type_attr] = t.dtype
+        out.append(t)
     return out
 
 

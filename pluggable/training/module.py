@@ -134,6 +134,3 @@ class Module:
             with self.name_scope:
                 return method(self, *args, **kwargs)
         return wrapped
-
-    def __repr__(self) -> str:
-        return f"<{type(self).__module__}.{type(self).__name__} name={self._name!r}>"
