@@ -119,8 +119,12 @@ def test_list_inputs_infer_and_check_their_length(device, rng):
             pg.raw_ops.AddN(inputs=pg.constant(a))
         with pytest.raises(pg.errors.InvalidArgumentError, match="ConcatV2.*'N' = 1 must be >= 2"):
             pg.raw_ops.ConcatV2(values=[a], axis=0)
+        # values that are not tensors take the first one's dtype, as in TensorFlow
+        out = pg.raw_ops.AddN(inputs=[a, b.astype(np.float64)])
+        assert out.dtype == pg.float32
+        np.testing.assert_allclose(out.numpy(), a + b, rtol=1e-6)
         with pytest.raises(pg.errors.InvalidArgumentError, match="dtype"):
-            pg.raw_ops.AddN(inputs=[a, b.astype(np.float64)])
+            pg.raw_ops.AddN(inputs=[pg.constant(a), pg.constant(b.astype(np.float64))])
 
 
 def test_list_outputs_come_back_as_lists(rng):
@@ -185,6 +189,6 @@ def test_examples_run_on_cpu(name, rng):
                 out = getattr(pg.raw_ops, name)(**inputs, **attrs)
             outs = out if isinstance(out, (list, tuple)) else [out]
             for o in outs:
-                assert isinstance(o.numpy(), np.ndarray)
+                assert isinstance(o.numpy(), (np.ndarray, np.generic))  # 0-d: a numpy scalar
             ran += 1
     assert ran > 0
