@@ -46,7 +46,9 @@ from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, rou
 from .ops.linalg_ops import einsum
 from .ops.logging_ops import print  # noqa: A004  (tf.print)
 from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
-                               tensor_scatter_nd_add, tensor_scatter_nd_update)
+                               tensor_scatter_nd_add, tensor_scatter_nd_max,
+                               tensor_scatter_nd_min, tensor_scatter_nd_sub,
+                               tensor_scatter_nd_update)
 from .ops.tensor_methods import Reference
 from .ops.variables import Variable
 from .plugins import cuda_env as _cuda_env, loader as _loader
@@ -92,7 +94,8 @@ __all__ = [
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
     "tan", "argsort", "einsum", "gather_nd", "linspace", "scatter_nd", "sort",
-    "tensor_scatter_nd_add", "tensor_scatter_nd_update", "print", "TensorShape",
+    "tensor_scatter_nd_add", "tensor_scatter_nd_update", "tensor_scatter_nd_sub",
+    "tensor_scatter_nd_min", "tensor_scatter_nd_max", "print", "TensorShape",
 ]
 
 # Imported at first use (``pluggable._lazy``): subsystems that ``import

@@ -277,3 +277,20 @@ def test_constant_takes_a_name_and_generator_takes_tf_algorithm_names():
     np.testing.assert_array_equal(a, b)
     with pytest.raises(pg.errors.InvalidArgumentError, match="unknown algorithm"):
         pg.random.Generator.from_seed(7, alg="mersenne")
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+@pytest.mark.parametrize("fn", ["tensor_scatter_nd_sub", "tensor_scatter_nd_min",
+                                "tensor_scatter_nd_max"])
+def test_tensor_scatter_sub_min_max_match_tensorflow(device, fn, rng, tf_oracle):
+    """Repeated index rows combine (subtract, min, max), as in TensorFlow;
+    MY_DEVICE has no kernel for them and runs them on the CPU."""
+    t = rng.integers(-20, 20, (5, 3)).astype(np.int32)
+    idx = rng.integers(0, 5, (6, 1)).astype(np.int32)      # repeats likely
+    upd = rng.integers(-20, 20, (6, 3)).astype(np.int32)
+    want = tf_oracle.run(f"result = tf.{fn}(t, idx, upd).numpy()", t=t, idx=idx, upd=upd)
+    op = {"sub": "TensorScatterSub", "min": "TensorScatterMin", "max": "TensorScatterMax"}
+    with pg.device(device), pg.testing.expect_kernel(op[fn.rsplit("_", 1)[1]], "CPU"):
+        got = getattr(pg, fn)(t, idx.tolist(), upd.tolist())
+    assert got.dtype == pg.int32
+    np.testing.assert_array_equal(got.numpy(), want)

@@ -1,5 +1,5 @@
-"""Gradients of the N-dimensional index ops (GatherNd, ScatterNd,
-TensorScatterUpdate, TensorScatterAdd) and the linear algebra ops
+"""Gradients of the N-dimensional index ops (GatherNd, ScatterNd and the
+TensorScatter ops) and the linear algebra ops
 (MatrixInverse, MatrixSolve, Cholesky, MatrixDeterminant, Einsum), with
 TensorFlow's formulas."""
 from __future__ import annotations
@@ -44,6 +44,30 @@ def _tensor_scatter_update_grad(op, grad):
 def _tensor_scatter_add_grad(op, grad):
     indices = op.inputs[1]
     return grad, None, R.GatherNd(params=grad, indices=indices)
+
+
+@RegisterGradient("TensorScatterSub")
+def _tensor_scatter_sub_grad(op, grad):
+    indices = op.inputs[1]
+    return grad, None, neg(R.GatherNd(params=grad, indices=indices))
+
+
+def _tensor_scatter_min_or_max_grad(op, grad):
+    """TensorFlow's: the gradient goes to the elements equal to the output,
+    shared out where the tensor's and the updates' tie."""
+    x, indices, y = op.inputs
+    out = op.outputs[0]
+    x_ind = R.Cast(x=R.Equal(x=x, y=out), DstT=grad.dtype)
+    y_ind = R.Cast(x=R.Equal(x=y, y=R.GatherNd(params=out, indices=indices)), DstT=grad.dtype)
+    ind = R.AddV2(x=x_ind, y=R.ScatterNd(indices=indices, updates=y_ind,
+                                         shape=_shape_of(x, indices.dtype)))
+    x_grad = R.RealDiv(x=mul(grad, x_ind), y=ind)
+    y_grad = mul(R.GatherNd(params=R.RealDiv(x=grad, y=ind), indices=indices), y_ind)
+    return x_grad, None, y_grad
+
+
+RegisterGradient("TensorScatterMin")(_tensor_scatter_min_or_max_grad)
+RegisterGradient("TensorScatterMax")(_tensor_scatter_min_or_max_grad)
 
 
 # ------------------------------------------------------------ linear algebra

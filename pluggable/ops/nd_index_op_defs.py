@@ -1,5 +1,6 @@
 """Definitions of the N-dimensional index ops, GatherNd, ScatterNd,
-TensorScatterUpdate and TensorScatterAdd (TensorFlow's names, inputs,
+TensorScatterUpdate, TensorScatterAdd, TensorScatterSub, TensorScatterMin and
+TensorScatterMax (TensorFlow's names, inputs,
 attributes and type sets), with shape functions, the index checks their
 CPU kernels share, and sample calls (``examples``)."""
 from __future__ import annotations
@@ -107,6 +108,8 @@ def _ex_scatter_nd(rng, types):
 
 def _ex_tensor_scatter(rng, types):
     T, I = types["T"], types["Tindices"]
+    if T.is_bool and types.get("_numbers_only"):
+        return []  # no kernel for bool, as in TensorFlow
     t = sample(rng, T, (5, 3))
     idx = _rows(rng, t.shape, 3, 1, True)    # distinct rows: the update order is unseen
     idx2 = _rows(rng, t.shape, 4, 2, True)
@@ -117,7 +120,7 @@ def _ex_tensor_scatter(rng, types):
 
 
 def define_nd_index_ops() -> None:
-    """Registers GatherNd, ScatterNd, TensorScatterUpdate and TensorScatterAdd."""
+    """Registers GatherNd, ScatterNd and the TensorScatter ops."""
     define("GatherNd", ["params: Tparams", "indices: Tindices"], ["output: Tparams"],
            ["Tparams: type", _TINDICES, _POLICY], _gather_nd, examples=_ex_gather_nd)
     define("ScatterNd", ["indices: Tindices", "updates: T", "shape: Tindices"], ["output: T"],
@@ -129,3 +132,9 @@ def define_nd_index_ops() -> None:
     define("TensorScatterAdd", ["tensor: T", "indices: Tindices", "updates: T"],
            ["output: T"], ["T: type", "Tindices: {int32, int64}", _POLICY],
            _tensor_scatter("TensorScatterAdd"), examples=_ex_tensor_scatter)
+    for name in ("TensorScatterSub", "TensorScatterMin", "TensorScatterMax"):
+        define(name, ["tensor: T", "indices: Tindices", "updates: T"],
+               ["output: T"], ["T: type", "Tindices: {int32, int64}", _POLICY],
+               _tensor_scatter(name),
+               examples=lambda rng, types: _ex_tensor_scatter(rng, {**types,
+                                                                    "_numbers_only": True}))

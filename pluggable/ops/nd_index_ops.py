@@ -1,6 +1,6 @@
 """User functions over the N-dimensional index ops and the sort built on
 TopKV2: ``gather_nd``, ``scatter_nd``, ``tensor_scatter_nd_update`` /
-``_add``, ``sort``, ``argsort`` (TensorFlow's names and arguments)."""
+``_add`` / ``_sub`` / ``_min`` / ``_max``, ``sort``, ``argsort`` (TensorFlow's names and arguments)."""
 from __future__ import annotations
 
 from typing import Any
@@ -52,6 +52,32 @@ def tensor_scatter_nd_add(tensor: Any, indices: Any, updates: Any,
     """`tensor` with `updates` added at `indices` (op TensorScatterAdd)."""
     t = convert_to_tensor(tensor)
     return raw_ops.TensorScatterAdd(tensor=t, indices=_indices(indices),
+                                    updates=convert_to_tensor(updates, t.dtype))
+
+
+def tensor_scatter_nd_sub(tensor: Any, indices: Any, updates: Any,
+                          name: str | None = None) -> Tensor:
+    """`tensor` with `updates` subtracted at `indices` (op TensorScatterSub)."""
+    t = convert_to_tensor(tensor)
+    return raw_ops.TensorScatterSub(tensor=t, indices=_indices(indices),
+                                    updates=convert_to_tensor(updates, t.dtype))
+
+
+def tensor_scatter_nd_min(tensor: Any, indices: Any, updates: Any,
+                          name: str | None = None) -> Tensor:
+    """`tensor` with each slice at `indices` the element-wise minimum of it
+    and its updates (op TensorScatterMin)."""
+    t = convert_to_tensor(tensor)
+    return raw_ops.TensorScatterMin(tensor=t, indices=_indices(indices),
+                                    updates=convert_to_tensor(updates, t.dtype))
+
+
+def tensor_scatter_nd_max(tensor: Any, indices: Any, updates: Any,
+                          name: str | None = None) -> Tensor:
+    """`tensor` with each slice at `indices` the element-wise maximum of it
+    and its updates (op TensorScatterMax)."""
+    t = convert_to_tensor(tensor)
+    return raw_ops.TensorScatterMax(tensor=t, indices=_indices(indices),
                                     updates=convert_to_tensor(updates, t.dtype))
 
 
