@@ -30,8 +30,8 @@ from .framework.tensor import Tensor
 from .framework.tensor_shape import TensorShape
 from .framework.version import VERSION as __version__
 from .ops import raw_ops
-from .ops.array_ops import (broadcast_to, clip_by_value, concat, expand_dims, eye, gather,
-                            newaxis, one_hot, ones, ones_like, pad, range, rank, reverse, shape,
+from .ops.array_ops import (broadcast_to, clip_by_norm, clip_by_value, concat, expand_dims,
+                            eye, gather, newaxis, one_hot, ones, ones_like, pad, range, rank, reverse, shape,
                             size, slice, split, squeeze, stack, strided_slice, tile, unstack,
                             where, zeros, zeros_like)
 from .ops.gradient_ops import stop_gradient
@@ -83,7 +83,8 @@ __all__ = [
     # models and input pipelines
     "Module", "data", "name_scope",
     # ops
-    "abs", "add", "add_n", "argmax", "argmin", "broadcast_to", "cast", "clip_by_value",
+    "abs", "add", "add_n", "argmax", "argmin", "broadcast_to", "cast", "clip_by_norm",
+    "clip_by_value",
     "concat", "cumsum", "divide", "equal", "exp", "expand_dims", "eye", "fill", "floor",
     "gather", "greater", "greater_equal", "identity", "less", "less_equal", "log",
     "logical_and", "logical_not", "logical_or", "matmul", "maximum", "minimum", "multiply",

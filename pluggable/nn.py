@@ -5,5 +5,6 @@ from .ops.nn_ops import (avg_pool, avg_pool2d, batch_normalization, bias_add,  #
                          conv2d, conv2d_transpose, dropout, embedding_lookup, fused_batch_norm,
                          gelu, l2_normalize, leaky_relu, log_softmax, max_pool, max_pool2d,
                          moments, relu, relu6, silu, softmax, softmax_cross_entropy_with_logits,
-                         sparse_softmax_cross_entropy_with_logits, swish, top_k)
+                         softplus, sparse_softmax_cross_entropy_with_logits, swish,
+                         top_k)
 from .ops.transformer_ops import layer_norm, scaled_dot_product_attention  # noqa: F401

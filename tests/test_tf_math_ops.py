@@ -294,3 +294,49 @@ def test_tensor_scatter_sub_min_max_match_tensorflow(device, fn, rng, tf_oracle)
         got = getattr(pg, fn)(t, idx.tolist(), upd.tolist())
     assert got.dtype == pg.int32
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+SOFTPLUS = """
+x = tf.constant(x)
+with tf.GradientTape() as tape:
+    tape.watch(x)
+    y = tf.nn.softplus(x)
+result = [y.numpy(), tape.gradient(y, x).numpy(), tf.math.softplus(x).numpy()]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softplus_and_its_gradient_match_tensorflow(device, dtype, rng, tf_oracle):
+    x = np.concatenate([rng.standard_normal(20) * 5, rng.standard_normal(4) * 60,
+                        [0.0, 13.9, 14.0, 40.0, -40.0, -100.0]]).astype(dtype)
+    want = tf_oracle.run(SOFTPLUS, x=x)
+    scope = {"tf": pg, "x": x}
+    kind = device.split(":")[0]
+    with pg.device(device), pg.testing.expect_kernel("Log1p", kind, min_calls=2):
+        exec(SOFTPLUS, scope)
+    for got, ref in zip(scope["result"], want):
+        assert got.dtype == ref.dtype
+        # (atol: TensorFlow's CPU flushes subnormal results, exp(-100), to zero)
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-37, err_msg=rng.seed_text)
+    with pytest.raises(pg.errors.InvalidArgumentError, match="floating-point"):
+        pg.nn.softplus(pg.constant([1, 2]))
+
+
+CLIP_BY_NORM = """
+result = [tf.clip_by_norm(t, c).numpy(), tf.clip_by_norm(t, c, axes=[1]).numpy(),
+          tf.clip_by_norm(t * 0.0, c).numpy(), tf.clip_by_norm(t, 1e6).numpy()]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_clip_by_norm_matches_tensorflow(device, rng, tf_oracle):
+    t = rng.standard_normal((4, 5)).astype(np.float32)
+    c = float(rng.uniform(0.5, 2.0))
+    want = tf_oracle.run(CLIP_BY_NORM, t=t, c=c)
+    scope = {"tf": pg, "t": t, "c": c}
+    kind = device.split(":")[0]
+    with pg.device(device), pg.testing.expect_kernel("Sqrt", kind, min_calls=4):
+        exec(CLIP_BY_NORM, scope)
+    for got, ref in zip(scope["result"], want):
+        np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7, err_msg=rng.seed_text)

@@ -313,6 +313,19 @@ def clip_by_value(t: Any, clip_value_min: Any, clip_value_max: Any,
     return raw_ops.Minimum(x=raw_ops.Maximum(x=x, y=lo), y=hi)
 
 
+def clip_by_norm(t: Any, clip_norm: Any, axes: Any = None, name: str | None = None) -> Tensor:
+    """`t` scaled down so that its L2 norm over `axes` (all of them when
+    None) is at most `clip_norm`, with TensorFlow's formula:
+    ``t * clip_norm / maximum(norm, clip_norm)`` (a zero norm leaves `t`)."""
+    x = convert_to_tensor(t)
+    c = convert_to_tensor(_value(clip_norm), x.dtype)
+    l2sum = math_ops.reduce_sum(raw_ops.Mul(x=x, y=x), axes, keepdims=True)
+    positive = raw_ops.Greater(x=l2sum, y=convert_to_tensor(0, x.dtype))
+    safe = raw_ops.SelectV2(condition=positive, t=l2sum, e=raw_ops.OnesLike(x=l2sum))
+    l2norm = raw_ops.SelectV2(condition=positive, t=raw_ops.Sqrt(x=safe), e=l2sum)
+    return raw_ops.RealDiv(x=raw_ops.Mul(x=x, y=c), y=raw_ops.Maximum(x=l2norm, y=c))
+
+
 def shape(input: Any, out_type: Any = dtypes.int32, name: str | None = None) -> Tensor:  # noqa: A002
     """The shape of `input` as a 1-D CPU tensor (op Shape where a traced
     tensor's shape is not fully known)."""

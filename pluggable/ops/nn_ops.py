@@ -75,6 +75,24 @@ def silu(features: Any, beta: float = 1.0, name: str | None = None) -> Tensor:
 swish = silu
 
 
+def softplus(features: Any, name: str | None = None) -> Tensor:
+    """log(1 + exp(features)), computed as TensorFlow's kernel does: the
+    features themselves above -log(eps) + 2, where the log would round to
+    them, else log1p(exp(x)) (ops Greater, Minimum, Exp, Log1p, SelectV2).
+    Its gradient is sigmoid(features)."""
+    x = convert_to_tensor(features)
+    if not x.dtype.is_floating:
+        raise errors.InvalidArgumentError(
+            f"softplus needs a floating-point tensor, got {x.dtype.name}; cast it first",
+            op="Softplus")
+    eps = float(np.finfo(np.float32 if x.dtype.size < 4 else x.dtype.as_numpy_dtype).eps)
+    threshold = convert_to_tensor(-np.log(eps) + 2.0, x.dtype)
+    large = raw_ops.Greater(x=x, y=threshold)
+    # clamped so that the branch not taken stays finite (and so its gradient)
+    small = raw_ops.Log1p(x=raw_ops.Exp(x=raw_ops.Minimum(x=x, y=threshold)))
+    return raw_ops.SelectV2(condition=large, t=x, e=small)
+
+
 def _last_axis(op, logits: Any, axis: int | None) -> Tensor:
     """op over `axis` (moved to the end and back when it is not last)."""
     x = convert_to_tensor(logits)
