@@ -117,3 +117,46 @@ def test_assign_returns_an_unread_variable(tf_oracle, rng, device):
                                       _kernel_device("AssignAddVariableOp", device)):
             exec(ASSIGNS, scope)
     assert scope["result"] == theirs
+
+
+SIGNATURES = """
+import re
+texts = []
+
+@lib.function
+def double(a):
+    return a + a
+
+double(lib.constant(whole))
+double(lib.constant(scalar))
+double(lib.constant(arrays[0]))
+texts.append(double.pretty_printed_concrete_signatures())
+
+@lib.function
+def power(a, b):
+    return a ** b
+
+texts.append(str(power.get_concrete_function(a=lib.TensorSpec(None, lib.float32), b=2)))
+v = lib.Variable(scalar)
+
+@lib.function
+def nested(x, y=3, *, z=None):
+    return {"a": x * v, "b": (x, x + 1), "c": None}
+
+cf = nested.get_concrete_function(lib.TensorSpec([None, 2], lib.float32, name="xx"))
+texts.append(str(cf))
+texts.append(re.sub(r" at 0x[0-9A-F]+>$", ">", repr(cf)))
+result = [re.sub(r"  \\d+: TensorSpec", "  ID: TensorSpec", t) for t in texts]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_concrete_function_signatures_are_tensorflows(tf_oracle, rng, device):
+    inputs = _inputs(rng)
+    theirs = tf_oracle.run("lib = tf\n" + SIGNATURES, **inputs)
+    scope = {"lib": pg, "np": np, **inputs}
+    with pg.device(device):
+        with pg.testing.expect_kernel("AddV2", _kernel_device("AddV2", device)):
+            exec(SIGNATURES, scope)
+    for i, (a, b) in enumerate(zip(scope["result"], theirs)):
+        assert a == b, f"text {i} differs:\npluggable:\n{a}\nTensorFlow:\n{b}"

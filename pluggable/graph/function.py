@@ -217,9 +217,11 @@ class ConcreteFunction:
     the devices of the tensors it is called with, once per set of devices."""
 
     def __init__(self, graph: Graph, specs: list[tuple[str, TensorSpec]], structure: Any,
-                 name: str):
+                 name: str, parameters: list[tuple[str, str, str]] | None = None):
         self.graph = graph
         self.name = name
+        # (name, kind, type text) of each argument the body was traced with
+        self._parameters = parameters or []
         self.input_specs = [s for _, s in specs]
         self.input_names = [n for n, _ in specs]
         self._structure = structure
@@ -318,9 +320,60 @@ class ConcreteFunction:
         """Statistics of the latest call's plan (see ``Executable.stats``)."""
         return self._last.stats() if self._last is not None else None
 
+    def _output_text(self) -> str:
+        if self._structure is None:
+            return "Literal[None]"
+        outs = self.outputs
+        leaves = [None if m is None else TensorSpec(outs[m].shape, outs[m].dtype)
+                  for m in nest.flatten(self._structure)]
+        return type_text(nest.pack_as(self._structure, leaves))
+
+    def pretty_printed_signature(self, verbose: bool = True) -> str:
+        """TensorFlow's text of the signature: the input parameters with
+        their kinds and types (``TensorSpec(...)`` or ``Literal[value]``), the
+        output type and the captured values."""
+        lines = ["Input Parameters:"]
+        lines += [f"  {n} ({kind}): {text}" for n, kind, text in self._parameters]
+        lines += ["Output Type:", f"  {self._output_text()}", "Captures:"]
+        captures = [f"  {id(value)}: {TensorSpec(ph.out_shapes[0], ph.out_dtypes[0])!r}"
+                    for value, ph in self.graph.captures]
+        captures += [f"  {id(n.attrs['value'])}: "  # the variables' resource handles
+                     f"{TensorSpec(n.out_shapes[0], n.out_dtypes[0])!r}"
+                     for n in self.graph.nodes
+                     if n.op == "Const" and n.out_dtypes[0] is dtypes.resource]
+        lines += captures or ["  None"]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return "ConcreteFunction " + self.pretty_printed_signature()
+
     def __repr__(self) -> str:
-        specs = ", ".join(f"{n}: {s}" for n, s in zip(self.input_names, self.input_specs))
-        return f"<ConcreteFunction {self.name}({specs}) with {len(self.graph)} nodes>"
+        params, star = [], False
+        for n, kind, text in self._parameters:
+            if kind == "KEYWORD_ONLY" and not star:
+                params.append("*")
+                star = True
+            params.append(f"{n}: {text}")
+        return (f"<ConcreteFunction ({', '.join(params)}) -> {self._output_text()} "
+                f"at 0x{id(self):X}>")
+
+
+def type_text(value: Any) -> str:
+    """TensorFlow's text for the type of a traced argument or result:
+    ``TensorSpec(...)`` for a tensor, ``Literal[2]`` for a Python value,
+    ``Tuple[...]`` / ``List[...]`` / ``Dict[[key, ...], ...]`` for nests."""
+    if isinstance(value, TensorSpec):
+        return repr(value)
+    if isinstance(value, (Tensor, np.ndarray)):
+        t = convert_to_tensor(value) if isinstance(value, np.ndarray) else value
+        return repr(TensorSpec(t.shape, t.dtype))
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return f"Tuple[{', '.join(type_text(v) for v in value)}]"
+    if isinstance(value, list):
+        return f"List[{', '.join(type_text(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "Dict[" + ", ".join(f"[{k!r}, {type_text(value[k])}]" for k in value) + "]"
+    return f"Literal[{value!r}]"
 
 
 def check_argument(fname: str, name: str, spec: TensorSpec, v: Any) -> Tensor:
@@ -513,7 +566,17 @@ class Function:
             result = self.python_function(*pos, **kw)
             structure = self._outputs(graph, result)
         self._log_trace(specs, named)
-        return ConcreteFunction(graph, specs, structure, self.__name__)
+        given = dict(named)
+        parameters = []
+        for prm in self._signature.parameters.values():
+            if prm.kind in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
+                continue
+            if prm.name in given:
+                parameters.append((prm.name, prm.kind.name, type_text(given.pop(prm.name))))
+            elif prm.default is not prm.empty:  # as TensorFlow lists them: with the default
+                parameters.append((prm.name, prm.kind.name, type_text(prm.default)))
+        parameters += [(n, "VAR_POSITIONAL", type_text(v)) for n, v in given.items()]
+        return ConcreteFunction(graph, specs, structure, self.__name__, parameters)
 
     def _symbolic_arg(self, graph: Graph, name: str, value: Any, specs: list) -> Any:
         def leaf(path: str, x: Any) -> Any:
@@ -574,6 +637,16 @@ class Function:
                 "dtype or shape of an argument makes a new graph. Pass changing values as "
                 "tensors, or give an input_signature with None dimensions.",
                 self.__name__, self._traces)
+
+    def pretty_printed_concrete_signatures(self, verbose: bool = True) -> str:
+        """The signatures of the traced concrete functions, in trace order,
+        as TensorFlow prints them (one block each, blank lines between)."""
+        seen, blocks = set(), []
+        for cf in self._cache.values():
+            if id(cf) not in seen:
+                seen.add(id(cf))
+                blocks.append(cf.pretty_printed_signature(verbose))
+        return "\n\n".join(blocks)
 
     def __repr__(self) -> str:
         return f"<pg.function {self.__name__} ({self._traces} traces)>"
