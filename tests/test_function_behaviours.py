@@ -155,6 +155,40 @@ result = [f(tf.constant(x)).numpy() for _ in range(3)]
     assert [float(t.numpy()) for t in pair] == [3.0, 2.0]
 
 
+DECORATED = """
+log = []
+
+@lib.py_function(Tout=lib.float32)
+def py_plus(x, y):
+    log.append("executing eagerly")
+    return x + y * 2.0
+
+@lib.function
+def wrapper(x, y):
+    log.append("tracing")
+    return py_plus(x, y)
+
+values = [wrapper(lib.constant(a), lib.constant(b)).numpy() for _ in range(2)]
+result = [log, values, py_plus(a, b).numpy()]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_py_function_as_a_decorator(rng, tf_oracle, device):
+    a, b = (np.float32(v) for v in rng.standard_normal(2))
+    theirs = tf_oracle.run("lib = tf\n" + DECORATED, a=a, b=b)
+    scope = {"lib": pg, "a": a, "b": b}
+    # (the Python function runs on the host whatever the device scope)
+    with pg.device(device), pg.testing.expect_kernel("EagerPyFunc", "CPU", min_calls=2):
+        exec(DECORATED, scope)
+    ours = scope["result"]
+    assert ours[0] == theirs[0]
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6)
+    np.testing.assert_allclose(ours[2], theirs[2], rtol=1e-6)
+    with pytest.raises(TypeError, match="Tout"):
+        pg.py_function(lambda x: x, [1.0])
+
+
 @pytest.mark.parametrize("exc,cls", [(ValueError, errors.InvalidArgumentError),
                                      (KeyError, errors.UnknownError),
                                      (IndexError, errors.UnknownError),

@@ -12,6 +12,7 @@ time). Gradients do not flow through ``py_function``.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 from ..framework import dtypes, registry
@@ -39,8 +40,8 @@ def call_node(token: str, inputs: list, tout: list) -> list:
         "token": token, "Tin": [t.dtype for t in inputs], "Tout": list(tout)})
 
 
-def py_function(func: Callable, inp: Sequence[Any] | Any, Tout: Any,
-                name: str | None = None) -> Any:
+def py_function(func: Callable | None = None, inp: Sequence[Any] | Any = None,
+                Tout: Any = None, name: str | None = None) -> Any:
     """Runs the Python function `func` on tensors (``tf.py_function``).
 
     `inp` is a list of tensors (or values convertible to tensors); `func`
@@ -52,7 +53,25 @@ def py_function(func: Callable, inp: Sequence[Any] | Any, Tout: Any,
     types it (ValueError and TypeError: ``InvalidArgumentError``,
     StopIteration: ``OutOfRangeError``, NotImplementedError:
     ``UnimplementedError``, MemoryError: ``ResourceExhaustedError``, others:
-    ``UnknownError``), naming `func` and the exception."""
+    ``UnknownError``), naming `func` and the exception.
+
+    Without `func` (``@pg.py_function(Tout=pg.float32)`` over a def) it is
+    a decorator: calling the decorated function with tensors runs it so."""
+    if Tout is None:
+        raise TypeError("py_function: give Tout, the dtype (or list of dtypes) func returns")
+    if func is None:
+        if inp is not None:
+            raise TypeError("py_function: as a decorator it takes no inp; call the decorated "
+                            "function with the tensors")
+
+        def decorator(f: Callable) -> Callable:
+            @functools.wraps(f)
+            def wrapped(*args: Any) -> Any:
+                return py_function(f, list(args), Tout, name)
+            return wrapped
+        return decorator
+    if inp is None:
+        raise TypeError("py_function: give inp, the list of tensors func receives")
     if not callable(func):
         raise TypeError(f"py_function: func must be callable, got {func!r}")
     single = not isinstance(Tout, (list, tuple))
