@@ -23,7 +23,7 @@ from ._lazy import lazy_exports as _lazy_exports
 from .autodiff import NotDifferentiable, RegisterGradient  # (registers the gradient functions)
 from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
-                               int16, int32, int64, uint8, uint32, uint64)
+                               int16, int32, int64, string, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
 from .framework.name_scope import name_scope
 from .framework.tensor import Tensor
@@ -73,7 +73,7 @@ __all__ = [
     "custom_op",
     "Tensor", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
     "as_dtype", "bool", "bfloat16", "float16", "float32", "float64", "int8", "int16",
-    "int32", "int64", "uint8", "uint32", "uint64", "newaxis",
+    "int32", "int64", "string", "uint8", "uint32", "uint64", "newaxis",
     # automatic differentiation and variables
     "GradientTape", "NotDifferentiable", "RegisterGradient", "UnconnectedGradients",
     "Variable", "custom_gradient", "stop_gradient",

@@ -160,3 +160,36 @@ def test_concrete_function_signatures_are_tensorflows(tf_oracle, rng, device):
             exec(SIGNATURES, scope)
     for i, (a, b) in enumerate(zip(scope["result"], theirs)):
         assert a == b, f"text {i} differs:\npluggable:\n{a}\nTensorFlow:\n{b}"
+
+
+STRINGS = """
+texts = []
+
+@lib.function
+def double(a):
+    return a + a
+
+s = lib.constant(word)
+many = lib.constant(words)
+texts += [str(s), repr(s), str(many), repr(many), repr(s.numpy()), repr(many.numpy())]
+texts += [str(double(s)), str(many + "!"), str("<" + s), repr(lib.string), str(lib.string)]
+texts.append(str(lib.gather(many, [2, 0])))
+cf = double.get_concrete_function(lib.TensorSpec(shape=[], dtype=lib.string))
+texts += [str(cf), str(cf(lib.constant(words[1])))]
+texts += [str(lib.constant("\\u00e9t\\u00e9 \\U0001F986")), str(lib.constant([[b"a", b"b"]]).shape)]
+result = texts
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_string_tensors_are_tensorflows(tf_oracle, rng, device):
+    letters = "abcdefghij"
+    words = ["".join(rng.choice(list(letters), rng.integers(1, 6))) for _ in range(4)]
+    inputs = {"word": words[0], "words": words}
+    theirs = tf_oracle.run("lib = tf\n" + STRINGS, **inputs)
+    scope = {"lib": pg, **inputs}
+    # strings live on the host: the CPU kernels join them, whatever the scope
+    with pg.device(device), pg.testing.expect_kernel("Add", "CPU", min_calls=4):
+        exec(STRINGS, scope)
+    for i, (a, b) in enumerate(zip(scope["result"], theirs)):
+        assert a == b, f"text {i} differs:\npluggable:\n{a}\nTensorFlow:\n{b}"

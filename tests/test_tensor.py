@@ -49,7 +49,9 @@ def test_unsupported_values_raise_type_error():
     with pytest.raises(TypeError, match="supported dtypes"):
         pg.constant(np.array([1 + 2j]))
     with pytest.raises(TypeError):
-        pg.constant(["a", "b"])
+        pg.constant(["a", "b"], dtype=pg.int32)
+    with pytest.raises(TypeError):
+        pg.constant([1, 2], dtype=pg.string)
     with pytest.raises(TypeError, match="not a supported dtype"):
         pg.constant([1.0], dtype="complex64")
     with pytest.raises(TypeError, match="fraction"):

@@ -85,13 +85,20 @@ ALL = (bool_, int8, uint8, int16, int32, int64, uint32, uint64, float16, bfloat1
 # inferred from a numpy array.
 resource = DType("resource", 20, object, "resource")
 
+# Byte strings (TensorFlow's tf.string): numpy object arrays of bytes, on
+# the CPU only (a plugin device never holds one). Not in ALL: only the ops
+# that list it take it.
+string = DType("string", 7, object, "string")
+
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_,
-                 "resource": resource})
+                 "resource": resource, "string": string})
 _BY_ENUM = {d.enum: d for d in ALL}
 _BY_ENUM[resource.enum] = resource
+_BY_ENUM[string.enum] = string
 # (bfloat16 enters when its numpy type is first asked for; see as_dtype)
 _BY_NUMPY = {d.as_numpy_dtype: d for d in ALL if not isinstance(d, _LazyNumpyType)}
+_BY_NUMPY[np.dtype(object)] = string
 
 
 def as_dtype(value: Any) -> DType:

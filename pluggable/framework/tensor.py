@@ -232,6 +232,27 @@ def value_text(a: np.ndarray, is_repr: bool) -> str:
     return "\n" + text if "\n" in text else text
 
 
+def _string_array(value: Any) -> np.ndarray | None:
+    """`value` as an object array of bytes (str encoded as UTF-8) when it is
+    a string, bytes, or (nested lists of) them; else None."""
+    if isinstance(value, (str, bytes)):
+        return np.array(value.encode() if isinstance(value, str) else value, object)
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "OUS":
+        return None
+    if not isinstance(value, (list, tuple, np.ndarray)):
+        return None
+    a = _numpy_call(np.asarray, value) if not isinstance(value, np.ndarray) else value
+    if a.dtype.kind == "U":
+        return np.char.encode(a, "utf-8").astype(object)
+    if a.dtype.kind == "S":
+        return a.astype(object)
+    if a.dtype.kind == "O" and all(isinstance(x, (bytes, str)) for x in a.flat):
+        out = np.empty(a.shape, object)
+        out.flat[:] = [x.encode() if isinstance(x, str) else x for x in a.flat]
+        return out
+    return None
+
+
 def _default_array(value: Any) -> np.ndarray:
     """Python values follow TensorFlow's defaults: floats -> float32, ints ->
     int32 (int64 if they do not fit); numpy arrays keep their dtype."""
@@ -321,8 +342,16 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
             return a
     if isinstance(value, Tensor):
         value = value._numpy()
+    strings = _string_array(value)
+    if strings is not None:
+        if dtype is not None and dtypes.as_dtype(dtype) is not dtypes.string:
+            raise TypeError(f"cannot convert strings to {dtypes.as_dtype(dtype).name}")
+        return strings
     if dtype is not None:
         dtype = dtypes.as_dtype(dtype)
+        if dtype is dtypes.string:
+            raise TypeError(f"cannot convert {type(value).__name__} values to string "
+                            "(give str or bytes values)")
         src = _native(_numpy_call(np.asarray, value))
         if src.dtype == object and dtype.is_integer:   # ints beyond 64 bits
             raise errors.InvalidArgumentError(

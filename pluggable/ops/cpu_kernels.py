@@ -187,7 +187,7 @@ def _check_numerics(ins, attrs):
 
 
 _KERNELS = {
-    "AddV2": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
+    "AddV2": _binary(np.add), "Add": _binary(np.add), "Sub": _binary(np.subtract), "Mul": _binary(np.multiply),
     "RealDiv": _binary(np.divide), "Maximum": _binary(np.maximum),
     "Minimum": _binary(np.minimum), "Neg": _unary(np.negative), "Abs": _unary(np.abs),
     "Exp": _unary(np.exp), "Log": _unary(np.log), "Sqrt": _unary(np.sqrt),

@@ -17,6 +17,7 @@ from ..framework.registry import make_op_def, register_op
 _REAL = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8}"
 _FLOAT = "{bfloat16, half, float, double}"
 _ALL = "{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double}"
+_ALL_AND_STRING = "{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double, string}"
 _INDEX = "{int32, int64} = DT_INT32"
 
 
@@ -229,7 +230,7 @@ def define_builtin_ops() -> None:
             [f"T: {_ALL}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
             [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
-    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL}"], _same)
+    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL_AND_STRING}"], _same)
     _define("Conv2D", ["input: T", "filter: T"], ["output: T"],
             [f"T: {{half, bfloat16, float, double, int32}}", "strides: list(int)",
              "use_cudnn_on_gpu: bool = true",

@@ -316,6 +316,10 @@ def _ex_grad(positive=False):
 
 def define_math_ops() -> None:
     """Registers the elementwise, comparison, reduction and selection ops."""
+    # Add: AddV2's older twin, which also joins strings (what "+" of string tensors runs)
+    define("Add", ["x: T", "y: T"], ["z: T"],
+           ["T: {bfloat16, half, float, double, uint8, int8, int16, int32, int64, string}"],
+           _binary("Add"), examples=_ex_binary())
     for name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
         define(name, ["x: T", "y: T"], ["z: bool"], [f"T: {REAL}"], _binary(name),
                examples=_ex_binary())

@@ -18,13 +18,18 @@ from .._core import raw_status as _raw_status, thread_state as _tls
 from ..runtime.hooks import active as _hooks_active
 
 _CPU = placement.CPU
+_STRING = dtypes.string
 _scope_get = placement._scope.get
 _reshaped = lib.pg_tensor_reshaped
 _new = Tensor.__new__
 
 
 def add(x: Any, y: Any) -> Tensor:
-    """x + y with broadcasting (op AddV2)."""
+    """x + y with broadcasting (op AddV2; op Add, which joins them, for
+    strings, as TensorFlow's)."""
+    if getattr(x, "_dtype", None) is _STRING or getattr(y, "_dtype", None) is _STRING \
+            or isinstance(x, (str, bytes)) or isinstance(y, (str, bytes)):
+        return raw_ops.Add(x=x, y=y)
     return raw_ops.AddV2(x=x, y=y)
 
 
@@ -297,8 +302,8 @@ def _pair(x: Any, y: Any) -> tuple[Tensor, Tensor]:
 def _install_operators() -> None:
     # The commonest go to their op at once (a frame less per call).
     ops = {
-        "__add__": lambda a, b: raw_ops.AddV2(x=a, y=b),
-        "__radd__": lambda a, b: raw_ops.AddV2(x=b, y=a),
+        "__add__": lambda a, b: add(a, b),
+        "__radd__": lambda a, b: add(b, a),
         "__sub__": lambda a, b: raw_ops.Sub(x=a, y=b),
         "__rsub__": lambda a, b: raw_ops.Sub(x=b, y=a),
         "__mul__": lambda a, b: raw_ops.Mul(x=a, y=b),

@@ -116,6 +116,11 @@ def sample(rng: Any, dt: Any, shape: tuple, low: float = -3.0, high: float = 3.0
     in a small range that fits every integer type, bools half and half."""
     dt = dtypes.as_dtype(dt)
     npdt = dt.as_numpy_dtype
+    if dt is dtypes.string:  # byte strings of 0 to 5 letters
+        out = np.empty(shape, object)
+        out.flat[:] = [bytes(rng.integers(97, 123, rng.integers(0, 6)).astype(np.uint8))
+                       for _ in range(out.size)]
+        return out
     if dt.is_bool:
         return rng.integers(0, 2, shape).astype(np.bool_)
     if dt.is_integer:

@@ -38,7 +38,9 @@ def constant(value: Any, dtype: Any = None, shape: Any = None, name: str | None 
             raise errors.InvalidArgumentError(
                 f"constant: {a.size} values cannot fill shape {list(shape)}")
     t = Tensor._from_array(a, placement.CPU)
-    return t if dev is None or dev is placement.CPU else t._copy_to(dev)
+    if dev is None or dev is placement.CPU or a.dtype == object:  # strings stay on the host
+        return t
+    return t._copy_to(dev)
 
 
 def convert_to_tensor(value: Any, dtype: Any = None) -> Tensor:
