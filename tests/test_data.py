@@ -312,3 +312,27 @@ def test_failing_filter_names_it_and_the_element(rng):
         _elements(D.range(6).filter(keep))
     with pytest.raises(errors.InvalidArgumentError, match="scalar bool"):
         D.range(3).filter(lambda v: v * 2)
+
+
+TEXT_LINES = """
+texts = []
+ds = lib.data.TextLineDataset(path)
+texts.append(int(ds.cardinality()))
+texts += [str(x) for x in ds.batch(2)]
+texts += [str(x) for x in lib.data.TextLineDataset([path, path]).map(lambda s: s + "!").take(7)]
+result = texts
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_text_line_dataset_matches_tensorflow(tf_oracle, rng, tmp_path, device):
+    lines = ["".join(rng.choice(list("abc xyz"), rng.integers(0, 8))) for _ in range(5)]
+    path = tmp_path / "lines.txt"
+    path.write_bytes(("\n".join(lines[:3]) + "\r\n" + "\n".join(lines[3:])).encode())
+    theirs = tf_oracle.run("lib = tf\n" + TEXT_LINES, path=str(path))
+    scope = {"lib": pg, "path": str(path)}
+    with pg.device(device), pg.testing.expect_kernel("Add", "CPU", min_calls=7):
+        exec(TEXT_LINES, scope)
+    assert scope["result"] == theirs
+    with pytest.raises(pg.errors.NotFoundError, match="missing.txt"):
+        list(pg.data.TextLineDataset(str(tmp_path / "missing.txt")))

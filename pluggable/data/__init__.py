@@ -2,7 +2,7 @@
 ``pluggable.data.dataset``."""
 from . import experimental  # noqa: F401
 from .dataset import (AUTOTUNE, INFINITE_CARDINALITY, UNKNOWN_CARDINALITY, Dataset,  # noqa: F401
-                      Iterator)
+                      Iterator, TextLineDataset)
 
-__all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "Iterator", "UNKNOWN_CARDINALITY",
-           "experimental"]
+__all__ = ["AUTOTUNE", "Dataset", "INFINITE_CARDINALITY", "Iterator", "TextLineDataset",
+           "UNKNOWN_CARDINALITY", "experimental"]

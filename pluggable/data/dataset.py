@@ -420,6 +420,39 @@ class _Slices(Dataset):
             yield nest.pack_as(self._structure, parts) if nested else parts[0]
 
 
+class TextLineDataset(Dataset):
+    """The lines of text files, in order, as scalar string tensors without
+    their line ends (``\n``, ``\r\n``), as ``tf.data.TextLineDataset``. The
+    files are read when the dataset is iterated (a missing one raises
+    NotFoundError then); its size is unknown until then."""
+
+    def __init__(self, filenames: Any, compression_type: str | None = None,
+                 buffer_size: int | None = None, num_parallel_reads: int | None = None,
+                 name: str | None = None):
+        if compression_type not in (None, ""):
+            raise errors.UnimplementedError(
+                f"TextLineDataset: compression_type={compression_type!r} is not supported; "
+                "decompress the files first", op="TextLineDataset")
+        if isinstance(filenames, Tensor):
+            filenames = filenames.numpy()
+        names = [filenames] if isinstance(filenames, (str, bytes, os.PathLike)) \
+            else list(np.asarray(filenames, object).reshape(-1))
+        self._files = [os.fsdecode(f) for f in names]
+        super().__init__(TensorSpec((), dtypes.string), UNKNOWN_CARDINALITY)
+
+    def _elements(self) -> PyIterator:
+        for path in self._files:
+            try:
+                f = open(path, "rb")
+            except FileNotFoundError:
+                raise errors.NotFoundError(f"TextLineDataset: {path}; No such file or "
+                                           "directory", op="TextLineDataset") from None
+            with f:
+                for line in f:
+                    line = line[:-1] if line.endswith(b"\n") else line
+                    yield convert_to_tensor(line[:-1] if line.endswith(b"\r") else line)
+
+
 class _Range(Dataset):
     def __init__(self, start: int, stop: int, step: int, dtype: dtypes.DType):
         n = max(0, -(-(stop - start) // step)) if step > 0 else max(0, -(-(start - stop) // -step))
