@@ -79,6 +79,7 @@ __all__ = [
     "Variable", "custom_gradient", "stop_gradient",
     # graph mode
     "function", "ConcreteFunction", "TensorSpec", "TensorArray", "cond", "py_function",
+    "init_scope",
     "while_loop",
     # models and input pipelines
     "Module", "data", "name_scope",
@@ -116,6 +117,7 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "UnconnectedGradients": (".autodiff", "UnconnectedGradients"),
     "custom_gradient": (".autodiff.custom_gradient", "custom_gradient"),
     "py_function": (".graph.py_function", "py_function"),
+    "init_scope": (".graph.tracing", "init_scope"),
     "TensorArray": (".graph.tensor_array", "TensorArray"),
     "Module": (".training.module", "Module"),
     "data": (".data", None),

@@ -249,3 +249,35 @@ def test_tensor_array_bad_use_is_a_typed_error():
         ta.write(0, pg.constant(np.int32(1)))
     with pytest.raises(errors.InvalidArgumentError, match="not been written"):
         ta.read(0)
+
+
+INIT_SCOPE = """
+class Model(lib.Module):
+    def __init__(self):
+        self.v = lib.Variable(start)
+        self.counter = 0
+
+    @lib.function
+    def __call__(self, x):
+        if self.counter == 0:
+            with lib.init_scope():   # runs eagerly, once, while the body is traced
+                self.counter += 1
+                self.v.assign_add(step)
+        return self.v * x
+
+m = Model()
+result = [m(lib.constant(x)).numpy() for x in xs] + [m.v.numpy(), m.counter]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_init_scope_runs_eagerly_once_while_tracing(rng, tf_oracle, device):
+    inputs = {"start": float(rng.standard_normal()), "step": float(rng.standard_normal()),
+              "xs": [float(v) for v in rng.standard_normal(3)]}
+    theirs = tf_oracle.run("lib = tf\n" + INIT_SCOPE, **inputs)
+    scope = {"lib": pg, **inputs}
+    kind = device.split(":")[0]
+    with pg.device(device), pg.testing.expect_kernel("AssignAddVariableOp", kind, min_calls=1):
+        exec(INIT_SCOPE, scope)
+    np.testing.assert_allclose(scope["result"][:-1], theirs[:-1], rtol=1e-6)
+    assert scope["result"][-1] == theirs[-1] == 1
