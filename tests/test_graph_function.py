@@ -121,7 +121,7 @@ def test_concrete_function_for_specs_serves_matching_shapes(rng):
 ])
 def test_wrong_feeds_are_errors_naming_the_argument(bad, message):
     f = pg.function(lambda x: x + 1.0, input_signature=[pg.TensorSpec([None, 4])])
-    with pytest.raises(pg.errors.InvalidArgumentError, match=message):
+    with pytest.raises(TypeError, match=message):  # TensorFlow's class for a signature
         f(bad())
     cf = f.get_concrete_function()
     with pytest.raises(pg.errors.InvalidArgumentError, match=message):
@@ -712,3 +712,43 @@ def test_copies_between_two_devices_are_plan_steps():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("OK")
+
+
+BINDING = """
+@lib.function(input_signature=(lib.TensorSpec(shape=[None], dtype=lib.int32),))
+def collatz(x):
+    return lib.where(x % 2 == 0, x // 2, 3 * x + 1)
+
+@lib.function
+def power(a, b):
+    return a ** b
+
+square = power.get_concrete_function(a=lib.TensorSpec(None, lib.float32), b=2)
+calls = [lambda: collatz(lib.constant(ints)), lambda: collatz(lib.constant([ints, ints])),
+         lambda: collatz(lib.constant(floats)), lambda: square(lib.constant(floats)),
+         lambda: square(lib.constant(floats), b=2), lambda: square(lib.constant(floats), b=3)]
+result = []
+for call in calls:
+    try:
+        result.append(("ok", call().numpy()))
+    except Exception as exc:
+        result.append(("error", type(exc).__name__))
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_binding_errors_are_tensorflows(tf_oracle, rng, device):
+    inputs = {"ints": rng.integers(1, 50, 4).astype(np.int32),
+              "floats": rng.standard_normal(3).astype(np.float32)}
+    theirs = tf_oracle.run("lib = tf\n" + BINDING, **inputs)
+    scope = {"lib": pg, **inputs}
+    kind = device.split(":")[0]
+    with pg.device(device), pg.testing.expect_kernel("Pow", kind, min_calls=2):
+        exec(BINDING, scope)
+    ours = scope["result"]
+    assert [r[0] for r in ours] == [r[0] for r in theirs]
+    for a, b in zip(ours, theirs):
+        if a[0] == "ok":
+            np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+        else:
+            assert a[1] == b[1]

@@ -217,11 +217,13 @@ class ConcreteFunction:
     the devices of the tensors it is called with, once per set of devices."""
 
     def __init__(self, graph: Graph, specs: list[tuple[str, TensorSpec]], structure: Any,
-                 name: str, parameters: list[tuple[str, str, str]] | None = None):
+                 name: str, parameters: list[tuple[str, str, str]] | None = None,
+                 literals: dict | None = None):
         self.graph = graph
         self.name = name
         # (name, kind, type text) of each argument the body was traced with
         self._parameters = parameters or []
+        self._literals = literals or {}   # name -> the Python value it was traced with
         self.input_specs = [s for _, s in specs]
         self.input_names = [n for n, _ in specs]
         self._structure = structure
@@ -252,7 +254,24 @@ class ConcreteFunction:
         return nest.pack_as(self._structure, [None if m is None else outs[m]
                                               for m in self._marks])
 
+    def _check_literals(self, args: tuple, kwargs: dict) -> None:
+        """TypeError where a Python value differs from the one the body was
+        traced with (TensorFlow's "Can not cast 3 to Literal[2]")."""
+        literals = self._literals
+        given = dict(zip((n for n, _, _ in self._parameters), args))
+        given.update(kwargs)
+        for name, v in given.items():
+            if name in literals and not isinstance(v, (Tensor, np.ndarray)):
+                lit = literals[name]
+                if type(v) is not type(lit) or v != lit:
+                    raise TypeError(
+                        f"{self.name}: argument {name!r} was traced as Literal[{lit!r}]; "
+                        f"cannot cast {v!r} to it (call the pg.function to trace it for "
+                        "this value)")
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._literals:
+            self._check_literals(args, kwargs)
         leaves = nest.flatten(list(args)) + nest.flatten([kwargs[k] for k in sorted(kwargs)])
         tensors = [x for x in leaves if isinstance(x, (Tensor, np.ndarray))]
         if len(tensors) != len(self.input_specs):
@@ -376,27 +395,30 @@ def type_text(value: Any) -> str:
     return f"Literal[{value!r}]"
 
 
-def check_argument(fname: str, name: str, spec: TensorSpec, v: Any) -> Tensor:
-    """`v` as a tensor matching `spec`, or an error naming argument `name`."""
+def check_argument(fname: str, name: str, spec: TensorSpec, v: Any,
+                   error: type = errors.InvalidArgumentError) -> Tensor:
+    """`v` as a tensor matching `spec`, or an `error` naming argument `name`
+    (TensorFlow raises TypeError where a tf.function's input_signature does
+    not fit, InvalidArgumentError where a concrete function's inputs do not)."""
     if not isinstance(v, Tensor):
         try:  # numpy values keep their dtype (checked below); Python values convert
             v = convert_to_tensor(v, None if isinstance(v, (np.ndarray, np.generic))
                                   else spec.dtype)
         except (TypeError, ValueError, errors.OpError) as exc:
-            raise errors.InvalidArgumentError(
+            raise error(
                 f"{fname}: argument {name!r} must be a {spec.dtype.name} tensor of shape "
                 f"{spec.shape}; converting {type(v).__name__} failed: {exc}") from None
     if v.dtype is not spec.dtype:
-        raise errors.InvalidArgumentError(
+        raise error(
             f"{fname}: argument {name!r} must be a {spec.dtype.name} tensor of shape "
             f"{spec.shape}, got a {_describe(v)}: cast it (pg.cast) or trace the function "
             "for this dtype")
     if spec.shape is not None and len(spec.shape) != len(v.shape):
-        raise errors.InvalidArgumentError(
+        raise error(
             f"{fname}: argument {name!r} must have rank {len(spec.shape)} (shape "
             f"{spec.shape}), got a {_describe(v)}")
     if not shape_compatible(spec.shape, v.shape):
-        raise errors.InvalidArgumentError(
+        raise error(
             f"{fname}: argument {name!r} must have shape {spec.shape} (None: any size), "
             f"got a {_describe(v)}")
     return v
@@ -515,11 +537,11 @@ class Function:
         tensors = []
         for name, spec, value in zip(self._arg_names(len(args)), specs, args):
             if not nest.same_structure(spec, value):
-                raise errors.InvalidArgumentError(
+                raise TypeError(
                     f"{self.__name__}: argument {name!r} does not have the structure of "
                     f"its input_signature entry {spec!r}")
             for (path, s), v in zip(nest.flatten_with_paths(spec), nest.flatten(value)):
-                tensors.append(check_argument(self.__name__, name + path, s, v))
+                tensors.append(check_argument(self.__name__, name + path, s, v, TypeError))
         return cf, tensors
 
     def _arg_names(self, n: int) -> list[str]:
@@ -567,6 +589,8 @@ class Function:
             structure = self._outputs(graph, result)
         self._log_trace(specs, named)
         given = dict(named)
+        literals = {n: v for n, v in given.items()
+                    if isinstance(v, (bool, int, float, str, type(None)))}
         parameters = []
         for prm in self._signature.parameters.values():
             if prm.kind in (prm.VAR_POSITIONAL, prm.VAR_KEYWORD):
@@ -576,7 +600,7 @@ class Function:
             elif prm.default is not prm.empty:  # as TensorFlow lists them: with the default
                 parameters.append((prm.name, prm.kind.name, type_text(prm.default)))
         parameters += [(n, "VAR_POSITIONAL", type_text(v)) for n, v in given.items()]
-        return ConcreteFunction(graph, specs, structure, self.__name__, parameters)
+        return ConcreteFunction(graph, specs, structure, self.__name__, parameters, literals)
 
     def _symbolic_arg(self, graph: Graph, name: str, value: Any, specs: list) -> Any:
         def leaf(path: str, x: Any) -> Any:
