@@ -193,3 +193,21 @@ def test_string_tensors_are_tensorflows(tf_oracle, rng, device):
         exec(STRINGS, scope)
     for i, (a, b) in enumerate(zip(scope["result"], theirs)):
         assert a == b, f"text {i} differs:\npluggable:\n{a}\nTensorFlow:\n{b}"
+
+
+ASSIGN_ERRORS = """
+result = []
+for v, bad in ((lib.Variable(a), np.concatenate([a, a])), (lib.Variable(a[0], name="w"), a)):
+    try:
+        v.assign(bad)
+    except Exception as e:
+        result.append(f"{type(e).__name__}: {e}")
+"""
+
+
+def test_assign_of_another_shape_is_tensorflows_value_error(tf_oracle, rng):
+    inputs = {"a": rng.standard_normal(int(rng.integers(1, 5))).astype(np.float32)}
+    theirs = tf_oracle.run("lib = tf\n" + ASSIGN_ERRORS, **inputs)
+    scope = {"lib": pg, "np": np, **inputs}
+    exec(ASSIGN_ERRORS, scope)
+    assert scope["result"] == theirs and len(theirs) == 2

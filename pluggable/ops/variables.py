@@ -164,6 +164,11 @@ class Variable:
         else:
             value = convert_to_tensor(value, self._dtype)
         if tuple(value.shape) != self._shape:
+            if op == "AssignVariableOp":  # TensorFlow's check in assign, and its words
+                raise ValueError(
+                    f"Cannot assign value to variable ' {self.name}': Shape mismatch.The "
+                    f"variable shape {TensorShape(self._shape)}, and the assigned value shape "
+                    f"{TensorShape(tuple(value.shape))} are incompatible.")
             raise errors.InvalidArgumentError(
                 f"{op}: cannot assign a value of shape {list(value.shape)} to variable "
                 f"{self.name!r} of shape {list(self._shape)} (shapes must be equal)",
@@ -173,8 +178,9 @@ class Variable:
     def assign(self, value: Any, use_locking: Any = None, name: str | None = None,
                read_value: bool = True) -> "Variable | None":
         """Sets the value (op AssignVariableOp). `value` must have the
-        variable's shape and dtype (Python values are converted). Returns the
-        variable when `read_value`, else None."""
+        variable's shape (else ValueError, as in TensorFlow) and dtype (Python
+        values are converted). Returns TensorFlow's UnreadVariable of it when
+        `read_value`, else None."""
         value = self._checked(value, "AssignVariableOp")
         raw_ops.AssignVariableOp(resource=self._handle, value=value, validate_shape=True)
         return _UnreadVariable(self) if read_value else None
