@@ -211,3 +211,30 @@ def test_assign_of_another_shape_is_tensorflows_value_error(tf_oracle, rng):
     scope = {"lib": pg, "np": np, **inputs}
     exec(ASSIGN_ERRORS, scope)
     assert scope["result"] == theirs and len(theirs) == 2
+
+
+FUNCTION_TYPES = """
+@lib.function
+def double(a):
+    return a + a
+
+@lib.function
+def power(a, b=2, *, c=None):
+    return a ** b
+
+cf = double.get_concrete_function(lib.constant(word))
+pf = power.get_concrete_function(lib.TensorSpec([None], lib.float32))
+result = [str(cf.function_type), repr(cf.function_type), str(pf.function_type),
+          repr(cf.inference_fn(lib.constant(word))), repr(pf(lib.constant(floats)))]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_function_types_are_tensorflows(tf_oracle, rng, device):
+    inputs = {"word": "".join(rng.choice(list("xyz"), 3)),   # (whole numbers: exact squares)
+              "floats": rng.integers(-50, 50, 3).astype(np.float32)}
+    theirs = tf_oracle.run("lib = tf\n" + FUNCTION_TYPES, **inputs)
+    scope = {"lib": pg, **inputs}
+    with pg.device(device), pg.testing.expect_kernel("Pow", _kernel_device("Pow", device)):
+        exec(FUNCTION_TYPES, scope)
+    assert scope["result"] == theirs

@@ -366,15 +366,40 @@ class ConcreteFunction:
     def __str__(self) -> str:
         return "ConcreteFunction " + self.pretty_printed_signature()
 
+    @property
+    def function_type(self) -> "FunctionType":
+        """The traced signature: ``(a: TensorSpec(...), b: Literal[2]) ->
+        TensorSpec(...)`` as TensorFlow prints it."""
+        return FunctionType(self)
+
+    @property
+    def inference_fn(self) -> "ConcreteFunction":
+        """What runs the graph on the flat tensor inputs (TensorFlow's
+        AtomicFunction): here the concrete function itself."""
+        return self
+
     def __repr__(self) -> str:
+        return f"<ConcreteFunction {FunctionType(self)} at 0x{id(self):X}>"
+
+
+class FunctionType:
+    """The signature of a ConcreteFunction (TensorFlow's FunctionType): its
+    text is ``(params) -> output``, its repr the full signature block."""
+
+    def __init__(self, cf: ConcreteFunction):
+        self._cf = cf
+
+    def __str__(self) -> str:
         params, star = [], False
-        for n, kind, text in self._parameters:
+        for n, kind, text in self._cf._parameters:
             if kind == "KEYWORD_ONLY" and not star:
                 params.append("*")
                 star = True
             params.append(f"{n}: {text}")
-        return (f"<ConcreteFunction ({', '.join(params)}) -> {self._output_text()} "
-                f"at 0x{id(self):X}>")
+        return f"({', '.join(params)}) -> {self._cf._output_text()}"
+
+    def __repr__(self) -> str:
+        return self._cf.pretty_printed_signature()
 
 
 def type_text(value: Any) -> str:
