@@ -42,9 +42,20 @@ def test_big_endian_input_is_converted(rng, device):
     assert got.dtype == np.float32 and got.dtype.isnative
 
 
-def test_ragged_list_is_a_typed_error():
-    with pytest.raises(errors.InvalidArgumentError, match="cannot make a tensor"):
-        pg.constant([[1.0], [1.0, 2.0]])
+def test_ragged_list_is_tensorflows_value_error(tf_oracle):
+    code = """
+try:
+    lib.constant(value)
+    result = None
+except Exception as e:
+    result = f"{type(e).__name__}: {e}"
+"""
+    for value in ([[1.0], [1.0, 2.0]], [[1, 2], [3]], [[[1]], [[1, 2]]]):
+        theirs = tf_oracle.run("lib = tf\n" + code, value=value)
+        scope = {"lib": pg, "value": value}
+        exec(code, scope)
+        assert scope["result"] == theirs == \
+            "ValueError: Can't convert non-rectangular Python sequence to Tensor."
 
 
 @pytest.mark.parametrize("shape", [[2**32 + 6], [2**31], [-2**32 + 6]])

@@ -275,6 +275,9 @@ def _numpy_call(fn: Any, value: Any) -> np.ndarray:
     except errors.PluggableError:
         raise
     except (ValueError, OverflowError) as exc:
+        if "inhomogeneous" in str(exc):  # nested lists of unequal lengths: TensorFlow's error
+            raise ValueError("Can't convert non-rectangular Python sequence to Tensor.") \
+                from None
         raise errors.InvalidArgumentError(f"cannot make a tensor from this value: {exc}") \
             from None
 
