@@ -124,6 +124,16 @@ result = sorted(n for n, _ in tf.train.list_variables(path)
     name = "model/layers/1/w/.ATTRIBUTES/VARIABLE_VALUE"
     np.testing.assert_array_equal(pg.train.load_variable(path, name), ws[1])
 
+    # write (no save): no save counter in the checkpoint, as in TensorFlow
+    written = pg.train.Checkpoint(model=net).write(str(tmp_path / "ours" / "written"))
+    theirs = tf_oracle.run("lib = tf\n" + PROGRAM + """
+path = tf.train.Checkpoint(model=net).write(prefix)
+result = sorted(n for n, _ in tf.train.list_variables(path)
+                if n != "_CHECKPOINTABLE_OBJECT_GRAPH")
+""", ws=ws, bs=bs, x=x, prefix=str(tmp_path / "theirs" / "written"))
+    assert [n for n, _ in pg.train.list_variables(written)] == theirs
+    assert not any(n.startswith("save_counter") for n in theirs)
+
 
 NAMES = """
 names = []

@@ -431,8 +431,7 @@ class Checkpoint:
         if "save_counter" in kwargs:
             raise ValueError("'save_counter' is reserved by Checkpoint")
         self._roots = dict(kwargs)
-        with placement.device("CPU:0"):
-            self._save_counter = Variable(np.int64(0), trainable=False, name="save_counter")
+        self._save_counter: Variable | None = None  # made by the first save (or read)
         self._saved: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
@@ -443,10 +442,17 @@ class Checkpoint:
 
     @property
     def save_counter(self) -> Variable:
-        """How many times ``save`` ran (saved in the checkpoint too)."""
+        """How many times ``save`` ran (saved in the checkpoint too). As in
+        TensorFlow it exists from the first ``save`` or read of it on, so a
+        checkpoint only ever ``write``-n holds no counter."""
+        if self._save_counter is None:
+            with placement.device("CPU:0"):
+                self._save_counter = Variable(np.int64(0), trainable=False, name="save_counter")
         return self._save_counter
 
     def _all_roots(self) -> dict:
+        if self._save_counter is None:
+            return dict(self._roots)
         return {**self._roots, "save_counter": self._save_counter}
 
     def write(self, file_prefix: str) -> str:
@@ -460,7 +466,7 @@ class Checkpoint:
         """Writes the checkpoint at ``f"{file_prefix}-{n}"`` (n counts the
         saves), records it as the latest in the directory's ``checkpoint``
         file, and returns that path."""
-        self._save_counter.assign_add(np.int64(1))
+        self.save_counter.assign_add(np.int64(1))
         path = f"{file_prefix}-{int(self._save_counter.numpy())}"
         self.write(path)
         self._saved.append(path)
@@ -475,6 +481,8 @@ class Checkpoint:
                                        "pg.train.latest_checkpoint find none?)")
         index = read_index(save_path)
         values = read_values(save_path, index)
+        if any(k.startswith("save_counter") for k in values):
+            self.save_counter  # noqa: B018  (made, to restore the saved count into)
         targets = self._restore_targets(values)
         self._check(save_path, values, targets)
         for key, var in targets.items():
