@@ -281,3 +281,34 @@ def test_init_scope_runs_eagerly_once_while_tracing(rng, tf_oracle, device):
         exec(INIT_SCOPE, scope)
     np.testing.assert_allclose(scope["result"][:-1], theirs[:-1], rtol=1e-6)
     assert scope["result"][-1] == theirs[-1] == 1
+
+
+MADE_ONCE = """
+class Counter(lib.Module):
+    def __init__(self):
+        self.v = None
+
+    @lib.function
+    def __call__(self, x):
+        if self.v is None:
+            self.v = lib.Variable(start)
+        self.v.assign_add(x)
+        return self.v.read_value()
+
+c = Counter()
+result = [c(lib.constant(x)).numpy() for x in xs]
+"""
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0"])
+def test_a_variable_made_while_tracing_is_made_once_eagerly(rng, tf_oracle, device):
+    """Its initial value is set once, when the first trace makes it, not at
+    every call of the graph, as in TensorFlow."""
+    inputs = {"start": float(rng.standard_normal()),
+              "xs": [np.float32(v) for v in rng.standard_normal(3)]}
+    theirs = tf_oracle.run("lib = tf\n" + MADE_ONCE, **inputs)
+    scope = {"lib": pg, **inputs}
+    kind = device.split(":")[0]
+    with pg.device(device), pg.testing.expect_kernel("AssignAddVariableOp", kind, min_calls=3):
+        exec(MADE_ONCE, scope)
+    np.testing.assert_allclose(scope["result"], theirs, rtol=1e-6)

@@ -25,6 +25,7 @@ import numpy as np
 from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor, to_array
 from ..runtime import dispatch, hooks, placement
+from ..ops import variables
 from . import resources
 from .ir import Graph, Node
 
@@ -206,6 +207,9 @@ class init_scope:
     def __exit__(self, *exc) -> None:
         if self._traced:
             _local.stack.pop()
+
+
+variables.creation_scope[0] = init_scope
 
 
 def _tracer(op, inputs: list, attrs: dict, run):

@@ -11,6 +11,7 @@ is expected: it stands for its current value.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import weakref
 from typing import Any, Callable
@@ -29,6 +30,10 @@ from .resource_ops import handle_tensor
 
 _owners: "weakref.WeakValueDictionary[int, Variable]" = weakref.WeakValueDictionary()
 _uid = itertools.count(1)
+# The scope a variable is made in: the graph layer sets its init_scope here,
+# so that a variable made while a function is traced is made eagerly, once,
+# as in TensorFlow.
+creation_scope: list[Callable] = [contextlib.nullcontext]
 
 
 def owner_of(handle: Any) -> "Variable | None":
@@ -61,6 +66,14 @@ class Variable:
 
     def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None,
                  dtype: Any = None):
+        if isinstance(initial_value, Tensor) and type(initial_value) is not Tensor:
+            self._create(initial_value, trainable, name, dtype)  # a traced value: in the graph
+            return
+        with creation_scope[0]():  # made eagerly, once, even while a function is traced
+            self._create(initial_value, trainable, name, dtype)
+
+    def _create(self, initial_value: Any, trainable: bool, name: str | None,
+                dtype: Any) -> None:
         if callable(initial_value):
             initial_value = initial_value()
         if isinstance(initial_value, Variable):
