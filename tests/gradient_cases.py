@@ -81,6 +81,8 @@ CASES = [
     # ---------------------------------------------------------- arithmetic
     Case("AddV2", lambda x, y: R.AddV2(x=x, y=y), lambda r: [normal(r, (2, 3)), normal(r, (3,))],
          (0, 1)),
+    Case("Add", lambda x, y: R.Add(x=x, y=y), lambda r: [normal(r, (2, 3)), normal(r, (3,))],
+         (0, 1)),
     Case("Sub", lambda x, y: R.Sub(x=x, y=y),
          lambda r: [normal(r, (2, 1, 3)), normal(r, (4, 3))], (0, 1)),
     Case("Mul", lambda x, y: R.Mul(x=x, y=y), lambda r: [normal(r, (3, 1)), normal(r, (1, 4))],

@@ -24,6 +24,9 @@ def _add_grad(op, grad):
     return reduce_to(grad, x.shape), reduce_to(grad, y.shape)
 
 
+RegisterGradient("Add")(_add_grad)  # Add of numbers (strings have no gradient)
+
+
 @RegisterGradient("Sub")
 def _sub_grad(op, grad):
     x, y = op.inputs
