@@ -604,6 +604,21 @@ def test_tensor_proto_conversions_follow_pg_constant():
     assert proto.from_tensor_proto(reshaped).shape == (3, 2)
 
 
+def test_string_tensor_protos_match_tensorflows(tf, rng):
+    words = np.array(["".join(rng.choice(list("abc"), rng.integers(0, 4))) for _ in range(6)])
+    arrays = [words.reshape(2, 3), words[:1].reshape(()), words[:0]]
+    theirs = tf.call("make_tensor_proto", items=[{"array": pack_array(
+        np.char.encode(a, "utf-8"))} for a in arrays])
+    ours = [proto.to_tensor_proto(a).SerializeToString() for a in arrays]
+    assert ours == [unpack(t) for t in theirs]
+    filled = proto.to_tensor_proto(words[0], shape=[2, 2])
+    back = proto.from_tensor_proto(filled)
+    assert back.dtype == object and back.tolist() == [[words[0].encode()] * 2] * 2
+    for a, t in zip(arrays, theirs):
+        read = proto.from_tensor_proto(proto.messages().TensorProto.FromString(unpack(t)))
+        assert read.shape == a.shape and read.tolist() == np.char.encode(a, "utf-8").tolist()
+
+
 def test_bad_tensor_values_and_protos_give_typed_errors():
     m = proto.messages()
     with pytest.raises(pg.errors.InvalidArgumentError, match="cannot fill a tensor of shape"):
@@ -611,7 +626,7 @@ def test_bad_tensor_values_and_protos_give_typed_errors():
     with pytest.raises(pg.errors.InvalidArgumentError, match="fully known shape"):
         proto.to_tensor_proto(1.0, shape=[-1])
     with pytest.raises(TypeError, match="not a supported dtype|cannot make a tensor"):
-        proto.to_tensor_proto(np.array(["a"]))
+        proto.to_tensor_proto(np.array([1 + 2j]))
 
     def tensor(**fields):
         return m.TensorProto(tensor_shape=proto.to_shape_proto(fields.pop("shape")), **fields)
@@ -626,8 +641,8 @@ def test_bad_tensor_values_and_protos_give_typed_errors():
     for bad, words in cases:
         with pytest.raises(pg.errors.InvalidArgumentError, match=words):
             proto.from_tensor_proto(bad)
-    with pytest.raises(pg.errors.UnimplementedError, match=r"DT_STRING \(7\) has no pluggable"):
-        proto.from_tensor_proto(m.TensorProto(dtype=7, string_val=[b"x"]))
+    with pytest.raises(pg.errors.UnimplementedError, match=r"DT_COMPLEX64 \(8\) has no pluggable"):
+        proto.from_tensor_proto(m.TensorProto(dtype=8, scomplex_val=[1.0, 2.0]))
 
 
 def test_datatype_mapping():

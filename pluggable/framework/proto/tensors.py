@@ -26,7 +26,7 @@ _VALUE_FIELD = {
     "float32": "float_val", "float64": "double_val", "int64": "int64_val",
     "int32": "int_val", "int16": "int_val", "int8": "int_val", "uint8": "int_val",
     "bool": "bool_val", "float16": "half_val", "bfloat16": "half_val",
-    "uint32": "uint32_val", "uint64": "uint64_val",
+    "uint32": "uint32_val", "uint64": "uint64_val", "string": "string_val",
 }
 _MAX_PROTO_BYTES = 1 << 31  # a serialised message must stay below 2 GiB
 
@@ -129,7 +129,7 @@ def to_tensor_proto(value: Any, dtype: Any = None,
     proto = m.TensorProto(dtype=dt.enum, tensor_shape=to_shape_proto(shape))
     if count == 0:
         return proto
-    if count > 1 and array.size == count and dt is not dtypes.bool_:
+    if count > 1 and array.size == count and dt not in (dtypes.bool_, dtypes.string):
         proto.tensor_content = _little_endian(array).tobytes()
     else:
         _write_values(proto, dt, array.reshape(-1))
@@ -192,9 +192,12 @@ def from_tensor_proto(proto: Message) -> np.ndarray:
             f"a TensorProto of {dt.name} and shape {list(shape)} holds {values.size} "
             f"values in {_VALUE_FIELD[dt.name]}; at most {count} fit")
     if values.size == 0:
-        return np.zeros(shape, np_dtype)
+        return np.full(shape, b"", object) if dt is dtypes.string else np.zeros(shape, np_dtype)
     if values.size < count:
-        values = np.concatenate([values, np.full(count - values.size, values[-1], np_dtype)])
+        filled = np.empty(count, np_dtype)
+        filled[:values.size] = values
+        filled[values.size:] = values[-1]
+        values = filled
     return values.reshape(shape)
 
 
@@ -213,6 +216,10 @@ def _read_content(content: bytes, dt: dtypes.DType, shape: tuple, count: int) ->
 def _read_values(proto, dt: dtypes.DType) -> np.ndarray:
     field = _VALUE_FIELD[dt.name]
     values = getattr(proto, field)
+    if field == "string_val":  # bytes, as an object array
+        out = np.empty(len(values), object)
+        out[:] = list(values)
+        return out
     if field == "half_val":
         bits = np.fromiter(values, np.int64, count=len(values)).astype(np.uint16)
         return bits.view(dt.as_numpy_dtype)
