@@ -88,6 +88,24 @@ class Tensor:
             self._h = None
             _delete(h)
 
+    # Tensors are immutable: a copy is the tensor itself (as TensorFlow's
+    # eager tensors), so no two objects ever own one core handle. A pickle
+    # holds the value and unpickles as a CPU tensor.
+    def __copy__(self) -> "Tensor":
+        return self
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        return self
+
+    def __reduce__(self):
+        if type(self) is not Tensor:
+            raise TypeError("a symbolic tensor of a traced function cannot be pickled; "
+                            "pickle the function's result instead")
+        if self._dtype is dtypes.resource:
+            raise TypeError(f"a {self._dtype.name} tensor is a handle to state inside this "
+                            "process and cannot be pickled")
+        return _unpickle, (np.array(self.numpy()), self._dtype)
+
     # ------------------------------------------------------------- properties
     @property
     def dtype(self) -> dtypes.DType:
@@ -303,3 +321,9 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
                         f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes
     return np.asarray(a, order="C")
+
+
+def _unpickle(a: np.ndarray, dtype: dtypes.DType) -> Tensor:
+    """A pickled tensor's value as a CPU tensor (Tensor.__reduce__)."""
+    from ..runtime import placement
+    return Tensor._from_array(np.ascontiguousarray(a), placement.CPU, dtype)

@@ -46,6 +46,13 @@ def _creation_device(initial: Any):
     return plugin[0] if plugin else placement.CPU
 
 
+def _unpickle(value: np.ndarray, trainable: bool, full_name: str) -> "Variable":
+    """A pickled variable (Variable.__reduce__) as a new variable."""
+    v = Variable.__new__(Variable)
+    v._init(value, trainable, full_name)
+    return v
+
+
 class Variable:
     """A mutable tensor on one device (TensorFlow's ``tf.Variable``)::
 
@@ -64,7 +71,11 @@ class Variable:
             initial_value = initial_value()
         if isinstance(initial_value, Variable):
             initial_value = initial_value.value()
-        dev = _creation_device(initial_value)
+        self._init(initial_value, trainable, name_scope.prefixed(name or "Variable"), dtype)
+
+    def _init(self, initial_value: Any, trainable: bool, full_name: str,
+              dtype: Any = None, dev: Any = None) -> None:
+        dev = dev if dev is not None else _creation_device(initial_value)
         value = convert_to_tensor(initial_value, dtype)
         if value.dtype is dtypes.resource:
             raise TypeError("a Variable cannot hold a resource handle")
@@ -78,7 +89,7 @@ class Variable:
         self._dtype = value.dtype
         self._shape = tuple(value.shape)
         self._trainable = bool(trainable)
-        self._name = name_scope.prefixed(name or "Variable")
+        self._name = full_name
         self._unique_id = next(_uid)
         self._reader: dispatch.Prepared | None = None
         _owners[id(self._handle)] = self
@@ -119,6 +130,23 @@ class Variable:
     @property
     def device_object(self):
         return self._handle._dev
+
+    # ------------------------------------------------------- copies, pickles
+    # As TensorFlow's: copy.copy is the variable itself (one variable, one
+    # state); copy.deepcopy is a new variable of the same name, trainability
+    # and device holding a copy of the current value; a pickle holds the
+    # value and unpickles as a new variable on the default device.
+    def __copy__(self) -> "Variable":
+        return self
+
+    def __deepcopy__(self, memo) -> "Variable":
+        v = Variable.__new__(Variable)
+        memo[id(self)] = v
+        v._init(self.value(), self._trainable, self._name, dev=self._handle._dev)
+        return v
+
+    def __reduce__(self):
+        return _unpickle, (np.array(self.numpy()), self._trainable, self._name)
 
     # --------------------------------------------------------------- reading
     def value(self) -> Tensor:
