@@ -557,6 +557,10 @@ def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
         raise
     except (ValueError, FloatingPointError, ArithmeticError) as exc:
         raise errors.InvalidArgumentError(f"{p.op.name} on CPU:0: {exc}", op=p.op.name) from None
+    except MemoryError as exc:
+        raise errors.ResourceExhaustedError(
+            f"{p.op.name} on CPU:0: out of memory ({exc or 'the allocation failed'}); make the "
+            "tensors smaller or free memory", op=p.op.name) from None
     out = []
     for i, r in enumerate(res):
         dt = p.out_dtypes[i]
