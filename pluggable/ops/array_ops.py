@@ -239,7 +239,9 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: int | 
         ind = indices
     else:
         ind = _index_array(indices)
-    return raw_ops.GatherV2(params=params, indices=ind, axis=_index_array(ax),
+    axis_t = constants.host_constant(ax, dtypes.int32) if type(ax) is int else None
+    return raw_ops.GatherV2(params=params, indices=ind,
+                            axis=axis_t if axis_t is not None else _index_array(ax),
                             batch_dims=batch_dims)
 
 

@@ -83,9 +83,9 @@ def normalize_axes(op: str, axes: np.ndarray, rank: int) -> tuple:
     out = []
     for ax in flat:
         if not -rank <= ax < rank:  # a scalar has no axis to reduce, as in TensorFlow
-            raise _err(op, f"invalid reduction dimension {ax} for an input of rank {rank} "
+            raise _err(op, f"Invalid reduction dimension {ax} for an input of rank {rank} "
                        f"(an axis must lie in [-{rank}, {rank}))" if rank else
-                       f"invalid reduction dimension {ax} for an input of rank 0 (a scalar "
+                       f"Invalid reduction dimension {ax} for an input of rank 0 (a scalar "
                        "has no axis to reduce; pass axis=[] or None)")
         ax %= rank
         if ax in out:
