@@ -199,17 +199,17 @@ def test_add_relu_matmul_runs_on_the_plugin_and_matches_cpu(tmp_path):
 
 
 def test_unmapped_ops_fall_back_to_the_cpu_provider():
-    """Add -> Tanh -> Mul: Tanh is not in the bridge's table and runs on
+    """Add -> Cos -> Mul: Cos is not in the bridge's table and runs on
     ORT's CPU EP; Add and Mul run on the plugin."""
     out = run_child(textwrap.dedent(SESSION) + textwrap.dedent("""
         n = helper.make_node
-        sess = session([n("Add", ["a", "b"], ["s"]), n("Tanh", ["s"], ["t"]),
+        sess = session([n("Add", ["a", "b"], ["s"]), n("Cos", ["s"], ["t"]),
                         n("Mul", ["t", "b"], ["y"])], [("a", [6]), ("b", [6])], "y")
         rng = np.random.default_rng()
         a, b = (rng.standard_normal(6).astype(np.float32) for _ in range(2))
         before = bridge.pg_ort_kernel_runs()
         y = sess.run(None, {"a": a, "b": b})[0]
-        print(json.dumps({"err": float(np.abs(y - np.tanh(a + b) * b).max()),
+        print(json.dumps({"err": float(np.abs(y - np.cos(a + b) * b).max()),
                           "runs": bridge.pg_ort_kernel_runs() - before}))
     """), {"BRIDGE": ort_ep_library()})
     assert out["err"] < 1e-5 and out["runs"] == 2, out
@@ -299,8 +299,9 @@ def test_onnxruntime_older_than_supported_is_refused(release, api_version):
 
 
 def test_sessions_release_their_eps_and_partitions():
-    """Twenty sessions created, run (one with a failing kernel) and dropped:
-    the bridge's live EP and partition counts return to 0."""
+    """Twenty sessions created, run (every other one with a failing kernel)
+    and dropped: the bridge's live EP and partition counts return to 0 (Add
+    and MatMul are one partition)."""
     out = run_child(textwrap.dedent(SESSION) + textwrap.dedent("""
         import gc
         bridge.pg_ort_live_eps.restype = bridge.pg_ort_live_partitions.restype = ctypes.c_int64
@@ -320,7 +321,7 @@ def test_sessions_release_their_eps_and_partitions():
         print(json.dumps({"peak": peak, "parts": bridge.pg_ort_live_partitions(),
                           "eps": bridge.pg_ort_live_eps()}))
     """), {"BRIDGE": ort_ep_library()})
-    assert out["peak"] == 2 and out["parts"] == 0 and out["eps"] == 0, out
+    assert out["peak"] == 1 and out["parts"] == 0 and out["eps"] == 0, out
 
 
 def test_providers_by_ep_name_runs_on_the_plugin():
