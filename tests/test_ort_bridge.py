@@ -354,3 +354,316 @@ def test_the_documented_path_without_importing_pluggable_is_the_library():
     """, tree_on_path=True)
     assert not out["imported"]
     assert os.path.samefile(out["path"], ort_ep_library())
+
+
+# Models of several nodes, run by our EP and by ORT's CPU EP on the same
+# fresh random inputs; the bridge's counters say what ran where.
+GRAPHS = SESSION + """
+    from onnx import numpy_helper
+    COUNTERS = ("kernel_runs", "host_copies", "partitions_compiled", "nodes_compiled")
+    for c in COUNTERS:
+        getattr(bridge, "pg_ort_" + c).restype = ctypes.c_int64
+    rng = np.random.default_rng()
+    ELEM = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
+            "int32": TensorProto.INT32, "int64": TensorProto.INT64, "int8": TensorProto.INT8}
+
+    def snap():
+        return {c: getattr(bridge, "pg_ort_" + c)() for c in COUNTERS}
+
+    def since(before):
+        now = snap()
+        return {c: now[c] - before[c] for c in COUNTERS}
+
+    def model(nodes, inputs, outputs, inits=(), opset=17):
+        vi = lambda n, t, s: helper.make_tensor_value_info(n, ELEM[t], s)
+        g = helper.make_graph(nodes, "g", [vi(n, t, s) for n, t, s in inputs],
+                              [vi(n, t, None) for n, t in outputs],
+                              initializer=[numpy_helper.from_array(v, k) for k, v in inits])
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]
+                                 ).SerializeToString()
+
+    def ours(m):
+        so = ort.SessionOptions()
+        so.add_provider_for_devices([d for d in ort.get_ep_devices()
+                                     if d.ep_name == "pluggable_MY_DEVICE"], {})
+        return ort.InferenceSession(m, so)
+
+    def cpu(m):
+        return ort.InferenceSession(m, providers=["CPUExecutionProvider"])
+
+    def rand(shape, dtype, positive=False, nonzero=False):
+        if dtype.startswith("int"):
+            x = rng.integers(-9, 10, size=shape)
+            if nonzero:
+                x = np.where(x == 0, 3, x)
+            return x.astype(dtype)
+        x = rng.standard_normal(shape)
+        return (np.abs(x) + 0.1 if positive else x).astype(dtype)
+
+    def compare(m, feeds_fn, runs=3):
+        before = snap()
+        s = ours(m)
+        compiled = since(before)
+        c = cpu(m)
+        errs, per_run, same = [], [], True
+        for _ in range(runs):
+            feeds = feeds_fn()
+            b = snap()
+            got = s.run(None, feeds)
+            per_run.append(since(b))
+            want = c.run(None, feeds)
+            for g, w in zip(got, want):
+                same = same and g.dtype == w.dtype and g.shape == w.shape
+                errs.append(float(np.max(np.abs(g.astype(np.float64) - w) / (1 + np.abs(w))))
+                            if g.size else 0.0)
+        return {"compiled": compiled, "per_run": per_run, "err": max(errs), "same": same}
+"""
+
+
+def graphs_child(body: str) -> dict:
+    return run_child(textwrap.dedent(GRAPHS) + textwrap.dedent(body), {"BRIDGE": ort_ep_library()})
+
+
+def test_a_diamond_and_chain_run_as_one_partition_with_intermediates_on_the_device():
+    """Add feeds Relu and Tanh, whose results Mul joins, then MatMul: five
+    nodes, one partition; per run the only copies are the three inputs in
+    and the output out (no intermediate visits the host)."""
+    out = graphs_child("""
+        n = helper.make_node
+        m = model([n("Add", ["a", "b"], ["s"]), n("Relu", ["s"], ["r"]), n("Tanh", ["s"], ["t"]),
+                   n("Mul", ["r", "t"], ["p"]), n("MatMul", ["p", "w"], ["y"])],
+                  [("a", "float32", [5, 7]), ("b", "float32", [5, 7]), ("w", "float32", [7, 3])],
+                  [("y", "float32")])
+        print(json.dumps(compare(m, lambda: {k: rand(s, "float32") for k, s in
+                                             (("a", (5, 7)), ("b", (5, 7)), ("w", (7, 3)))})))
+    """)
+    assert out["compiled"]["partitions_compiled"] == 1, out
+    assert out["compiled"]["nodes_compiled"] == 5, out
+    for run in out["per_run"]:
+        assert run["kernel_runs"] == 5 and run["host_copies"] == 4, out
+    assert out["same"] and out["err"] < 1e-5, out
+
+
+def test_an_intermediate_that_is_also_a_graph_output_comes_back():
+    out = graphs_child("""
+        n = helper.make_node
+        m = model([n("Sub", ["a", "b"], ["d"]), n("Abs", ["d"], ["y"])],
+                  [("a", "float64", [4, 6]), ("b", "float64", [6])],
+                  [("y", "float64"), ("d", "float64")])
+        print(json.dumps(compare(m, lambda: {"a": rand((4, 6), "float64"),
+                                             "b": rand((6,), "float64")})))
+    """)
+    assert out["compiled"]["partitions_compiled"] == 1, out
+    assert [r["host_copies"] for r in out["per_run"]] == [4, 4, 4], out
+    assert out["same"] and out["err"] < 1e-12, out
+
+
+def test_a_partition_never_depends_on_itself():
+    """Add -> Cos -> Mul with Mul also reading Add's result: Cos runs on the
+    CPU, so Add and Mul cannot be one partition (it would feed Cos and wait
+    for it); they are two, and the result is ORT CPU's."""
+    out = graphs_child("""
+        n = helper.make_node
+        m = model([n("Add", ["a", "b"], ["s"]), n("Cos", ["s"], ["c"]),
+                   n("Mul", ["s", "c"], ["y"])],
+                  [("a", "float32", [8]), ("b", "float32", [8])], [("y", "float32")])
+        print(json.dumps(compare(m, lambda: {"a": rand((8,), "float32"),
+                                             "b": rand((8,), "float32")})))
+    """)
+    assert out["compiled"]["partitions_compiled"] == 2, out
+    assert all(r["kernel_runs"] == 2 for r in out["per_run"]), out
+    assert out["same"] and out["err"] < 1e-6, out
+
+
+def test_constant_initializers_are_copied_to_the_device_once():
+    """y = relu(x @ W + B) with W and B initializers: they are copied at
+    compile time; a run copies x in and y out only."""
+    out = graphs_child("""
+        n = helper.make_node
+        W, B = rand((6, 5), "float32"), rand((5,), "float32")
+        m = model([n("MatMul", ["x", "W"], ["h"]), n("Add", ["h", "B"], ["z"]),
+                   n("Relu", ["z"], ["y"])],
+                  [("x", "float32", [3, 6])], [("y", "float32")], inits=[("W", W), ("B", B)])
+        print(json.dumps(compare(m, lambda: {"x": rand((3, 6), "float32")})))
+    """)
+    assert out["compiled"]["partitions_compiled"] == 1, out
+    assert out["compiled"]["host_copies"] == 2, out
+    # MatMul, Add, Relu; or ORT's MatMul+Add -> Gemm fusion, lowered to
+    # MatMul and Add again: three kernels either way.
+    assert all(r["host_copies"] == 2 and r["kernel_runs"] == 3 for r in out["per_run"]), out
+    assert out["same"] and out["err"] < 1e-5, out
+
+
+def run_cases(cases: list, body: str) -> list[dict]:
+    """Runs `body` (which builds `m` and `feeds` from `case`) for each case
+    in one child; one compare() result per case."""
+    out = graphs_child(f"""
+        results = []
+        for case in {cases!r}:
+{textwrap.indent(textwrap.dedent(body), ' ' * 12)}
+            results.append(dict(compare(m, feeds), case=case))
+        print(json.dumps({{"results": results}}))
+    """)
+    return out["results"]
+
+
+def claimed(r: dict, kernels: int) -> bool:
+    return (r["compiled"]["partitions_compiled"] == 1
+            and all(run["kernel_runs"] == kernels for run in r["per_run"]))
+
+
+def test_binary_ops_broadcast_in_every_registered_dtype():
+    cases = [(op, dt, sa, sb) for op in ("Add", "Sub", "Mul", "Div")
+             for dt in ("float32", "float64", "int32", "int64")
+             for sa, sb in (((2, 3, 4), (3, 1)), ((5,), ()), ((4, 1), (1, 6)))]
+    results = run_cases(cases, """
+        op, dt, sa, sb = case
+        m = model([helper.make_node(op, ["a", "b"], ["y"])],
+                  [("a", dt, list(sa)), ("b", dt, list(sb))], [("y", dt)])
+        feeds = lambda: {"a": rand(sa, dt), "b": rand(sb, dt, nonzero=True)}
+    """)
+    for r in results:
+        assert claimed(r, 1), r
+        exact = r["case"][1].startswith("int")
+        assert r["same"] and r["err"] <= (0 if exact else 1e-6), r
+
+
+def test_unary_ops_in_every_registered_dtype():
+    cases = [(op, dt) for op in ("Relu", "Neg", "Abs", "Exp", "Log", "Sqrt", "Tanh", "Sigmoid")
+             for dt in ("float32", "float64")] + \
+        [(op, dt) for op in ("Neg", "Abs") for dt in ("int32", "int64")]
+    results = run_cases(cases, """
+        op, dt = case
+        m = model([helper.make_node(op, ["x"], ["y"])], [("x", dt, [3, 5])], [("y", dt)])
+        feeds = lambda: {"x": rand((3, 5), dt, positive=op in ("Log", "Sqrt"))}
+    """)
+    for r in results:
+        assert claimed(r, 1), r
+        exact = r["case"][1].startswith("int")
+        assert r["same"] and r["err"] <= (0 if exact else 1e-6), r
+
+
+def test_integer_relu_runs_on_the_plugin_where_orts_cpu_has_no_kernel():
+    """ONNX allows Relu of int32 and int64 (opset 14); ORT's CPU EP has no
+    such kernel, the plugin has: the session runs, equal to numpy."""
+    out = graphs_child("""
+        res = []
+        for dt in ("int32", "int64"):
+            s = ours(model([helper.make_node("Relu", ["x"], ["y"])], [("x", dt, [4, 4])],
+                           [("y", dt)]))
+            x = rand((4, 4), dt)
+            before = snap()
+            y = s.run(None, {"x": x})[0]
+            res.append({"ok": bool(y.dtype == x.dtype and (y == np.maximum(x, 0)).all()),
+                        "runs": since(before)["kernel_runs"]})
+        print(json.dumps({"res": res}))
+    """)
+    assert out["res"] == [{"ok": True, "runs": 1}] * 2, out
+
+
+def test_gemm_lowers_to_matmul_scale_and_add():
+    """transA / transB / alpha / beta and C of shape (N,), (1, N), (M, N) or
+    absent: MatMul, then Mul by alpha and beta where they are not 1, then
+    Add."""
+    cases = [(ta, tb, alpha, beta, c, dt) for ta in (0, 1) for tb in (0, 1)
+             for alpha, beta in ((1.0, 1.0), (0.5, 2.0))
+             for c in (None, (4,), (1, 4), (3, 4)) for dt in ("float32", "float64")]
+    results = run_cases(cases, """
+        ta, tb, alpha, beta, c, dt = case
+        ins = ["A", "B"] + (["C"] if c else [])
+        sa, sb = ((5, 3) if ta else (3, 5)), ((4, 5) if tb else (5, 4))
+        m = model([helper.make_node("Gemm", ins, ["y"], transA=ta, transB=tb, alpha=alpha,
+                                    beta=beta)],
+                  [("A", dt, list(sa)), ("B", dt, list(sb))] + ([("C", dt, list(c))] if c else []),
+                  [("y", dt)])
+        feeds = lambda: dict({"A": rand(sa, dt), "B": rand(sb, dt)},
+                             **({"C": rand(c, dt)} if c else {}))
+    """)
+    for r in results:
+        ta, tb, alpha, beta, c, dt = r["case"]
+        kernels = 1 + (alpha != 1) + (2 if c and beta != 1 else 1 if c else 0)
+        assert claimed(r, kernels), r
+        assert r["same"] and r["err"] < (1e-5 if dt == "float32" else 1e-12), r
+
+
+def test_matmul_batched_runs_and_one_d_falls_back():
+    cases = [((2, 3, 4), (4, 5), "float32", True), ((2, 1, 3, 4), (3, 4, 2), "float64", True),
+             ((3, 4), (4, 2), "int32", True), ((4,), (4, 3), "float32", False)]
+    results = run_cases(cases, """
+        sa, sb, dt, _ = case
+        m = model([helper.make_node("MatMul", ["a", "b"], ["y"])],
+                  [("a", dt, list(sa)), ("b", dt, list(sb))], [("y", dt)])
+        feeds = lambda: {"a": rand(sa, dt), "b": rand(sb, dt)}
+    """)
+    for r in results:
+        if r["case"][3]:
+            assert claimed(r, 1), r
+        else:
+            assert r["compiled"]["partitions_compiled"] == 0, r
+        assert r["same"] and r["err"] < 1e-5, r
+
+
+def test_softmax_is_claimed_on_the_last_axis_only():
+    """Opset 13: axis -1 (default) or rank-1 is the plugin's Softmax; opset
+    11 flattens at `axis`, the same only when `axis` is the last one."""
+    cases = [(13, None, (3, 4, 5), True), (13, 2, (3, 4, 5), True), (13, 0, (3, 4, 5), False),
+             (11, None, (6, 7), True), (11, None, (3, 4, 5), False), (11, -1, (3, 4, 5), True)]
+    results = run_cases(cases, """
+        opset, axis, shape, _ = case
+        attrs = {} if axis is None else {"axis": axis}
+        m = model([helper.make_node("Softmax", ["x"], ["y"], **attrs)],
+                  [("x", "float32", list(shape))], [("y", "float32")], opset=opset)
+        feeds = lambda: {"x": rand(shape, "float32") * 3}
+    """)
+    for r in results:
+        if r["case"][3]:
+            assert claimed(r, 1), r
+        else:
+            assert r["compiled"]["partitions_compiled"] == 0, r
+        assert r["same"] and r["err"] < 1e-6, r
+
+
+def test_a_dtype_without_plugin_kernels_runs_on_the_cpu():
+    """int8 Abs: the bridge runs no int8 node; ORT's CPU EP runs it."""
+    results = run_cases([0], """
+        n = helper.make_node
+        m = model([n("Abs", ["x"], ["y"])], [("x", "int8", [10])], [("y", "int8")])
+        feeds = lambda: {"x": rand((10,), "int8")}
+    """)
+    assert results[0]["compiled"]["partitions_compiled"] == 0, results
+    assert results[0]["same"] and results[0]["err"] == 0, results
+
+
+def test_bad_inputs_inside_a_partition_give_ort_errors_and_the_session_survives():
+    """Add -> Relu -> Mul of dynamic shapes, one partition: shapes that do not
+    broadcast fail Add's kernel (our message names the node, the kernel and
+    the device); an input of the wrong dtype is refused by ORT itself; the
+    session then runs good inputs, equal to ORT CPU."""
+    out = graphs_child("""
+        n = helper.make_node
+        m = model([n("Add", ["a", "b"], ["s"], name="the_add"), n("Relu", ["s"], ["r"]),
+                   n("Mul", ["r", "a"], ["y"], name="the_mul")],
+                  [("a", "float32", ["m", "k"]), ("b", "float32", ["p", "q"])],
+                  [("y", "float32")])
+        s, c = ours(m), cpu(m)
+        msgs = []
+        for feeds in ({"a": np.ones((2, 3), np.float32), "b": np.ones((4, 5), np.float32)},
+                      {"a": np.ones((2, 3), np.float64), "b": np.ones((2, 3), np.float64)}):
+            try:
+                s.run(None, feeds)
+                msgs.append(None)
+            except Exception as exc:
+                msgs.append(f"{type(exc).__name__}: {exc}")
+        feeds = {"a": rand((3, 4), "float32"), "b": rand((1, 4), "float32")}
+        before = snap()
+        y = s.run(None, feeds)[0]
+        runs = since(before)["kernel_runs"]
+        err = float(np.abs(y - c.run(None, feeds)[0]).max())
+        print(json.dumps({"msgs": msgs, "err": err, "runs": runs}))
+    """)
+    shape_msg, dtype_msg = out["msgs"]
+    assert shape_msg is not None and dtype_msg is not None, out
+    assert "pluggable: node 'the_add' (ONNX Add, kernel AddV2 on /device:MY_DEVICE:0) failed" \
+        in shape_msg, shape_msg
+    assert "InvalidArgument" in dtype_msg and "data type" in dtype_msg.lower(), dtype_msg
+    assert out["runs"] == 3 and out["err"] < 1e-6, out
