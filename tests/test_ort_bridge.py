@@ -667,3 +667,61 @@ def test_bad_inputs_inside_a_partition_give_ort_errors_and_the_session_survives(
         in shape_msg, shape_msg
     assert "InvalidArgument" in dtype_msg and "data type" in dtype_msg.lower(), dtype_msg
     assert out["runs"] == 3 and out["err"] < 1e-6, out
+
+
+SQUEEZENET = pathlib.Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / \
+    "light" / "light_squeezenet.onnx"
+
+
+@pytest.mark.skipif(not SQUEEZENET.is_file(), reason="onnx ships no light_squeezenet.onnx here")
+def test_squeezenet_runs_on_the_plugin_and_matches_cpu():
+    """onnx's light SqueezeNet 1.0 (Conv, Relu, MaxPool, Concat, Dropout,
+    GlobalAveragePool, Softmax) with fresh random weights and biases in
+    place of its constant stand-ins: every node but Dropout (ORT removes it
+    for inference) and the 4-D Softmax (axis 1, not the last) runs on
+    MY_DEVICE as one partition, the weights stay on
+    the device (a run copies the image in and the pooled logits out), and
+    the logits and probabilities equal ORT CPU's on fresh random images."""
+    out = graphs_child(f"""
+        import onnx
+        mp = onnx.load({str(SQUEEZENET)!r})
+        g = mp.graph
+        shapes = {{i.name: numpy_helper.to_array(i) for i in g.initializer}}
+        nodes = []
+        for node in g.node:
+            if node.op_type == "ConstantOfShape":  # the light model's stand-in weights
+                shape = tuple(int(v) for v in shapes[node.input[0]])
+                fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 16
+                w = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+                g.initializer.append(numpy_helper.from_array(w.astype(np.float32), node.output[0]))
+            else:
+                nodes.append(node)
+        del g.node[:]
+        g.node.extend(nodes)
+        for init in g.initializer:  # biases: random, and constants rather than graph inputs
+            if init.name.endswith("_b_0") and init.data_type == TensorProto.FLOAT:
+                init.CopyFrom(numpy_helper.from_array(
+                    (rng.standard_normal(tuple(init.dims)) * 0.1).astype(np.float32), init.name))
+        inits = {{i.name for i in g.initializer}}
+        keep = [i for i in g.input if i.name not in inits]
+        del g.input[:]
+        g.input.extend(keep)
+        # the pooled logits (Softmax's input) are an output as well
+        g.output.append(helper.make_tensor_value_info(nodes[-1].input[0], TensorProto.FLOAT, None))
+        mp.ir_version = 7
+        m = mp.SerializeToString()
+        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+        r = compare(m, lambda: {{"data_0": rand((1, 3, 224, 224), "float32")}}, runs=2)
+        r["unclaimed"] = bridge.pg_ort_unclaimed_report().decode()
+        image = rand((1, 3, 224, 224), "float32")
+        r["logit_scale"] = float(np.abs(cpu(m).run(None, dict(data_0=image))[1]).max())
+        r["nodes"] = len([n for n in nodes if n.op_type != "Dropout"])
+        print(json.dumps(r))
+    """)
+    assert out["compiled"]["partitions_compiled"] == 1, out
+    assert out["compiled"]["nodes_compiled"] == out["nodes"] - 1, out   # all but Softmax
+    assert out["unclaimed"].strip().endswith("(Softmax): Softmax runs on the last axis only"), out
+    # 26 Conv (Conv2D + BiasAdd), 26 Relu, 3 MaxPool, 8 Concat, 1 Mean.
+    assert all(r["kernel_runs"] == 90 and r["host_copies"] == 2 for r in out["per_run"]), out
+    assert out["same"] and out["err"] < 1e-5, out
+    assert out["logit_scale"] > 0.1, out  # the logits compared are not all ~0

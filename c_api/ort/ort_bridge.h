@@ -32,8 +32,7 @@ typedef struct bridge_ep {
 } bridge_ep;
 
 /* The kernel the plugins registered for `op` on `device_type` whose type
- * attribute "T" is `t` (or unconstrained), with no label and no host-memory
- * argument; NULL if none. */
+ * attribute "T" is `t` (or unconstrained), with no label; NULL if none. */
 PG_ORT_HIDDEN pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type,
                                                 TF_DataType t);
 

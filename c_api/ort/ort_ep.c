@@ -83,7 +83,7 @@ pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_Da
   for (int i = 0; i < num_kernels; i++) {
     pg_kernel_def* k = kernels[i];
     if (strcmp(k->op_name, op) != 0 || strcmp(k->device_type, device_type) != 0) continue;
-    if (k->label[0] != '\0' || k->num_host_args != 0 || k->compute_func == NULL) continue;
+    if (k->label[0] != '\0' || k->compute_func == NULL) continue;
     int ok = 1;
     for (int c = 0; c < k->num_constraints; c++)
       if (strcmp(k->constraint_attr[c], "T") == 0 && k->constraint_type[c] != t) ok = 0;

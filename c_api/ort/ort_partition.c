@@ -18,6 +18,7 @@
  * partition's outputs back into ONNX Runtime's tensors. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,7 @@ static unsigned type_bit(int onnx) {
 
 /*** Node descriptions ***/
 
-#define MAX_IO 3
+#define MAX_IO 32
 
 typedef struct node_desc {
   const OrtNode* node;
@@ -190,8 +191,11 @@ static int describe(const OrtNode* node, node_desc* d) {
   return d->out_name != NULL;
 }
 
-/* Attribute `name` of the node: 1 and *out when present. */
-static int attr_int(const node_desc* d, const char* name, int64_t* out) {
+/* Attribute `name` of the node read as `type` into `out` (`cap` bytes):
+ * 1 (and *len, the bytes it holds) when present, 0 when absent, -1 when of
+ * another type or larger than `cap`. */
+static int read_attr(const node_desc* d, const char* name, int type, void* out, size_t cap,
+                     size_t* len) {
   const void* a = NULL;
   size_t got = 0;
   OrtStatus* s = CALL(Node_GetAttributeByName,
@@ -200,41 +204,56 @@ static int attr_int(const node_desc* d, const char* name, int64_t* out) {
     pg_ort_drop(s);
     return 0;
   }
-  s = CALL(ReadOpAttr, OrtStatus* (*)(const void*, int, void*, size_t, size_t*))(
-      a, PG_ORT_OP_ATTR_INT, out, sizeof *out, &got);
-  if (s != NULL) {
-    pg_ort_drop(s);
-    return -1; /* present but not an int */
-  }
-  return 1;
-}
-
-static int attr_float(const node_desc* d, const char* name, float* out) {
-  const void* a = NULL;
-  size_t got = 0;
-  OrtStatus* s = CALL(Node_GetAttributeByName,
-                      OrtStatus* (*)(const OrtNode*, const char*, const void**))(d->node, name, &a);
-  if (s != NULL || a == NULL) {
-    pg_ort_drop(s);
-    return 0;
-  }
-  s = CALL(ReadOpAttr, OrtStatus* (*)(const void*, int, void*, size_t, size_t*))(
-      a, PG_ORT_OP_ATTR_FLOAT, out, sizeof *out, &got);
+  s = CALL(ReadOpAttr, OrtStatus* (*)(const void*, int, void*, size_t, size_t*))(a, type, out,
+                                                                                 cap, &got);
   if (s != NULL) {
     pg_ort_drop(s);
     return -1;
   }
+  if (len) *len = got;
+  return 1;
+}
+
+static int attr_int(const node_desc* d, const char* name, int64_t* out) {
+  return read_attr(d, name, PG_ORT_OP_ATTR_INT, out, sizeof *out, NULL);
+}
+
+static int attr_float(const node_desc* d, const char* name, float* out) {
+  return read_attr(d, name, PG_ORT_OP_ATTR_FLOAT, out, sizeof *out, NULL);
+}
+
+/* An INTS attribute of exactly `n` values (absent: *out unchanged, 1). */
+static int attr_ints(const node_desc* d, const char* name, int64_t* out, int n) {
+  int64_t buf[16];
+  size_t len = 0;
+  int r = read_attr(d, name, PG_ORT_OP_ATTR_INTS, buf, sizeof buf, &len);
+  if (r == 0) return 1;
+  if (r < 0 || len != (size_t)n * sizeof(int64_t)) return 0;
+  memcpy(out, buf, len);
+  return 1;
+}
+
+/* A STRING attribute (absent: `dflt`); 0 when unreadable. */
+static int attr_string(const node_desc* d, const char* name, char* out, size_t cap,
+                       const char* dflt) {
+  size_t len = 0;
+  int r = read_attr(d, name, PG_ORT_OP_ATTR_STRING, out, cap - 1, &len);
+  if (r == 0) snprintf(out, cap, "%s", dflt);
+  else if (r < 0 || len >= cap) return 0;
+  else out[len] = '\0';
   return 1;
 }
 
 /*** The op table ***/
 
-typedef enum op_kind { K_BINARY, K_UNARY, K_MATMUL, K_GEMM, K_SOFTMAX } op_kind;
+typedef enum op_kind {
+  K_BINARY, K_UNARY, K_MATMUL, K_GEMM, K_SOFTMAX, K_CONV, K_MAXPOOL, K_GLOBALAVG, K_CONCAT
+} op_kind;
 
 typedef struct op_entry {
   const char* onnx;
   op_kind kind;
-  const char* tf;  /* the plugin op (K_MATMUL and K_GEMM pick their own) */
+  const char* tf;  /* the plugin op of one-kernel lowerings */
   unsigned types;  /* the element types the lowering is exact for */
 } op_entry;
 
@@ -249,6 +268,9 @@ static const op_entry OPS[] = {
     {"Tanh", K_UNARY, "Tanh", T_FLOATS},   {"Sigmoid", K_UNARY, "Sigmoid", T_FLOATS},
     {"MatMul", K_MATMUL, NULL, T_ALL},     {"Gemm", K_GEMM, NULL, T_FLOATS},
     {"Softmax", K_SOFTMAX, "Softmax", T_FLOATS},
+    {"Conv", K_CONV, NULL, T_FLOATS},      {"MaxPool", K_MAXPOOL, "MaxPool", T_FLOATS},
+    {"GlobalAveragePool", K_GLOBALAVG, "Mean", T_FLOATS},
+    {"Concat", K_CONCAT, "ConcatV2", T_ALL},
 };
 
 static const op_entry* find_entry(const char* onnx) {
@@ -257,32 +279,13 @@ static const op_entry* find_entry(const char* onnx) {
   return NULL;
 }
 
-/* The input names of the plugin ops the table uses (their OpDefs). */
-static int tf_inputs(const char* tf, const char* names[2]) {
-  static const struct { const char* op; int n; const char* in[2]; } defs[] = {
-      {"AddV2", 2, {"x", "y"}},   {"Sub", 2, {"x", "y"}},     {"Mul", 2, {"x", "y"}},
-      {"RealDiv", 2, {"x", "y"}}, {"Relu", 1, {"features"}},  {"Neg", 1, {"x"}},
-      {"Abs", 1, {"x"}},          {"Exp", 1, {"x"}},          {"Log", 1, {"x"}},
-      {"Sqrt", 1, {"x"}},         {"Tanh", 1, {"x"}},         {"Sigmoid", 1, {"x"}},
-      {"MatMul", 2, {"a", "b"}},  {"BatchMatMulV2", 2, {"x", "y"}},
-      {"Softmax", 1, {"logits"}},
-  };
-  for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
-    if (strcmp(defs[i].op, tf) == 0) {
-      names[0] = defs[i].in[0];
-      names[1] = defs[i].in[1];
-      return defs[i].n;
-    }
-  return 0;
-}
-
 /*** Compiled partitions ***/
 
 typedef struct step {
   pg_kernel* kernel;
   const char* tf;
   int nin;
-  int in[2];
+  int* in;
   int out;
   int node; /* index into the partition's node names */
 } step;
@@ -291,10 +294,12 @@ typedef struct bridge_part {
   OrtNodeComputeInfo info; /* first */
   pg_device* dev;
   char name[128];          /* the fused node's name */
-  /* Value slots, by name; temporaries and Gemm's scalars have no name. */
+  /* Value slots, by name; temporaries and constants the lowering makes have
+   * no name. */
   int num_slots, cap_slots;
   char** slot_name;
-  TF_Tensor** consts;      /* per slot: a constant on the device, or NULL */
+  TF_Tensor** consts;      /* per slot: a constant (device or host), or NULL */
+  void** host_buf;         /* per slot: the memory of a host constant */
   int* last_use;           /* per slot: the last step reading it, -1 none */
   int* is_output;
   /* The fused node's inputs ONNX Runtime passes, and its outputs. */
@@ -314,14 +319,17 @@ typedef struct bridge_part {
 static void free_part(bridge_part* p) {
   if (p == NULL) return;
   __atomic_sub_fetch(&live_parts, 1, __ATOMIC_SEQ_CST);
-  for (int i = 0; i < p->num_steps; i++)
+  for (int i = 0; i < p->num_steps; i++) {
     if (p->steps[i].kernel) pg_kernel_release(p->steps[i].kernel);
+    free(p->steps[i].in);
+  }
   for (int i = 0; i < p->num_slots; i++) {
     free(p->slot_name[i]);
     if (p->consts[i]) TF_DeleteTensor(p->consts[i]);
+    free(p->host_buf[i]);
   }
   for (int i = 0; i < p->num_nodes; i++) free(p->node_name[i]), free(p->node_op[i]);
-  free(p->slot_name), free(p->consts), free(p->last_use), free(p->is_output);
+  free(p->slot_name), free(p->consts), free(p->host_buf), free(p->last_use), free(p->is_output);
   free(p->in_slot), free(p->in_type), free(p->out_slot), free(p->out_type);
   free(p->steps), free(p->node_name), free(p->node_op);
   free(p);
@@ -335,16 +343,19 @@ static int new_slot(bridge_part* p, const char* name) {
     if (n) p->slot_name = n;
     TF_Tensor** c = realloc(p->consts, cap * sizeof *c);
     if (c) p->consts = c;
+    void** h = realloc(p->host_buf, cap * sizeof *h);
+    if (h) p->host_buf = h;
     int* l = realloc(p->last_use, cap * sizeof *l);
     if (l) p->last_use = l;
     int* o = realloc(p->is_output, cap * sizeof *o);
     if (o) p->is_output = o;
-    if (!n || !c || !l || !o) return -1;
+    if (!n || !c || !h || !l || !o) return -1;
     p->cap_slots = cap;
   }
   int s = p->num_slots++;
   p->slot_name[s] = name ? strdup(name) : NULL;
   p->consts[s] = NULL;
+  p->host_buf[s] = NULL;
   p->last_use[s] = -1;
   p->is_output[s] = 0;
   return s;
@@ -365,66 +376,80 @@ typedef struct lowering {
   const char* device_type;
   pg_device* dev;
   int node;        /* index of the node being lowered */
-  const char* who; /* "name (Op)" */
+  const char* who; /* "'name' (Op)" */
   char err[1024];
 } lowering;
 
-/* One step: kernel `tf` for dtype `t` over slots `in` into slot `out`;
- * `flags` are MatMul's transposes (bit 0: a, bit 1: b). Returns 1, or 0
- * (no such kernel) / -1 (the kernel could not be created: L->err). */
-static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const int* in, int out,
-                int flags) {
+#define MAX_STEP_IN 64
+
+/* One step: kernel `tf` for dtype `t` over slots `in` (named `names`, the
+ * plugin op's input names; bit i of `host` set: input i is a host
+ * constant) into slot `out`, created with `attrs` (taken: freed here, may
+ * be NULL for just "T"). Returns 1, 0 (no such kernel, or one that wants
+ * other inputs in host memory) or -1 (the kernel could not be created:
+ * L->err). */
+static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char* const* names,
+                const int* in, uint64_t host, int out, pg_attrs* attrs) {
   pg_kernel_def* def = pg_ort_find_kernel(tf, L->device_type, t);
+  unsigned char in_host[MAX_STEP_IN];
+  int r = 1;
   if (def == NULL) {
     snprintf(L->err, sizeof L->err, "pluggable: node %s: no %s kernel of dtype %d on %s", L->who,
              tf, (int)t, L->device_type);
-    return 0;
+    r = 0;
+  }
+  for (int i = 0; r == 1 && i < nin; i++) {
+    in_host[i] = 0;
+    for (int h = 0; h < def->num_host_args; h++)
+      if (strcmp(def->host_args[h], names[i]) == 0) in_host[i] = 1;
+    if (in_host[i] != ((host >> i) & 1)) {
+      snprintf(L->err, sizeof L->err, "pluggable: node %s: the %s kernel on %s reads input '%s' "
+               "in %s memory", L->who, tf, L->device_type, names[i],
+               in_host[i] ? "host" : "device");
+      r = 0;
+    }
   }
   bridge_part* p = L->p;
-  if (p == NULL) return 1;
+  if (r != 1 || p == NULL) {
+    if (attrs) pg_attrs_free(attrs);
+    return r;
+  }
+  if (attrs == NULL) attrs = pg_attrs_new();
+  pg_attrs_set_type(attrs, "T", t);
+  step* s = NULL;
   if (p->num_steps == p->cap_steps) {
     int cap = p->cap_steps ? 2 * p->cap_steps : 8;
-    step* s = realloc(p->steps, cap * sizeof *s);
-    if (s == NULL) {
-      snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
-      return -1;
+    step* grown = realloc(p->steps, cap * sizeof *grown);
+    if (grown != NULL) {
+      p->steps = grown;
+      p->cap_steps = cap;
     }
-    p->steps = s;
-    p->cap_steps = cap;
   }
-  const char* names[2] = {NULL, NULL};
-  int n = tf_inputs(tf, names);
-  if (n != nin) {
-    snprintf(L->err, sizeof L->err, "pluggable: node %s: %s takes %d inputs, not %d", L->who, tf,
-             n, nin);
+  int* ins = malloc((size_t)nin * sizeof *ins);
+  if (p->num_steps == p->cap_steps || ins == NULL) {
+    free(ins);
+    pg_attrs_free(attrs);
+    snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
     return -1;
   }
-  pg_attrs* attrs = pg_attrs_new();
-  pg_attrs_set_type(attrs, "T", t);
-  if (strcmp(tf, "MatMul") == 0) {
-    pg_attrs_set_bool(attrs, "transpose_a", flags & 1);
-    pg_attrs_set_bool(attrs, "transpose_b", (flags >> 1) & 1);
-  } else if (strcmp(tf, "BatchMatMulV2") == 0) {
-    pg_attrs_set_bool(attrs, "adj_x", 0);
-    pg_attrs_set_bool(attrs, "adj_y", 0);
-  }
-  unsigned char host[2] = {0, 0};
+  unsigned char out_host = 0;
   TF_Status* st = TF_NewStatus();
-  pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, host, 1, &t, host, st);
+  pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &t, &out_host, st);
   pg_attrs_free(attrs);
   if (k == NULL) {
     snprintf(L->err, sizeof L->err, "pluggable: node %s: creating kernel %s on %s failed: %s",
              L->who, tf, L->dev->name, TF_Message(st));
     TF_DeleteStatus(st);
+    free(ins);
     return -1;
   }
   TF_DeleteStatus(st);
-  step* s = &p->steps[p->num_steps++];
-  memset(s, 0, sizeof *s);
+  s = &p->steps[p->num_steps++];
   s->kernel = k;
   s->tf = tf;
   s->nin = nin;
-  for (int i = 0; i < nin; i++) s->in[i] = in[i];
+  s->in = ins;
+  memcpy(ins, in, (size_t)nin * sizeof *ins);
   s->out = out;
   s->node = L->node;
   return 1;
@@ -458,12 +483,37 @@ static int scalar_slot(lowering* L, TF_DataType t, double v) {
   return s;
 }
 
+/* A slot holding int32 `v[0..n)` in host memory (a host-memory argument:
+ * a permutation, an axis); `n` < 0 makes a scalar. */
+static int host_i32_slot(lowering* L, const int32_t* v, int n) {
+  if (L->p == NULL) return -1;
+  int s = new_slot(L->p, NULL);
+  size_t count = n < 0 ? 1 : (size_t)n;
+  void* buf = s < 0 ? NULL : malloc(count * 4 + 4);
+  if (buf == NULL) {
+    snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
+    return -2;
+  }
+  memcpy(buf, v, count * 4);
+  int64_t dims[1] = {n};
+  L->p->host_buf[s] = buf;
+  L->p->consts[s] = pg_tensor_wrap_host(TF_INT32, dims, n < 0 ? 0 : 1, buf, count * 4);
+  if (L->p->consts[s] == NULL) {
+    snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
+    return -2;
+  }
+  return s;
+}
+
 static int temp_slot(lowering* L) {
   if (L->p == NULL) return -1;
   int s = new_slot(L->p, NULL);
   if (s < 0) snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
   return s < 0 ? -2 : s;
 }
+
+static const char* const XY[] = {"x", "y"};
+static const char* const AB[] = {"a", "b"};
 
 #define EMIT(...)                     \
   do {                                \
@@ -475,6 +525,49 @@ static int temp_slot(lowering* L) {
     var = (expr);                       \
     if (var == -2) return -1;           \
   } while (0)
+
+static pg_attrs* bool_attrs(const char* a, int va, const char* b, int vb) {
+  pg_attrs* attrs = pg_attrs_new();
+  pg_attrs_set_bool(attrs, a, va);
+  pg_attrs_set_bool(attrs, b, vb);
+  return attrs;
+}
+
+/* The NCHW window attributes of Conv / MaxPool: strides, pads (ONNX order
+ * [h0, w0, h1, w1]), dilations, auto_pad; 0 when not expressible. */
+typedef struct window {
+  int64_t strides[2], pads[4], dilations[2], kernel[2];
+  char padding[16]; /* "EXPLICIT", "VALID" or "SAME" */
+} window;
+
+static int read_window(const node_desc* d, window* w) {
+  char auto_pad[32];
+  w->strides[0] = w->strides[1] = w->dilations[0] = w->dilations[1] = 1;
+  memset(w->pads, 0, sizeof w->pads);
+  w->kernel[0] = w->kernel[1] = -1;
+  if (!attr_ints(d, "strides", w->strides, 2) || !attr_ints(d, "pads", w->pads, 4) ||
+      !attr_ints(d, "dilations", w->dilations, 2) || !attr_ints(d, "kernel_shape", w->kernel, 2) ||
+      !attr_string(d, "auto_pad", auto_pad, sizeof auto_pad, "NOTSET"))
+    return 0;
+  if (strcmp(auto_pad, "NOTSET") == 0) snprintf(w->padding, sizeof w->padding, "EXPLICIT");
+  else if (strcmp(auto_pad, "VALID") == 0) snprintf(w->padding, sizeof w->padding, "VALID");
+  /* TensorFlow's SAME puts the odd padding element at the end, as SAME_UPPER. */
+  else if (strcmp(auto_pad, "SAME_UPPER") == 0) snprintf(w->padding, sizeof w->padding, "SAME");
+  else return 0;
+  if (strcmp(w->padding, "EXPLICIT") != 0) memset(w->pads, 0, sizeof w->pads);
+  for (int i = 0; i < 4; i++)
+    if (w->pads[i] < 0) return 0;
+  return w->strides[0] > 0 && w->strides[1] > 0 && w->dilations[0] > 0 && w->dilations[1] > 0;
+}
+
+static void window_attrs(pg_attrs* a, const window* w) {
+  int64_t strides[4] = {1, 1, w->strides[0], w->strides[1]};
+  int64_t pads[8] = {0, 0, 0, 0, w->pads[0], w->pads[2], w->pads[1], w->pads[3]};
+  pg_attrs_set_int_list(a, "strides", strides, 4);
+  pg_attrs_set_string(a, "padding", w->padding, strlen(w->padding));
+  pg_attrs_set_int_list(a, "explicit_paddings", pads, 8);
+  pg_attrs_set_string(a, "data_format", "NCHW", 4);
+}
 
 /* Lowers node `d` reading slots `in` into slot `out`: 1 done (or, in check
  * mode, possible), 0 not supported (L->err says why), -1 failed (L->err). */
@@ -491,7 +584,8 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
              onnx_type_name(type));
     return 0;
   }
-  int need = e->kind == K_BINARY || e->kind == K_MATMUL ? 2 : e->kind == K_GEMM ? 2 : 1;
+  int need = e->kind == K_BINARY || e->kind == K_MATMUL || e->kind == K_GEMM ||
+                     e->kind == K_CONV ? 2 : 1;
   if (d->nin < need) return 0;
   for (int i = 0; i < d->nin; i++)
     if (d->in_vi[i] != NULL && (d->in_type[i] != type || d->in_rank[i] > TF_MAX_DIMS)) {
@@ -503,11 +597,12 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
   switch (e->kind) {
     case K_BINARY:
       if (d->nin != 2) return 0;
-      EMIT(e->tf, t, 2, in, out, 0);
+      EMIT(e->tf, t, 2, XY, in, 0, out, NULL);
       return 1;
     case K_UNARY:
       if (d->nin != 1) return 0;
-      EMIT(e->tf, t, 1, in, out, 0);
+      EMIT(e->tf, t, 1, strcmp(e->tf, "Relu") == 0 ? (const char* const[]){"features"} : XY,
+           in, 0, out, NULL);
       return 1;
     case K_SOFTMAX: {
       if (d->nin != 1) return 0;
@@ -522,14 +617,16 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
                  L->who);
         return 0;
       }
-      EMIT(e->tf, t, 1, in, out, 0);
+      EMIT(e->tf, t, 1, (const char* const[]){"logits"}, in, 0, out, NULL);
       return 1;
     }
     case K_MATMUL: {
       if (d->nin != 2) return 0;
       int ra = d->in_rank[0], rb = d->in_rank[1];
-      if (ra == 2 && rb == 2) EMIT("MatMul", t, 2, in, out, 0);
-      else if (ra >= 2 && rb >= 2) EMIT("BatchMatMulV2", t, 2, in, out, 0);
+      if (ra == 2 && rb == 2)
+        EMIT("MatMul", t, 2, AB, in, 0, out, bool_attrs("transpose_a", 0, "transpose_b", 0));
+      else if (ra >= 2 && rb >= 2)
+        EMIT("BatchMatMulV2", t, 2, XY, in, 0, out, bool_attrs("adj_x", 0, "adj_y", 0));
       else {
         snprintf(L->err, sizeof L->err, "pluggable: node %s: MatMul of ranks %d and %d "
                  "(1-D or unknown shapes are not run)", L->who, ra, rb);
@@ -549,12 +646,13 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       int last_is_mm = !has_c && alpha == 1.0f;
       int prod;
       SLOT(prod, last_is_mm ? out : temp_slot(L));
-      EMIT("MatMul", t, 2, in, prod, (ta ? 1 : 0) | (tb ? 2 : 0));
+      EMIT("MatMul", t, 2, AB, in, 0, prod,
+           bool_attrs("transpose_a", ta != 0, "transpose_b", tb != 0));
       if (alpha != 1.0f) {
         int a, scaled;
         SLOT(a, scalar_slot(L, t, alpha));
         SLOT(scaled, has_c ? temp_slot(L) : out);
-        EMIT("Mul", t, 2, ((int[]){prod, a}), scaled, 0);
+        EMIT("Mul", t, 2, XY, ((int[]){prod, a}), 0, scaled, NULL);
         prod = scaled;
       }
       if (has_c) {
@@ -563,11 +661,99 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
           int b, cb;
           SLOT(b, scalar_slot(L, t, beta));
           SLOT(cb, temp_slot(L));
-          EMIT("Mul", t, 2, ((int[]){in[2], b}), cb, 0);
+          EMIT("Mul", t, 2, XY, ((int[]){in[2], b}), 0, cb, NULL);
           c = cb;
         }
-        EMIT("AddV2", t, 2, ((int[]){prod, c}), out, 0);
+        EMIT("AddV2", t, 2, XY, ((int[]){prod, c}), 0, out, NULL);
       }
+      return 1;
+    }
+    case K_CONV: {
+      /* Conv2D reads an HWIO filter: Transpose the OIHW weight (a constant
+       * weight is transposed once, when the partition is compiled). */
+      window w;
+      int64_t group = 1;
+      if (d->in_rank[0] != 4 || d->in_rank[1] != 4 || !read_window(d, &w) ||
+          attr_int(d, "group", &group) < 0 || group != 1) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Conv runs 2-D, group 1, NOTSET, "
+                 "VALID or SAME_UPPER padding only", L->who);
+        return 0;
+      }
+      int has_b = d->nin == 3 && d->in_vi[2] != NULL;
+      if (has_b && d->in_rank[2] != 1) return 0;
+      int perm, filter, conv;
+      SLOT(perm, host_i32_slot(L, (const int32_t[]){2, 3, 1, 0}, 4));
+      SLOT(filter, temp_slot(L));
+      pg_attrs* ta = pg_attrs_new();
+      pg_attrs_set_type(ta, "Tperm", TF_INT32);
+      EMIT("Transpose", t, 2, (const char* const[]){"x", "perm"}, ((int[]){in[1], perm}), 2,
+           filter, ta);
+      SLOT(conv, has_b ? temp_slot(L) : out);
+      pg_attrs* ca = pg_attrs_new();
+      window_attrs(ca, &w);
+      int64_t dil[4] = {1, 1, w.dilations[0], w.dilations[1]};
+      pg_attrs_set_int_list(ca, "dilations", dil, 4);
+      pg_attrs_set_bool(ca, "use_cudnn_on_gpu", 1);
+      EMIT("Conv2D", t, 2, (const char* const[]){"input", "filter"}, ((int[]){in[0], filter}), 0,
+           conv, ca);
+      if (has_b) {
+        pg_attrs* ba = pg_attrs_new();
+        pg_attrs_set_string(ba, "data_format", "NCHW", 4);
+        EMIT("BiasAdd", t, 2, (const char* const[]){"value", "bias"}, ((int[]){conv, in[2]}), 0,
+             out, ba);
+      }
+      return 1;
+    }
+    case K_MAXPOOL: {
+      window w;
+      int64_t ceil_mode = 0, storage = 0;
+      if (d->nin != 1 || d->in_rank[0] != 4 || !read_window(d, &w) || w.kernel[0] < 1 ||
+          w.dilations[0] != 1 || w.dilations[1] != 1 || attr_int(d, "ceil_mode", &ceil_mode) < 0 ||
+          ceil_mode != 0 || attr_int(d, "storage_order", &storage) < 0 || storage != 0) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: MaxPool runs 2-D windows without "
+                 "dilation or ceil_mode only", L->who);
+        return 0;
+      }
+      pg_attrs* ma = pg_attrs_new();
+      window_attrs(ma, &w);
+      int64_t ksize[4] = {1, 1, w.kernel[0], w.kernel[1]};
+      pg_attrs_set_int_list(ma, "ksize", ksize, 4);
+      EMIT("MaxPool", t, 1, (const char* const[]){"input"}, in, 0, out, ma);
+      return 1;
+    }
+    case K_GLOBALAVG: {
+      if (d->nin != 1 || d->in_rank[0] < 3) return 0;
+      int32_t axes[TF_MAX_DIMS];
+      int n = d->in_rank[0] - 2;
+      for (int i = 0; i < n; i++) axes[i] = 2 + i;
+      int ax;
+      SLOT(ax, host_i32_slot(L, axes, n));
+      pg_attrs* ra = pg_attrs_new();
+      pg_attrs_set_bool(ra, "keep_dims", 1);
+      pg_attrs_set_type(ra, "Tidx", TF_INT32);
+      EMIT("Mean", t, 2, (const char* const[]){"input", "reduction_indices"},
+           ((int[]){in[0], ax}), 2, out, ra);
+      return 1;
+    }
+    case K_CONCAT: {
+      int64_t axis = 0;
+      int rank = d->in_rank[0];
+      if (attr_int(d, "axis", &axis) != 1 || rank < 1 || d->nin + 1 > MAX_STEP_IN) return 0;
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis >= rank) return 0;
+      const char* names[MAX_STEP_IN];
+      int ins[MAX_STEP_IN];
+      for (int i = 0; i < d->nin; i++) {
+        if (d->in_vi[i] == NULL || d->in_rank[i] != rank) return 0;
+        names[i] = "values";
+        ins[i] = in[i];
+      }
+      names[d->nin] = "axis";
+      SLOT(ins[d->nin], host_i32_slot(L, (const int32_t[]){(int32_t)axis}, -1));
+      pg_attrs* ca = pg_attrs_new();
+      pg_attrs_set_int(ca, "N", d->nin);
+      pg_attrs_set_type(ca, "Tidx", TF_INT32);
+      EMIT("ConcatV2", t, d->nin + 1, names, ins, (uint64_t)1 << d->nin, out, ca);
       return 1;
     }
   }
@@ -579,17 +765,49 @@ static void who(char* buf, size_t cap, const node_desc* d) {
 }
 
 /* Whether the bridge can run node `node` on `device_type`. */
-static int supported(const char* device_type, const OrtNode* node) {
-  node_desc d;
-  if (!describe(node, &d)) return 0;
+/* What the last GetCapability left to other EPs, and why (one line per
+ * node, as much as fits). */
+static pthread_mutex_t report_lock = PTHREAD_MUTEX_INITIALIZER;
+static char unclaimed[16384];
+static size_t unclaimed_len;
+static char unclaimed_copy[sizeof unclaimed];
+
+/* One line per node the last GetCapability of any session did not claim:
+ * "pluggable: node 'name' (Op): why". For diagnostics; the text stays
+ * valid until the next call. */
+PG_EXPORT const char* pg_ort_unclaimed_report(void) {
+  pthread_mutex_lock(&report_lock);
+  memcpy(unclaimed_copy, unclaimed, unclaimed_len + 1);
+  pthread_mutex_unlock(&report_lock);
+  return unclaimed_copy;
+}
+
+static void note_unclaimed(const char* line) {
+  size_t n = strlen(line);
+  if (unclaimed_len + n + 2 >= sizeof unclaimed) return;
+  memcpy(unclaimed + unclaimed_len, line, n);
+  unclaimed_len += n;
+  unclaimed[unclaimed_len++] = '\n';
+  unclaimed[unclaimed_len] = '\0';
+}
+
+/* Whether the bridge can run node `d` on `device_type`; if not, why is
+ * noted in the report (report_lock held). */
+static int supported(const char* device_type, const node_desc* d) {
   lowering L;
   memset(&L, 0, sizeof L);
   L.device_type = device_type;
   char w[300];
-  who(w, sizeof w, &d);
+  who(w, sizeof w, d);
   L.who = w;
-  int dummy[MAX_IO] = {-1, -1, -1};
-  return lower(&L, &d, dummy, -1) == 1;
+  int dummy[MAX_IO];
+  for (int i = 0; i < MAX_IO; i++) dummy[i] = -1;
+  if (lower(&L, d, dummy, -1) == 1) return 1;
+  if (L.err[0] == '\0')
+    snprintf(L.err, sizeof L.err, "pluggable: node %s: its inputs, attributes or shapes are "
+             "not ones the bridge runs", w);
+  note_unclaimed(L.err);
+  return 0;
 }
 
 /* The value infos of a node's inputs or outputs (`outputs`), allocated. */
@@ -738,6 +956,7 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
   g.mark = calloc(n, sizeof(int));
   g.stack = calloc(n, sizeof(int));
   name_map producers = {0};
+  int locked = 0;
   if (!nodes || !ok || !descs || !order || !indeg || !g.pred_start || !g.succ_start ||
       !g.cluster || !g.next || !g.mark || !g.stack || !map_init(&producers, n)) {
     s = pg_ort_status(PG_ORT_FAIL, "pluggable: out of memory in GetCapability");
@@ -746,11 +965,28 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
   s = CALL(Graph_GetNodes, OrtStatus* (*)(const OrtGraph*, const OrtNode**, size_t))(graph,
                                                                                     nodes, n);
   if (s != NULL) goto done;
+  pthread_mutex_lock(&report_lock);
+  locked = 1;
+  unclaimed_len = 0;
+  unclaimed[0] = '\0';
   /* Which nodes the device runs; the producer of each output name (of
    * every node: a path through a node the bridge does not take is still a
    * path). */
   for (size_t i = 0; i < n; i++) {
-    ok[i] = describe(nodes[i], &descs[i]) && supported(e->device_type, nodes[i]);
+    if (describe(nodes[i], &descs[i])) {
+      ok[i] = supported(e->device_type, &descs[i]);
+    } else {
+      const char* op = NULL;
+      const char* name = NULL;
+      pg_ort_drop(CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(
+          nodes[i], &op));
+      pg_ort_drop(CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(nodes[i],
+                                                                                   &name));
+      char line[400];
+      snprintf(line, sizeof line, "pluggable: node '%s' (%s): another domain, or more inputs "
+               "or outputs than the bridge's ops have", name ? name : "", op ? op : "?");
+      note_unclaimed(line);
+    }
     const void** outs = NULL;
     size_t nout = 0;
     if ((s = node_values(nodes[i], 1, &outs, &nout))) {
@@ -857,6 +1093,7 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
   }
   free(group);
 done:
+  if (locked) pthread_mutex_unlock(&report_lock);
   free(nodes), free(ok), free(descs), free(order), free(indeg);
   free(g.pred_start), free(g.succ_start), free(g.pred), free(g.succ);
   free(g.cluster), free(g.next), free(g.mark), free(g.stack);
@@ -940,7 +1177,7 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
   }
   for (int si = 0; si < p->num_steps && err == NULL; si++) {
     step* s = &p->steps[si];
-    TF_Tensor* in[2] = {NULL, NULL};
+    TF_Tensor* in[MAX_STEP_IN];
     for (int k = 0; k < s->nin; k++) in[k] = p->consts[s->in[k]] ? p->consts[s->in[k]] : vals[s->in[k]];
     TF_Tensor* out = pg_kernel_run1(s->kernel, in, NULL, st);
     if (out == NULL) {
@@ -1005,6 +1242,54 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
 }
 
 /*** Compile ***/
+
+/* Runs, now, every step whose inputs are all constants (the transposed
+ * filter of a Conv with a constant weight): its result becomes a device
+ * constant and the step leaves the partition. Constants no step reads any
+ * more are freed. */
+static OrtStatus* fold_constants(bridge_part* p) {
+  OrtStatus* err = NULL;
+  TF_Status* st = TF_NewStatus();
+  int kept = 0;
+  for (int i = 0; i < p->num_steps; i++) {
+    step* s = &p->steps[i];
+    int all = err == NULL && !p->is_output[s->out] && p->consts[s->out] == NULL;
+    for (int k = 0; k < s->nin && all; k++) all = p->consts[s->in[k]] != NULL;
+    if (all) {
+      TF_Tensor* in[MAX_STEP_IN];
+      for (int k = 0; k < s->nin; k++) in[k] = p->consts[s->in[k]];
+      TF_Tensor* t = pg_kernel_run1(s->kernel, in, NULL, st);
+      if (t != NULL) pg_tensor_check(t, st);
+      if (t != NULL && TF_GetCode(st) == TF_OK) {
+        COUNT(kernel_runs, 1);
+        p->consts[s->out] = t;
+        pg_kernel_release(s->kernel);
+        free(s->in);
+        continue;
+      }
+      err = pg_ort_status(PG_ORT_FAIL, "pluggable: node '%s' (ONNX %s, kernel %s on %s) failed "
+                          "on its constant inputs: %s", p->node_name[s->node],
+                          p->node_op[s->node], s->tf, p->dev->name, TF_Message(st));
+      if (t != NULL) TF_DeleteTensor(t);
+    }
+    p->steps[kept++] = *s;
+  }
+  p->num_steps = kept;
+  TF_DeleteStatus(st);
+  int* used = calloc((size_t)p->num_slots + 1, sizeof *used);
+  if (used == NULL) return err;
+  for (int i = 0; i < p->num_steps; i++)
+    for (int k = 0; k < p->steps[i].nin; k++) used[p->steps[i].in[k]] = 1;
+  for (int i = 0; i < p->num_slots; i++)
+    if (p->consts[i] != NULL && !used[i] && !p->is_output[i]) {
+      TF_DeleteTensor(p->consts[i]);
+      p->consts[i] = NULL;
+      free(p->host_buf[i]);
+      p->host_buf[i] = NULL;
+    }
+  free(used);
+  return err;
+}
 
 /* Uploads the constant initializer `vi` named `name` into a new slot. */
 static OrtStatus* upload_initializer(bridge_part* p, const void* vi, const char* name,
@@ -1113,7 +1398,8 @@ static OrtStatus* compile_one(bridge_ep* e, const OrtGraph* graph, const OrtNode
       }
       if (!ready) continue;
       /* Lower it. */
-      int in[MAX_IO] = {-1, -1, -1};
+      int in[MAX_IO];
+      for (int k = 0; k < MAX_IO; k++) in[k] = -1;
       for (int k = 0; k < d->nin; k++) {
         if (d->in_name[k] == NULL) continue;
         in[k] = find_slot(p, d->in_name[k]);
@@ -1169,6 +1455,7 @@ static OrtStatus* compile_one(bridge_ep* e, const OrtGraph* graph, const OrtNode
     }
     p->is_output[p->out_slot[j]] = 1;
   }
+  if ((s = fold_constants(p))) goto fail;
   for (int si = 0; si < p->num_steps; si++)
     for (int k = 0; k < p->steps[si].nin; k++) p->last_use[p->steps[si].in[k]] = si;
   p->info.ort_version_supported = PG_ORT_API_VERSION;

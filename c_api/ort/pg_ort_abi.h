@@ -95,7 +95,8 @@ enum {
   PG_ORT_ReleaseStatus = 93,           /* v1: (OrtStatus*) */
   PG_ORT_ReleaseTensorTypeAndShapeInfo = 99, /* v1: (info*) */
   /* v17: (const OrtOpAttr*, OrtOpAttrType, void* data, size_t len, size_t* out):
-   * one INT is an int64_t, one FLOAT a float */
+   * one INT is an int64_t, one FLOAT a float; *out is the bytes written (the
+   * bytes needed, with an error, when `len` is too small) */
   PG_ORT_ReadOpAttr = 272,
   PG_ORT_GetValueInfoName = 289,       /* v22: (const OrtValueInfo*, const char** out) */
   PG_ORT_GetValueInfoTypeInfo = 290,   /* v22: (const OrtValueInfo*, const OrtTypeInfo** out) */
@@ -125,7 +126,9 @@ enum {
 
 /* OrtOpAttrType values ReadOpAttr takes. */
 #define PG_ORT_OP_ATTR_INT 1
+#define PG_ORT_OP_ATTR_INTS 2   /* int64_t values */
 #define PG_ORT_OP_ATTR_FLOAT 3
+#define PG_ORT_OP_ATTR_STRING 5 /* characters, no terminating NUL */
 
 /* Indices into the OrtEpApi table. */
 enum {
