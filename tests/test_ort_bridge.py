@@ -725,3 +725,84 @@ def test_squeezenet_runs_on_the_plugin_and_matches_cpu():
     assert all(r["kernel_runs"] == 90 and r["host_copies"] == 2 for r in out["per_run"]), out
     assert out["same"] and out["err"] < 1e-5, out
     assert out["logit_scale"] > 0.1, out  # the logits compared are not all ~0
+
+
+def test_conv_variants_run_on_the_plugin_and_unsupported_ones_fall_back():
+    """Conv with strides, pads, dilations, VALID / SAME_UPPER, with and
+    without bias (float: ORT's CPU EP, the reference, has no double Conv);
+    a weight that is a graph input runs
+    its HWIO transpose every run (3 kernels with bias), a constant weight's
+    is done at compile time (2). group 2 and SAME_LOWER stay on the CPU."""
+    cases = [  # attrs, weight constant?, bias?, dtype, claimed?
+        ({}, True, True, "float32", True),
+        ({"strides": [2, 2], "pads": [1, 0, 2, 1]}, True, False, "float32", True),
+        ({"dilations": [2, 1], "pads": [1, 1, 1, 1]}, False, True, "float32", True),
+        ({"auto_pad": "VALID", "strides": [1, 2]}, False, False, "float32", True),
+        ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, True, True, "float32", True),
+        ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, True, True, "float32", False),
+        ({"group": 2}, True, False, "float32", False),
+    ]
+    results = run_cases(cases, """
+        attrs, const_w, bias, dt, _ = case
+        cin = 2 if attrs.get("group") == 2 else 4
+        W = rand((6, cin // attrs.get("group", 1), 3, 3), dt)
+        ins = ["x", "W"] + (["B"] if bias else [])
+        inputs = [("x", dt, [2, cin, 9, 8])] + ([] if const_w else [("W", dt, list(W.shape))])
+        inits = ([("W", W)] if const_w else []) + ([("B", rand((6,), dt))] if bias else [])
+        m = model([helper.make_node("Conv", ins, ["y"], **attrs)], inputs, [("y", dt)],
+                  inits=inits)
+        feeds = lambda: dict({"x": rand((2, cin, 9, 8), dt)},
+                             **({} if const_w else {"W": rand(W.shape, dt)}))
+    """)
+    for r in results:
+        attrs, const_w, bias, dt, want = r["case"]
+        if want:
+            assert claimed(r, (1 if const_w else 2) + (1 if bias else 0)), r
+        else:
+            assert r["compiled"]["partitions_compiled"] == 0, r
+        assert r["same"] and r["err"] < (1e-5 if dt == "float32" else 1e-12), r
+
+
+def test_pooling_and_concat_run_on_the_plugin():
+    cases = [
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2]}, True),
+        ("MaxPool", {"kernel_shape": [2, 3], "pads": [1, 1, 0, 1]}, True),
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, False),
+        ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2]}, False),
+        ("GlobalAveragePool", {}, True),
+        ("Concat", {"axis": 1}, True),
+        ("Concat", {"axis": -1}, True),
+    ]
+    results = run_cases(cases, """
+        op, attrs, _ = case
+        if op == "Concat":
+            m = model([helper.make_node("Concat", ["a", "b", "c"], ["y"], **attrs)],
+                      [("a", "float32", [2, 3, 4]), ("b", "float32", [2, 3, 4]),
+                       ("c", "float32", [2, 3, 4])], [("y", "float32")])
+            feeds = lambda: {k: rand((2, 3, 4), "float32") for k in "abc"}
+        else:
+            m = model([helper.make_node(op, ["x"], ["y"], **attrs)],
+                      [("x", "float32", [2, 3, 9, 10])], [("y", "float32")])
+            feeds = lambda: {"x": rand((2, 3, 9, 10), "float32")}
+    """)
+    for r in results:
+        if r["case"][2]:
+            assert claimed(r, 1), r
+        else:
+            assert r["compiled"]["partitions_compiled"] == 0, r
+        assert r["same"] and r["err"] < 1e-6, r
+
+
+def test_the_unclaimed_report_says_why():
+    out = graphs_child("""
+        n = helper.make_node
+        m = model([n("Cos", ["x"], ["c"], name="the_cos"),
+                   n("Softmax", ["c"], ["y"], name="sm", axis=0)],
+                  [("x", "float32", [3, 4])], [("y", "float32")])
+        ours(m)
+        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+        print(json.dumps({"report": bridge.pg_ort_unclaimed_report().decode()}))
+    """)
+    assert out["report"].splitlines() == [
+        "pluggable: node 'the_cos' (Cos): op not in the bridge's table",
+        "pluggable: node 'sm' (Softmax): Softmax runs on the last axis only"], out
