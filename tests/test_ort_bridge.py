@@ -806,3 +806,39 @@ def test_the_unclaimed_report_says_why():
     assert out["report"].splitlines() == [
         "pluggable: node 'the_cos' (Cos): op not in the bridge's table",
         "pluggable: node 'sm' (Softmax): Softmax runs on the last axis only"], out
+
+
+def test_random_graphs_of_claimed_and_unclaimed_nodes_partition_without_cycles():
+    """Random DAGs of Add / Mul / Tanh / Relu (claimed) and Cos / Sin (left
+    to the CPU EP): ONNX Runtime accepts every partitioning (one that made a
+    partition depend on itself would be a cycle in its graph) and the
+    results equal ORT CPU's on fresh random inputs."""
+    out = graphs_child("""
+        n = helper.make_node
+        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+        results = []
+        for trial in range(25):
+            values, nodes = ["a", "b", "c"], []
+            for i in range(int(rng.integers(6, 18))):
+                op = str(rng.choice(["Add", "Mul", "Tanh", "Relu", "Cos", "Sin"]))
+                k = 2 if op in ("Add", "Mul") else 1
+                ins = [str(v) for v in rng.choice(values, size=k)]
+                nodes.append(n(op, ins, [f"v{i}"]))
+                values.append(f"v{i}")
+            used = {x for node in nodes for x in node.input}
+            outs = [v for v in values[3:] if v not in used]
+            m = model(nodes, [(x, "float32", [4]) for x in "abc"], [(o, "float32") for o in outs])
+            r = compare(m, lambda: {x: rand((4,), "float32") * 0.5 for x in "abc"}, runs=1)
+            r["claimable"] = sum(node.op_type in ("Add", "Mul", "Tanh", "Relu") for node in nodes)
+            r["unclaimed"] = bridge.pg_ort_unclaimed_report().decode()
+            results.append(r)
+        print(json.dumps({"results": results}))
+    """)
+    for r in out["results"]:
+        assert r["same"] and r["err"] < 1e-5, r
+        # ORT may first merge identical nodes (common subexpressions)
+        assert (r["compiled"]["nodes_compiled"] > 0) == (r["claimable"] > 0), r
+        assert r["compiled"]["nodes_compiled"] <= r["claimable"], r
+        assert r["per_run"][0]["kernel_runs"] == r["compiled"]["nodes_compiled"], r
+        assert not re.search(r"\((Add|Mul|Tanh|Relu)\)", r["unclaimed"]), r
+    assert sum(r["compiled"]["partitions_compiled"] < r["claimable"] for r in out["results"]) > 5
