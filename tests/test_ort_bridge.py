@@ -842,3 +842,31 @@ def test_random_graphs_of_claimed_and_unclaimed_nodes_partition_without_cycles()
         assert r["per_run"][0]["kernel_runs"] == r["compiled"]["nodes_compiled"], r
         assert not re.search(r"\((Add|Mul|Tanh|Relu)\)", r["unclaimed"]), r
     assert sum(r["compiled"]["partitions_compiled"] < r["claimable"] for r in out["results"]) > 5
+
+
+def test_scalars_empty_tensors_and_concurrent_runs():
+    """Rank-0 and zero-element inputs through a partition; and eight threads
+    running one session at once, each with its own inputs, every result
+    equal to ORT CPU's."""
+    out = graphs_child("""
+        from concurrent.futures import ThreadPoolExecutor
+        n = helper.make_node
+        res = {}
+        m = model([n("Add", ["a", "b"], ["s"]), n("Relu", ["s"], ["y"])],
+                  [("a", "float32", []), ("b", "float32", [])], [("y", "float32")])
+        res["scalar"] = compare(m, lambda: {"a": rand((), "float32"), "b": rand((), "float32")})
+        m = model([n("MatMul", ["a", "b"], ["p"]), n("Tanh", ["p"], ["y"])],
+                  [("a", "float32", ["n", 3]), ("b", "float32", [3, 4])], [("y", "float32")])
+        res["empty"] = compare(m, lambda: {"a": rand((0, 3), "float32"),
+                                           "b": rand((3, 4), "float32")})
+        s, c = ours(m), cpu(m)
+        feeds = [{"a": rand((64, 3), "float32"), "b": rand((3, 4), "float32")} for _ in range(64)]
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(lambda f: s.run(None, f)[0], feeds))
+        res["threads"] = max(float(np.abs(g - c.run(None, f)[0]).max()) for g, f in zip(got, feeds))
+        print(json.dumps(res))
+    """)
+    for key in ("scalar", "empty"):
+        r = out[key]
+        assert r["compiled"]["partitions_compiled"] == 1 and r["same"] and r["err"] < 1e-6, out
+    assert out["threads"] < 1e-6, out
