@@ -870,3 +870,28 @@ def test_scalars_empty_tensors_and_concurrent_runs():
         r = out[key]
         assert r["compiled"]["partitions_compiled"] == 1 and r["same"] and r["err"] < 1e-6, out
     assert out["threads"] < 1e-6, out
+
+
+def test_a_subgraph_reading_a_claimed_value_keeps_the_partitions_apart():
+    """s = Add(a, b); an If whose branches read s from the outer scope (an
+    implicit input); y = Mul(s, if_out). Add and Mul would be a partition
+    depending on itself through the If: they are two."""
+    out = graphs_child("""
+        n = helper.make_node
+        vi = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [5])
+        branch = lambda op: helper.make_graph([n(op, ["s"], ["t"])], op, [], [vi("t")])
+        g = helper.make_graph(
+            [n("Add", ["a", "b"], ["s"]),
+             n("If", ["cond"], ["f"], then_branch=branch("Cos"), else_branch=branch("Sin")),
+             n("Mul", ["s", "f"], ["y"])], "g",
+            [vi("a"), vi("b"), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+            [vi("y")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+        res = [compare(m, lambda: {"a": rand((5,), "float32"), "b": rand((5,), "float32"),
+                                   "cond": np.array(c)}) for c in (True, False)]
+        print(json.dumps({"res": res}))
+    """)
+    for r in out["res"]:
+        assert r["compiled"]["partitions_compiled"] == 2, r
+        assert all(run["kernel_runs"] == 2 for run in r["per_run"]), r
+        assert r["same"] and r["err"] < 1e-6, r

@@ -154,7 +154,8 @@ static int describe(const OrtNode* node, node_desc* d) {
   const char* domain = NULL;
   size_t nin = 0, nout = 0;
   OrtStatus* s = NULL;
-  if ((s = CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(node, &d->op)) ||
+  if ((s = CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(node,
+                                                                                   &d->op)) ||
       (s = CALL(Node_GetDomain, OrtStatus* (*)(const OrtNode*, const char**))(node, &domain)) ||
       (s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(node, &d->name)) ||
       (s = CALL(Node_GetSinceVersion, OrtStatus* (*)(const OrtNode*, int*))(node, &d->since)) ||
@@ -810,21 +811,26 @@ static int supported(const char* device_type, const node_desc* d) {
   return 0;
 }
 
-/* The value infos of a node's inputs or outputs (`outputs`), allocated. */
-static OrtStatus* node_values(const OrtNode* node, int outputs, const void*** out, size_t* n) {
+enum { INPUTS, OUTPUTS, IMPLICIT_INPUTS };
+
+/* The value infos of a node's inputs, outputs or implicit inputs (the outer
+ * values its subgraphs read), allocated. */
+static OrtStatus* node_values(const OrtNode* node, int which, const void*** out, size_t* n) {
+  typedef OrtStatus* (*count_fn)(const OrtNode*, size_t*);
+  typedef OrtStatus* (*get_fn)(const OrtNode*, const void**, size_t);
+  count_fn count = which == INPUTS    ? CALL(Node_GetNumInputs, count_fn)
+                   : which == OUTPUTS ? CALL(Node_GetNumOutputs, count_fn)
+                                      : CALL(Node_GetNumImplicitInputs, count_fn);
+  get_fn get = which == INPUTS    ? CALL(Node_GetInputs, get_fn)
+               : which == OUTPUTS ? CALL(Node_GetOutputs, get_fn)
+                                  : CALL(Node_GetImplicitInputs, get_fn);
   *out = NULL;
   *n = 0;
-  OrtStatus* s = outputs
-                     ? CALL(Node_GetNumOutputs, OrtStatus* (*)(const OrtNode*, size_t*))(node, n)
-                     : CALL(Node_GetNumInputs, OrtStatus* (*)(const OrtNode*, size_t*))(node, n);
+  OrtStatus* s = count(node, n);
   if (s != NULL || *n == 0) return s;
   *out = calloc(*n, sizeof **out);
   if (*out == NULL) return pg_ort_status(PG_ORT_FAIL, "pluggable: out of memory");
-  s = outputs ? CALL(Node_GetOutputs, OrtStatus* (*)(const OrtNode*, const void**, size_t))(
-                    node, *out, *n)
-              : CALL(Node_GetInputs, OrtStatus* (*)(const OrtNode*, const void**, size_t))(
-                    node, *out, *n);
-  return s;
+  return get(node, *out, *n);
 }
 
 /*** Names to node indices (GetCapability) ***/
@@ -989,7 +995,7 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
     }
     const void** outs = NULL;
     size_t nout = 0;
-    if ((s = node_values(nodes[i], 1, &outs, &nout))) {
+    if ((s = node_values(nodes[i], OUTPUTS, &outs, &nout))) {
       free(outs);
       goto done;
     }
@@ -1005,29 +1011,32 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
     }
     free(outs);
   }
-  /* Edges from producers to consumers (two passes: count, then fill). */
+  /* Edges from producers to consumers, through inputs and implicit inputs
+   * (two passes: count, then fill). */
   size_t num_edges = 0;
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < n; i++) {
-      const void** ins = NULL;
-      size_t nin = 0;
       if (pass == 0) g.pred_start[i + 1] = g.pred_start[i];
-      if ((s = node_values(nodes[i], 0, &ins, &nin))) {
-        free(ins);
-        goto done;
-      }
-      for (size_t k = 0; k < nin; k++) {
-        const char* name = value_name(ins[k]);
-        int p = name ? map_get(&producers, name) : -1;
-        if (p < 0 || p == (int)i) continue;
-        if (pass == 0) {
-          g.pred_start[i + 1]++;
-          num_edges++;
-        } else {
-          g.pred[g.pred_start[i] + indeg[i]++] = p;
+      for (int which = INPUTS; which <= IMPLICIT_INPUTS; which += IMPLICIT_INPUTS - INPUTS) {
+        const void** ins = NULL;
+        size_t nin = 0;
+        if ((s = node_values(nodes[i], which, &ins, &nin))) {
+          free(ins);
+          goto done;
         }
+        for (size_t k = 0; k < nin; k++) {
+          const char* name = value_name(ins[k]);
+          int p = name ? map_get(&producers, name) : -1;
+          if (p < 0 || p == (int)i) continue;
+          if (pass == 0) {
+            g.pred_start[i + 1]++;
+            num_edges++;
+          } else {
+            g.pred[g.pred_start[i] + indeg[i]++] = p;
+          }
+        }
+        free(ins);
       }
-      free(ins);
     }
     if (pass == 0) {
       g.pred = calloc(num_edges + 1, sizeof(int));
@@ -1178,7 +1187,10 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
   for (int si = 0; si < p->num_steps && err == NULL; si++) {
     step* s = &p->steps[si];
     TF_Tensor* in[MAX_STEP_IN];
-    for (int k = 0; k < s->nin; k++) in[k] = p->consts[s->in[k]] ? p->consts[s->in[k]] : vals[s->in[k]];
+    for (int k = 0; k < s->nin; k++) {
+      int slot = s->in[k];
+      in[k] = p->consts[slot] ? p->consts[slot] : vals[slot];
+    }
     TF_Tensor* out = pg_kernel_run1(s->kernel, in, NULL, st);
     if (out == NULL) {
       err = pg_ort_status(PG_ORT_RUNTIME_EXCEPTION, "pluggable: node '%s' (ONNX %s, kernel %s on "
@@ -1345,7 +1357,8 @@ static OrtStatus* compile_one(bridge_ep* e, const OrtGraph* graph, const OrtNode
   node_desc* descs = NULL;
   int* placed = NULL;
   size_t nfin = 0, nfout = 0, n = 0;
-  if ((s = node_values(fused, 0, &fin, &nfin)) || (s = node_values(fused, 1, &fout, &nfout)))
+  if ((s = node_values(fused, INPUTS, &fin, &nfin)) ||
+      (s = node_values(fused, OUTPUTS, &fout, &nfout)))
     goto fail;
   /* The inputs ONNX Runtime passes, in its order. */
   p->num_inputs = (int)nfin;

@@ -120,6 +120,9 @@ enum {
   PG_ORT_Node_GetInputs = 354,         /* v23: (node, const OrtValueInfo** out, size_t n) */
   PG_ORT_Node_GetNumOutputs = 355,     /* v23: (node, size_t* n) */
   PG_ORT_Node_GetOutputs = 356,        /* v23: (node, const OrtValueInfo** out, size_t n) */
+  PG_ORT_Node_GetNumImplicitInputs = 357, /* v23: (node, size_t* n): outer values its
+                                           * subgraphs read */
+  PG_ORT_Node_GetImplicitInputs = 358, /* v23: (node, const OrtValueInfo** out, size_t n) */
   /* v23: (node, name, const OrtOpAttr** out): NULL (or an error) when absent */
   PG_ORT_Node_GetAttributeByName = 361,
 };
