@@ -895,3 +895,54 @@ def test_a_subgraph_reading_a_claimed_value_keeps_the_partitions_apart():
         assert r["compiled"]["partitions_compiled"] == 2, r
         assert all(run["kernel_runs"] == 2 for run in r["per_run"]), r
         assert r["same"] and r["err"] < 1e-6, r
+
+
+def test_sum_average_pool_reshape_and_batch_norm_run_on_the_plugin():
+    """Sum of three (broadcasting), AveragePool without padding, Reshape to a
+    constant shape with -1, and BatchNormalization with constant statistics
+    (a Mul and an Add per channel); Reshape with a 0 in its shape, counted
+    AveragePool padding and BatchNormalization of non-constant statistics
+    stay on the CPU."""
+    cases = ["sum", "avgpool", "avgpool_same", "reshape", "batchnorm",
+             "reshape_zero", "avgpool_counted", "batchnorm_inputs"]
+    results = run_cases(cases, """
+        n = helper.make_node
+        x4 = ("x", "float32", [2, 3, 8, 9])
+        feeds = lambda: {"x": rand((2, 3, 8, 9), "float32")}
+        if case == "sum":
+            m = model([n("Sum", ["a", "b", "c"], ["y"])],
+                      [("a", "float32", [4, 5]), ("b", "float32", [5]), ("c", "float32", [4, 1])],
+                      [("y", "float32")])
+            feeds = lambda: {"a": rand((4, 5), "float32"), "b": rand((5,), "float32"),
+                             "c": rand((4, 1), "float32")}
+        elif case.startswith("avgpool"):
+            attrs = {"kernel_shape": [3, 2], "strides": [2, 1]}
+            if case == "avgpool_same":
+                attrs["auto_pad"] = "SAME_UPPER"
+            if case == "avgpool_counted":
+                attrs.update(pads=[1, 1, 1, 1], count_include_pad=1)
+            m = model([n("AveragePool", ["x"], ["y"], **attrs)], [x4], [("y", "float32")])
+        elif case.startswith("reshape"):
+            shape = np.array([0, -1] if case == "reshape_zero" else [6, -1, 3], np.int64)
+            m = model([n("Reshape", ["x", "shape"], ["y"])], [x4], [("y", "float32")],
+                      inits=[("shape", shape)])
+        else:
+            stats = [("s", rand((3,), "float32")), ("B", rand((3,), "float32")),
+                     ("mean", rand((3,), "float32")), ("var", rand((3,), "float32", positive=True))]
+            if case == "batchnorm":
+                m = model([n("BatchNormalization", ["x", "s", "B", "mean", "var"], ["y"],
+                             epsilon=1e-3)], [x4], [("y", "float32")], inits=stats)
+            else:
+                m = model([n("BatchNormalization", ["x", "s", "B", "mean", "var"], ["y"])],
+                          [x4] + [(k, "float32", [3]) for k, _ in stats], [("y", "float32")])
+                feeds = lambda: dict({"x": rand((2, 3, 8, 9), "float32"),
+                                      "var": rand((3,), "float32", positive=True)},
+                                     **{k: rand((3,), "float32") for k in ("s", "B", "mean")})
+    """)
+    kernels = {"sum": 2, "avgpool": 1, "avgpool_same": 1, "reshape": 1, "batchnorm": 2}
+    for r in results:
+        if r["case"] in kernels:
+            assert claimed(r, kernels[r["case"]]), r
+        else:
+            assert r["compiled"]["partitions_compiled"] == 0, r
+        assert r["same"] and r["err"] < 1e-5, r

@@ -248,7 +248,8 @@ static int attr_string(const node_desc* d, const char* name, char* out, size_t c
 /*** The op table ***/
 
 typedef enum op_kind {
-  K_BINARY, K_UNARY, K_MATMUL, K_GEMM, K_SOFTMAX, K_CONV, K_MAXPOOL, K_GLOBALAVG, K_CONCAT
+  K_BINARY, K_UNARY, K_MATMUL, K_GEMM, K_SOFTMAX, K_CONV, K_MAXPOOL, K_AVGPOOL, K_GLOBALAVG,
+  K_CONCAT, K_SUM, K_RESHAPE, K_BATCHNORM
 } op_kind;
 
 typedef struct op_entry {
@@ -272,6 +273,10 @@ static const op_entry OPS[] = {
     {"Conv", K_CONV, NULL, T_FLOATS},      {"MaxPool", K_MAXPOOL, "MaxPool", T_FLOATS},
     {"GlobalAveragePool", K_GLOBALAVG, "Mean", T_FLOATS},
     {"Concat", K_CONCAT, "ConcatV2", T_ALL},
+    {"AveragePool", K_AVGPOOL, "AvgPool", T_FLOATS},
+    {"Sum", K_SUM, "AddV2", T_ALL},
+    {"Reshape", K_RESHAPE, "Reshape", T_ALL},
+    {"BatchNormalization", K_BATCHNORM, NULL, T_FLOATS},
 };
 
 static const op_entry* find_entry(const char* onnx) {
@@ -506,6 +511,100 @@ static int host_i32_slot(lowering* L, const int32_t* v, int n) {
   return s;
 }
 
+/* A slot holding `vals` (`count` of them, as dtype `t`: float or double)
+ * of shape `dims` on the device (-1 in check mode, -2 on failure). */
+static int device_const_slot(lowering* L, TF_DataType t, const int64_t* dims, int nd,
+                             const double* vals, size_t count) {
+  if (L->p == NULL) return -1;
+  int s = new_slot(L->p, NULL);
+  size_t es = elem_size(t);
+  unsigned char* buf = s < 0 ? NULL : malloc(count * es + 1);
+  if (buf == NULL) {
+    snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
+    return -2;
+  }
+  for (size_t i = 0; i < count; i++) {
+    float f = (float)vals[i];
+    if (t == TF_FLOAT) memcpy(buf + 4 * i, &f, 4);
+    else memcpy(buf + 8 * i, &vals[i], 8);
+  }
+  TF_Status* st = TF_NewStatus();
+  L->p->consts[s] = pg_tensor_from_host(L->dev, t, dims, nd, buf, count * es, st);
+  free(buf);
+  int ok = L->p->consts[s] != NULL;
+  if (!ok)
+    snprintf(L->err, sizeof L->err, "pluggable: node %s: copying a constant to %s failed: %s",
+             L->who, L->dev->name, TF_Message(st));
+  TF_DeleteStatus(st);
+  if (!ok) return -2;
+  COUNT(host_copies, 1);
+  return s;
+}
+
+/* A slot holding int64 `v[0..n)` in host memory (Reshape's shape). */
+static int host_i64_slot(lowering* L, const int64_t* v, int n) {
+  if (L->p == NULL) return -1;
+  int s = new_slot(L->p, NULL);
+  void* buf = s < 0 ? NULL : malloc((size_t)n * 8 + 8);
+  if (buf == NULL) {
+    snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
+    return -2;
+  }
+  memcpy(buf, v, (size_t)n * 8);
+  int64_t dims[1] = {n};
+  L->p->host_buf[s] = buf;
+  L->p->consts[s] = pg_tensor_wrap_host(TF_INT64, dims, 1, buf, (size_t)n * 8);
+  if (L->p->consts[s] == NULL) {
+    snprintf(L->err, sizeof L->err, "pluggable: out of memory compiling %s", L->who);
+    return -2;
+  }
+  return s;
+}
+
+static OrtStatus* ort_shape(const OrtValue* v, int* type, int64_t* dims, size_t* rank);
+
+/* The elements of input `i` of `d` when it is a constant initializer of at
+ * most `cap` elements, as doubles (`ints` NULL) or int64 (`dbl` NULL), and
+ * their count; -1 when it is not one. */
+static int64_t const_input(const node_desc* d, int i, double* dbl, int64_t* ints, size_t cap) {
+  bool constant = false;
+  const OrtValue* v = NULL;
+  if (d->in_vi[i] == NULL) return -1;
+  OrtStatus* s = CALL(ValueInfo_IsConstantInitializer, OrtStatus* (*)(const void*, bool*))(
+      d->in_vi[i], &constant);
+  if (s == NULL && constant)
+    s = CALL(ValueInfo_GetInitializerValue, OrtStatus* (*)(const void*, const OrtValue**))(
+        d->in_vi[i], &v);
+  int type = 0;
+  int64_t dims[TF_MAX_DIMS];
+  size_t rank = 0;
+  void* data = NULL;
+  if (s == NULL && v != NULL) s = ort_shape(v, &type, dims, &rank);
+  if (s == NULL && v != NULL)
+    s = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))((OrtValue*)v, &data);
+  if (s != NULL || v == NULL || data == NULL) {
+    pg_ort_drop(s);
+    return -1;
+  }
+  size_t n = 1;
+  for (size_t k = 0; k < rank; k++) n *= (size_t)dims[k];
+  if (n > cap) return -1;
+  for (size_t k = 0; k < n; k++) {
+    double x;
+    int64_t y;
+    switch (type) {
+      case PG_ONNX_FLOAT: x = ((const float*)data)[k], y = (int64_t)x; break;
+      case PG_ONNX_DOUBLE: x = ((const double*)data)[k], y = (int64_t)x; break;
+      case PG_ONNX_INT32: y = ((const int32_t*)data)[k], x = (double)y; break;
+      case PG_ONNX_INT64: y = ((const int64_t*)data)[k], x = (double)y; break;
+      default: return -1;
+    }
+    if (dbl) dbl[k] = x;
+    if (ints) ints[k] = y;
+  }
+  return (int64_t)n;
+}
+
 static int temp_slot(lowering* L) {
   if (L->p == NULL) return -1;
   int s = new_slot(L->p, NULL);
@@ -588,7 +687,8 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
   int need = e->kind == K_BINARY || e->kind == K_MATMUL || e->kind == K_GEMM ||
                      e->kind == K_CONV ? 2 : 1;
   if (d->nin < need) return 0;
-  for (int i = 0; i < d->nin; i++)
+  int typed = e->kind == K_RESHAPE ? 1 : d->nin; /* Reshape's shape is int64 */
+  for (int i = 0; i < typed; i++)
     if (d->in_vi[i] != NULL && (d->in_type[i] != type || d->in_rank[i] > TF_MAX_DIMS)) {
       snprintf(L->err, sizeof L->err, "pluggable: node %s: mixed or unknown input types", L->who);
       return 0;
@@ -734,6 +834,108 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       pg_attrs_set_type(ra, "Tidx", TF_INT32);
       EMIT("Mean", t, 2, (const char* const[]){"input", "reduction_indices"},
            ((int[]){in[0], ax}), 2, out, ra);
+      return 1;
+    }
+    case K_AVGPOOL: {
+      /* The plugin's AvgPool pads VALID or SAME and never counts padding:
+       * ONNX's zero pads, or SAME_UPPER without count_include_pad. */
+      window w;
+      int64_t ceil_mode = 0, include = 0;
+      int ok = d->nin == 1 && d->in_rank[0] == 4 && read_window(d, &w) && w.kernel[0] >= 1 &&
+               w.dilations[0] == 1 && w.dilations[1] == 1 &&
+               attr_int(d, "ceil_mode", &ceil_mode) >= 0 && ceil_mode == 0 &&
+               attr_int(d, "count_include_pad", &include) >= 0;
+      if (ok && strcmp(w.padding, "EXPLICIT") == 0) {
+        for (int i = 0; i < 4; i++) ok = ok && w.pads[i] == 0;
+        snprintf(w.padding, sizeof w.padding, "VALID");
+      }
+      if (ok && strcmp(w.padding, "SAME") == 0 && include) ok = 0;
+      if (!ok) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: AveragePool runs 2-D windows "
+                 "without padding (or SAME_UPPER not counting it) only", L->who);
+        return 0;
+      }
+      pg_attrs* aa = pg_attrs_new();
+      window_attrs(aa, &w);
+      int64_t ksize[4] = {1, 1, w.kernel[0], w.kernel[1]};
+      pg_attrs_set_int_list(aa, "ksize", ksize, 4);
+      EMIT("AvgPool", t, 1, (const char* const[]){"value"}, in, 0, out, aa);
+      return 1;
+    }
+    case K_SUM: {
+      /* A chain of broadcasting adds. */
+      if (d->nin < 2) return 0;
+      int acc = in[0];
+      for (int i = 1; i < d->nin; i++) {
+        if (d->in_vi[i] == NULL) return 0;
+        int dst;
+        SLOT(dst, i == d->nin - 1 ? out : temp_slot(L));
+        EMIT("AddV2", t, 2, XY, ((int[]){acc, in[i]}), 0, dst, NULL);
+        acc = dst;
+      }
+      return 1;
+    }
+    case K_RESHAPE: {
+      /* A constant shape; 0 (copy the input's dim, unless allowzero) is not
+       * TensorFlow's and is not run. */
+      int64_t shape[TF_MAX_DIMS], allowzero = 0;
+      int64_t n = d->nin == 2 ? const_input(d, 1, NULL, shape, TF_MAX_DIMS) : -1;
+      if (attr_int(d, "allowzero", &allowzero) < 0) return 0;
+      int ok = n >= 0;
+      for (int64_t i = 0; ok && i < n; i++) ok = shape[i] >= -1 && (shape[i] != 0 || allowzero);
+      if (!ok) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Reshape runs a constant shape "
+                 "without 0 entries only", L->who);
+        return 0;
+      }
+      int sh;
+      SLOT(sh, host_i64_slot(L, shape, (int)n));
+      pg_attrs* ra = pg_attrs_new();
+      pg_attrs_set_type(ra, "Tshape", TF_INT64);
+      EMIT("Reshape", t, 2, (const char* const[]){"tensor", "shape"}, ((int[]){in[0], sh}), 2,
+           out, ra);
+      return 1;
+    }
+    case K_BATCHNORM: {
+      /* Inference with constant statistics: x * a + b per channel, with
+       * a = scale / sqrt(var + epsilon) and b = B - mean * a computed here. */
+      enum { MAX_C = 1 << 16 };
+      int64_t training = 0, spatial = 1;
+      float eps = 1e-5f;
+      int rank = d->in_rank[0];
+      if (d->nin != 5 || rank < 2 || attr_float(d, "epsilon", &eps) < 0 ||
+          attr_int(d, "training_mode", &training) < 0 || training != 0 ||
+          attr_int(d, "spatial", &spatial) < 0 || spatial != 1)
+        return 0;
+      double* v = malloc(4 * MAX_C * sizeof *v);
+      if (v == NULL) return 0;
+      int64_t c = const_input(d, 1, v, NULL, MAX_C);
+      int ok = c > 0;
+      for (int k = 2; ok && k < 5; k++) ok = const_input(d, k, v + k * MAX_C - MAX_C, NULL,
+                                                         MAX_C) == c;
+      if (!ok) {
+        free(v);
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: BatchNormalization runs constant "
+                 "statistics in inference only", L->who);
+        return 0;
+      }
+      double *scale = v, *bias = v + MAX_C, *mean = v + 2 * MAX_C, *var = v + 3 * MAX_C;
+      for (int64_t k = 0; k < c; k++) {
+        double a = scale[k] / sqrt(var[k] + (double)eps);
+        bias[k] -= mean[k] * a;
+        scale[k] = a;
+      }
+      int64_t dims[TF_MAX_DIMS];
+      dims[0] = c;
+      for (int k = 1; k < rank - 1; k++) dims[k] = 1;
+      int a, b, prod;
+      a = device_const_slot(L, t, dims, rank - 1, scale, (size_t)c);
+      b = a == -2 ? -2 : device_const_slot(L, t, dims, rank - 1, bias, (size_t)c);
+      free(v);
+      if (a == -2 || b == -2) return -1;
+      SLOT(prod, temp_slot(L));
+      EMIT("Mul", t, 2, XY, ((int[]){in[0], a}), 0, prod, NULL);
+      EMIT("AddV2", t, 2, XY, ((int[]){prod, b}), 0, out, NULL);
       return 1;
     }
     case K_CONCAT: {
