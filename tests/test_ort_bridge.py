@@ -669,55 +669,69 @@ def test_bad_inputs_inside_a_partition_give_ort_errors_and_the_session_survives(
     assert out["runs"] == 3 and out["err"] < 1e-6, out
 
 
-SQUEEZENET = pathlib.Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / \
-    "light" / "light_squeezenet.onnx"
+LIGHT = pathlib.Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / "light"
+
+# Loads one of onnx's light models (`path`) into `m` with fresh random
+# weights in place of its ConstantOfShape stand-ins, random biases and
+# batch-norm statistics, every initializer a constant (not a graph input),
+# and the input of the final Softmax (the logits) as a second output.
+LIGHT_MODEL = """
+    import onnx
+    mp = onnx.load(path)
+    g = mp.graph
+    shapes = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+    nodes = []
+    for node in g.node:
+        if node.op_type == "ConstantOfShape":
+            shape = tuple(int(v) for v in shapes[node.input[0]])
+            fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 16
+            w = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
+            if node.output[0].endswith(("_riv_0", "_s_0")):  # variances and scales
+                w = 0.25 + np.abs(rng.standard_normal(shape)) * 0.25
+            g.initializer.append(numpy_helper.from_array(w.astype(np.float32), node.output[0]))
+        else:
+            nodes.append(node)
+    del g.node[:]
+    g.node.extend(nodes)
+    for init in g.initializer:
+        if init.name.endswith("_b_0") and init.data_type == TensorProto.FLOAT:
+            init.CopyFrom(numpy_helper.from_array(
+                (rng.standard_normal(tuple(init.dims)) * 0.1).astype(np.float32), init.name))
+    inits = {i.name for i in g.initializer}
+    keep = [i for i in g.input if i.name not in inits]
+    del g.input[:]
+    g.input.extend(keep)
+    image_name = keep[0].name
+    g.output.append(helper.make_tensor_value_info(nodes[-1].input[0], TensorProto.FLOAT, None))
+    mp.ir_version = 7
+    m = mp.SerializeToString()
+    bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+"""
 
 
-@pytest.mark.skipif(not SQUEEZENET.is_file(), reason="onnx ships no light_squeezenet.onnx here")
+def light_model_child(name: str, runs: int) -> dict:
+    return graphs_child(f"path = {str(LIGHT / name)!r}\n" + textwrap.dedent(LIGHT_MODEL)
+                        + textwrap.dedent(f"""
+        r = compare(m, lambda: {{image_name: rand((1, 3, 224, 224), "float32")}}, runs={runs})
+        r["unclaimed"] = bridge.pg_ort_unclaimed_report().decode()
+        r["nodes"] = len([n for n in nodes if n.op_type != "Dropout"])
+        image = rand((1, 3, 224, 224), "float32")
+        r["logit_scale"] = float(np.abs(cpu(m).run(None, {{image_name: image}})[1]).max())
+        print(json.dumps(r))
+    """))
+
+
+@pytest.mark.skipif(not (LIGHT / "light_squeezenet.onnx").is_file(),
+                    reason="onnx ships no light_squeezenet.onnx here")
 def test_squeezenet_runs_on_the_plugin_and_matches_cpu():
     """onnx's light SqueezeNet 1.0 (Conv, Relu, MaxPool, Concat, Dropout,
     GlobalAveragePool, Softmax) with fresh random weights and biases in
     place of its constant stand-ins: every node but Dropout (ORT removes it
     for inference) and the 4-D Softmax (axis 1, not the last) runs on
-    MY_DEVICE as one partition, the weights stay on
-    the device (a run copies the image in and the pooled logits out), and
-    the logits and probabilities equal ORT CPU's on fresh random images."""
-    out = graphs_child(f"""
-        import onnx
-        mp = onnx.load({str(SQUEEZENET)!r})
-        g = mp.graph
-        shapes = {{i.name: numpy_helper.to_array(i) for i in g.initializer}}
-        nodes = []
-        for node in g.node:
-            if node.op_type == "ConstantOfShape":  # the light model's stand-in weights
-                shape = tuple(int(v) for v in shapes[node.input[0]])
-                fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 16
-                w = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
-                g.initializer.append(numpy_helper.from_array(w.astype(np.float32), node.output[0]))
-            else:
-                nodes.append(node)
-        del g.node[:]
-        g.node.extend(nodes)
-        for init in g.initializer:  # biases: random, and constants rather than graph inputs
-            if init.name.endswith("_b_0") and init.data_type == TensorProto.FLOAT:
-                init.CopyFrom(numpy_helper.from_array(
-                    (rng.standard_normal(tuple(init.dims)) * 0.1).astype(np.float32), init.name))
-        inits = {{i.name for i in g.initializer}}
-        keep = [i for i in g.input if i.name not in inits]
-        del g.input[:]
-        g.input.extend(keep)
-        # the pooled logits (Softmax's input) are an output as well
-        g.output.append(helper.make_tensor_value_info(nodes[-1].input[0], TensorProto.FLOAT, None))
-        mp.ir_version = 7
-        m = mp.SerializeToString()
-        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
-        r = compare(m, lambda: {{"data_0": rand((1, 3, 224, 224), "float32")}}, runs=2)
-        r["unclaimed"] = bridge.pg_ort_unclaimed_report().decode()
-        image = rand((1, 3, 224, 224), "float32")
-        r["logit_scale"] = float(np.abs(cpu(m).run(None, dict(data_0=image))[1]).max())
-        r["nodes"] = len([n for n in nodes if n.op_type != "Dropout"])
-        print(json.dumps(r))
-    """)
+    MY_DEVICE as one partition, the weights stay on the device (a run
+    copies the image in and the pooled logits out), and the logits and
+    probabilities equal ORT CPU's on fresh random images."""
+    out = light_model_child("light_squeezenet.onnx", runs=2)
     assert out["compiled"]["partitions_compiled"] == 1, out
     assert out["compiled"]["nodes_compiled"] == out["nodes"] - 1, out   # all but Softmax
     assert out["unclaimed"].strip().endswith("(Softmax): Softmax runs on the last axis only"), out
@@ -725,6 +739,23 @@ def test_squeezenet_runs_on_the_plugin_and_matches_cpu():
     assert all(r["kernel_runs"] == 90 and r["host_copies"] == 2 for r in out["per_run"]), out
     assert out["same"] and out["err"] < 1e-5, out
     assert out["logit_scale"] > 0.1, out  # the logits compared are not all ~0
+
+
+@pytest.mark.skipif(not (LIGHT / "light_resnet50.onnx").is_file(),
+                    reason="onnx ships no light_resnet50.onnx here")
+def test_resnet50_runs_whole_on_the_plugin_and_matches_cpu():
+    """onnx's light ResNet-50 with random weights: ORT folds each
+    BatchNormalization into its Conv, and the 123 nodes left (Conv, Relu,
+    MaxPool, Sum, AveragePool, Reshape, Gemm, Softmax) are one partition on
+    MY_DEVICE: per run 177 kernels (Conv2D + BiasAdd each), the image copied
+    in and the two outputs out, both equal to ORT CPU's."""
+    out = light_model_child("light_resnet50.onnx", runs=1)
+    assert out["compiled"]["partitions_compiled"] == 1, out
+    assert out["unclaimed"] == "", out["unclaimed"]
+    assert out["compiled"]["nodes_compiled"] == 123, out
+    assert all(r["kernel_runs"] == 177 and r["host_copies"] == 3 for r in out["per_run"]), out
+    assert out["same"] and out["err"] < 1e-4, out
+    assert out["logit_scale"] > 0.1, out
 
 
 def test_conv_variants_run_on_the_plugin_and_unsupported_ones_fall_back():
