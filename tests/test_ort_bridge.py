@@ -681,12 +681,14 @@ LIGHT_MODEL = """
     g = mp.graph
     shapes = {i.name: numpy_helper.to_array(i) for i in g.initializer}
     nodes = []
+    positive = {x for node in g.node if node.op_type == "BatchNormalization"
+                for x in (node.input[1], node.input[4])}  # scales and variances
     for node in g.node:
         if node.op_type == "ConstantOfShape":
             shape = tuple(int(v) for v in shapes[node.input[0]])
             fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 16
             w = rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)
-            if node.output[0].endswith(("_riv_0", "_s_0")):  # variances and scales
+            if node.output[0] in positive:
                 w = 0.25 + np.abs(rng.standard_normal(shape)) * 0.25
             g.initializer.append(numpy_helper.from_array(w.astype(np.float32), node.output[0]))
         else:
@@ -756,6 +758,21 @@ def test_resnet50_runs_whole_on_the_plugin_and_matches_cpu():
     assert all(r["kernel_runs"] == 177 and r["host_copies"] == 3 for r in out["per_run"]), out
     assert out["same"] and out["err"] < 1e-4, out
     assert out["logit_scale"] > 0.1, out
+
+
+@pytest.mark.parametrize("name", ["light_densenet121.onnx", "light_inception_v2.onnx"])
+def test_densenet_and_inception_run_whole_on_the_plugin(name):
+    """DenseNet-121 (BatchNormalization before its Convs, Concat) and
+    Inception v2 (stride-1 padded AveragePool): one partition, nothing left
+    to the CPU, the image in and the two outputs out, equal to ORT CPU."""
+    if not (LIGHT / name).is_file():
+        pytest.skip(f"onnx ships no {name} here")
+    out = light_model_child(name, runs=1)
+    assert out["compiled"]["partitions_compiled"] == 1, out
+    assert out["unclaimed"] == "", out["unclaimed"]
+    run = out["per_run"][0]
+    assert run["host_copies"] == 3 and run["kernel_runs"] >= out["compiled"]["nodes_compiled"], out
+    assert out["same"] and out["err"] < 1e-5 and out["logit_scale"] > 0.1, out
 
 
 def test_conv_variants_run_on_the_plugin_and_unsupported_ones_fall_back():
@@ -934,8 +951,8 @@ def test_sum_average_pool_reshape_and_batch_norm_run_on_the_plugin():
     (a Mul and an Add per channel); Reshape with a 0 in its shape, counted
     AveragePool padding and BatchNormalization of non-constant statistics
     stay on the CPU."""
-    cases = ["sum", "avgpool", "avgpool_same", "reshape", "batchnorm",
-             "reshape_zero", "avgpool_counted", "batchnorm_inputs"]
+    cases = ["sum", "avgpool", "avgpool_same", "avgpool_pads_same", "reshape", "batchnorm",
+             "reshape_zero", "avgpool_counted", "avgpool_pads_strided", "batchnorm_inputs"]
     results = run_cases(cases, """
         n = helper.make_node
         x4 = ("x", "float32", [2, 3, 8, 9])
@@ -952,6 +969,10 @@ def test_sum_average_pool_reshape_and_batch_norm_run_on_the_plugin():
                 attrs["auto_pad"] = "SAME_UPPER"
             if case == "avgpool_counted":
                 attrs.update(pads=[1, 1, 1, 1], count_include_pad=1)
+            if case == "avgpool_pads_same":  # stride 1, odd window: SAME
+                attrs = {"kernel_shape": [3, 5], "pads": [1, 2, 1, 2]}
+            if case == "avgpool_pads_strided":
+                attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
             m = model([n("AveragePool", ["x"], ["y"], **attrs)], [x4], [("y", "float32")])
         elif case.startswith("reshape"):
             shape = np.array([0, -1] if case == "reshape_zero" else [6, -1, 3], np.int64)
@@ -970,7 +991,8 @@ def test_sum_average_pool_reshape_and_batch_norm_run_on_the_plugin():
                                       "var": rand((3,), "float32", positive=True)},
                                      **{k: rand((3,), "float32") for k in ("s", "B", "mean")})
     """)
-    kernels = {"sum": 2, "avgpool": 1, "avgpool_same": 1, "reshape": 1, "batchnorm": 2}
+    kernels = {"sum": 2, "avgpool": 1, "avgpool_same": 1, "avgpool_pads_same": 1, "reshape": 1,
+               "batchnorm": 2}
     for r in results:
         if r["case"] in kernels:
             assert claimed(r, kernels[r["case"]]), r

@@ -846,13 +846,21 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
                attr_int(d, "ceil_mode", &ceil_mode) >= 0 && ceil_mode == 0 &&
                attr_int(d, "count_include_pad", &include) >= 0;
       if (ok && strcmp(w.padding, "EXPLICIT") == 0) {
-        for (int i = 0; i < 4; i++) ok = ok && w.pads[i] == 0;
-        snprintf(w.padding, sizeof w.padding, "VALID");
+        int zero = 1, same = !include;
+        for (int i = 0; i < 4; i++) zero = zero && w.pads[i] == 0;
+        /* With stride 1 and an odd window, SAME pads (k - 1) / 2 on both
+         * sides whatever the input's size. */
+        for (int a = 0; a < 2; a++)
+          same = same && w.strides[a] == 1 && w.kernel[a] % 2 == 1 &&
+                 w.pads[a] == (w.kernel[a] - 1) / 2 && w.pads[a + 2] == w.pads[a];
+        ok = zero || same;
+        snprintf(w.padding, sizeof w.padding, "%s", zero ? "VALID" : "SAME");
       }
       if (ok && strcmp(w.padding, "SAME") == 0 && include) ok = 0;
       if (!ok) {
         snprintf(L->err, sizeof L->err, "pluggable: node %s: AveragePool runs 2-D windows "
-                 "without padding (or SAME_UPPER not counting it) only", L->who);
+                 "without padding, or padded as SAME_UPPER (stride 1, odd windows with "
+                 "explicit pads) and not counting the padding, only", L->who);
         return 0;
       }
       pg_attrs* aa = pg_attrs_new();
