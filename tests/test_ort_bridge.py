@@ -382,8 +382,10 @@ GRAPHS = SESSION + """
         return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]
                                  ).SerializeToString()
 
-    def ours(m):
+    def ours(m, optimize=True):
         so = ort.SessionOptions()
+        if not optimize:
+            so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         so.add_provider_for_devices([d for d in ort.get_ep_devices()
                                      if d.ep_name == "pluggable_MY_DEVICE"], {})
         return ort.InferenceSession(m, so)
@@ -400,9 +402,9 @@ GRAPHS = SESSION + """
         x = rng.standard_normal(shape)
         return (np.abs(x) + 0.1 if positive else x).astype(dtype)
 
-    def compare(m, feeds_fn, runs=3):
+    def compare(m, feeds_fn, runs=3, optimize=True):
         before = snap()
-        s = ours(m)
+        s = ours(m, optimize)
         compiled = since(before)
         c = cpu(m)
         errs, per_run, same = [], [], True
@@ -495,13 +497,15 @@ def test_constant_initializers_are_copied_to_the_device_once():
 
 
 def run_cases(cases: list, body: str) -> list[dict]:
-    """Runs `body` (which builds `m` and `feeds` from `case`) for each case
-    in one child; one compare() result per case."""
+    """Runs `body` (which builds `m` and `feeds` from `case`, and may set
+    `optimize` False to turn ORT's graph optimizations off) for each case in
+    one child; one compare() result per case."""
     out = graphs_child(f"""
         results = []
         for case in {cases!r}:
+            optimize = True
 {textwrap.indent(textwrap.dedent(body), ' ' * 12)}
-            results.append(dict(compare(m, feeds), case=case))
+            results.append(dict(compare(m, feeds, optimize=optimize), case=case))
         print(json.dumps({{"results": results}}))
     """)
     return out["results"]
@@ -999,3 +1003,31 @@ def test_sum_average_pool_reshape_and_batch_norm_run_on_the_plugin():
         else:
             assert r["compiled"]["partitions_compiled"] == 0, r
         assert r["same"] and r["err"] < 1e-5, r
+
+
+def test_flatten_identity_and_inference_dropout_run_on_the_plugin():
+    """Flatten with static dims before its axis (or after it), Identity, and
+    Dropout with ORT's optimizations off (so it is not removed first);
+    Flatten whose dims are dynamic on both sides stays on the CPU."""
+    cases = [("flatten", 1, [2, 3, 4, 5], True), ("flatten", 2, ["n", 3, 4, 5], True),
+             ("flatten", 0, [2, 3], True), ("flatten", 2, ["n", 3, "h", 5], False),
+             ("identity", None, [3, 4], True), ("dropout", None, [3, 4], True)]
+    results = run_cases(cases, """
+        op, axis, shape, _ = case
+        concrete = tuple(s if isinstance(s, int) else 2 for s in shape)
+        if op == "flatten":
+            node = helper.make_node("Flatten", ["x"], ["y"], axis=axis)
+        elif op == "identity":
+            node = helper.make_node("Identity", ["x"], ["y"])
+        else:
+            node = helper.make_node("Dropout", ["x"], ["y"])
+        m = model([node], [("x", "float32", shape)], [("y", "float32")])
+        feeds = lambda: {"x": rand(concrete, "float32")}
+        optimize = op != "dropout"  # ORT's optimizations would remove the Dropout
+    """)
+    for r in results:
+        if r["case"][3]:
+            assert claimed(r, 1), r
+        else:
+            assert r["compiled"]["partitions_compiled"] == 0, r
+        assert r["same"] and r["err"] == 0, r

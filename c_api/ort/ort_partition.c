@@ -101,12 +101,13 @@ typedef struct node_desc {
   const char* in_name[MAX_IO];
   int in_type[MAX_IO];            /* ONNX element type; 0: not a tensor */
   int in_rank[MAX_IO];            /* 0 also when the shape is unknown */
+  int64_t dims0[TF_MAX_DIMS];     /* input 0's dims, -1 where not static */
   const char* out_name;
   int out_type;
 } node_desc;
 
 /* The element type and rank a value info declares (0 and 0 if not a tensor). */
-static void value_type(const void* vi, int* type, int* rank) {
+static void value_type_dims(const void* vi, int* type, int* rank, int64_t* dims) {
   const void* ti = NULL;
   const void* tsi = NULL;
   int et = 0;
@@ -132,6 +133,15 @@ static void value_type(const void* vi, int* type, int* rank) {
   }
   *type = et;
   *rank = (int)r;
+  if (dims != NULL && r <= TF_MAX_DIMS &&
+      (s = CALL(GetDimensions, OrtStatus* (*)(const void*, int64_t*, size_t))(tsi, dims, r))) {
+    pg_ort_drop(s);
+    for (size_t k = 0; k < r; k++) dims[k] = -1;
+  }
+}
+
+static void value_type(const void* vi, int* type, int* rank) {
+  value_type_dims(vi, type, rank, NULL);
 }
 
 static const char* value_name(const void* vi) {
@@ -183,7 +193,7 @@ static int describe(const OrtNode* node, node_desc* d) {
   for (int i = 0; i < d->nin; i++) {
     d->in_name[i] = value_name(d->in_vi[i]);
     if (d->in_name[i] == NULL) d->in_vi[i] = NULL; /* an absent optional input */
-    value_type(d->in_vi[i], &d->in_type[i], &d->in_rank[i]);
+    value_type_dims(d->in_vi[i], &d->in_type[i], &d->in_rank[i], i == 0 ? d->dims0 : NULL);
   }
   int out_rank;
   d->out_name = value_name(out_vi);
@@ -249,7 +259,7 @@ static int attr_string(const node_desc* d, const char* name, char* out, size_t c
 
 typedef enum op_kind {
   K_BINARY, K_UNARY, K_MATMUL, K_GEMM, K_SOFTMAX, K_CONV, K_MAXPOOL, K_AVGPOOL, K_GLOBALAVG,
-  K_CONCAT, K_SUM, K_RESHAPE, K_BATCHNORM
+  K_CONCAT, K_SUM, K_RESHAPE, K_BATCHNORM, K_FLATTEN, K_IDENTITY
 } op_kind;
 
 typedef struct op_entry {
@@ -277,6 +287,9 @@ static const op_entry OPS[] = {
     {"Sum", K_SUM, "AddV2", T_ALL},
     {"Reshape", K_RESHAPE, "Reshape", T_ALL},
     {"BatchNormalization", K_BATCHNORM, NULL, T_FLOATS},
+    {"Flatten", K_FLATTEN, "Reshape", T_ALL},
+    {"Identity", K_IDENTITY, "Identity", T_ALL},
+    {"Dropout", K_IDENTITY, "Identity", T_FLOATS},
 };
 
 static const op_entry* find_entry(const char* onnx) {
@@ -687,7 +700,8 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
   int need = e->kind == K_BINARY || e->kind == K_MATMUL || e->kind == K_GEMM ||
                      e->kind == K_CONV ? 2 : 1;
   if (d->nin < need) return 0;
-  int typed = e->kind == K_RESHAPE ? 1 : d->nin; /* Reshape's shape is int64 */
+  /* Reshape's shape is int64; Dropout's ratio and training_mode differ too. */
+  int typed = e->kind == K_RESHAPE || e->kind == K_IDENTITY ? 1 : d->nin;
   for (int i = 0; i < typed; i++)
     if (d->in_vi[i] != NULL && (d->in_type[i] != type || d->in_rank[i] > TF_MAX_DIMS)) {
       snprintf(L->err, sizeof L->err, "pluggable: node %s: mixed or unknown input types", L->who);
@@ -944,6 +958,42 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       SLOT(prod, temp_slot(L));
       EMIT("Mul", t, 2, XY, ((int[]){in[0], a}), 0, prod, NULL);
       EMIT("AddV2", t, 2, XY, ((int[]){prod, b}), 0, out, NULL);
+      return 1;
+    }
+    case K_FLATTEN: {
+      /* Reshape to [d0 * ... * d(axis-1), -1] (or [-1, rest]): one side's
+       * dims must be static. */
+      int64_t axis = 1;
+      int rank = d->in_rank[0];
+      if (d->nin != 1 || attr_int(d, "axis", &axis) < 0) return 0;
+      if (axis < 0) axis += rank;
+      if (rank < 1 || axis < 0 || axis > rank) return 0;
+      int64_t head = 1, tail = 1;
+      for (int k = 0; k < rank; k++) {
+        int64_t* side = k < axis ? &head : &tail;
+        *side = (d->dims0[k] < 0 || *side < 0) ? -1 : *side * d->dims0[k];
+      }
+      if (head < 0 && tail < 0) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Flatten of dims known on neither "
+                 "side of its axis", L->who);
+        return 0;
+      }
+      int64_t shape[2] = {head >= 0 ? head : -1, head >= 0 ? -1 : tail};
+      int sh;
+      SLOT(sh, host_i64_slot(L, shape, 2));
+      pg_attrs* ra = pg_attrs_new();
+      pg_attrs_set_type(ra, "Tshape", TF_INT64);
+      EMIT("Reshape", t, 2, (const char* const[]){"tensor", "shape"}, ((int[]){in[0], sh}), 2,
+           out, ra);
+      return 1;
+    }
+    case K_IDENTITY: {
+      /* Dropout at inference: its output is its input (no mask output, no
+       * training_mode input). */
+      if (d->nin != 1 && !(strcmp(d->op, "Dropout") == 0 && d->nin <= 3 &&
+                           (d->nin < 3 || d->in_vi[2] == NULL)))
+        return 0;
+      EMIT("Identity", t, 1, (const char* const[]){"input"}, in, 0, out, NULL);
       return 1;
     }
     case K_CONCAT: {
