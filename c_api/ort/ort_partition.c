@@ -12,10 +12,14 @@
  * Compile lowers the partition's nodes again, this time creating the
  * kernels: the partition is a list of steps (one plugin kernel each) over
  * value slots. The partition's constant initializers are copied to the
- * device once, here (ONNX Runtime is told not to pass them). Compute copies
- * the partition's other inputs to the device, runs the steps in order with
- * every intermediate value staying in device memory, and copies only the
- * partition's outputs back into ONNX Runtime's tensors. */
+ * device once, here (ONNX Runtime is told not to pass them); arguments a
+ * kernel reads in host memory (a permutation, an axis, a shape) are host
+ * constants made from the node's attributes or initializers; a step whose
+ * inputs are all constants runs here, once, and its result becomes a
+ * constant. Compute copies the partition's other inputs to the device, runs
+ * the steps in order with every intermediate value staying in device memory
+ * (freed after its last reader), and copies only the partition's outputs
+ * back into ONNX Runtime's tensors. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
