@@ -607,21 +607,29 @@ def test_matmul_batched_runs_and_one_d_falls_back():
         assert r["same"] and r["err"] < 1e-5, r
 
 
-def test_softmax_is_claimed_on_the_last_axis_only():
-    """Opset 13: axis -1 (default) or rank-1 is the plugin's Softmax; opset
-    11 flattens at `axis`, the same only when `axis` is the last one."""
-    cases = [(13, None, (3, 4, 5), True), (13, 2, (3, 4, 5), True), (13, 0, (3, 4, 5), False),
-             (11, None, (6, 7), True), (11, None, (3, 4, 5), False), (11, -1, (3, 4, 5), True)]
+def test_softmax_and_log_softmax_on_any_axis():
+    """The plugin's Softmax / LogSoftmax take the last axis. Opset 13 runs
+    any other axis between two Transposes; before opset 13 the op flattens
+    to 2-D at `axis`, run between two Reshapes when the dims are static, and
+    left to the CPU when they are not."""
+    cases = [  # op, opset, axis, shape, kernels (0: not claimed)
+        ("Softmax", 13, None, [3, 4, 5], 1), ("Softmax", 13, 2, [3, 4, 5], 1),
+        ("Softmax", 13, 0, [3, 4, 5], 3), ("LogSoftmax", 13, 1, ["n", 4, 5], 3),
+        ("Softmax", 11, None, [6, 7], 1), ("Softmax", 11, None, [3, 4, 5], 3),
+        ("LogSoftmax", 11, 0, [3, 4, 5], 3), ("Softmax", 11, -1, [3, 4, 5], 1),
+        ("Softmax", 11, 1, ["n", 4, 5], 0), ("LogSoftmax", 13, None, [2, 9], 1)]
     results = run_cases(cases, """
-        opset, axis, shape, _ = case
+        op, opset, axis, shape, _ = case
         attrs = {} if axis is None else {"axis": axis}
-        m = model([helper.make_node("Softmax", ["x"], ["y"], **attrs)],
+        concrete = tuple(s if isinstance(s, int) else 2 for s in shape)
+        m = model([helper.make_node(op, ["x"], ["y"], **attrs)],
                   [("x", "float32", list(shape))], [("y", "float32")], opset=opset)
-        feeds = lambda: {"x": rand(shape, "float32") * 3}
+        feeds = lambda: {"x": rand(concrete, "float32") * 3}
     """)
     for r in results:
-        if r["case"][3]:
-            assert claimed(r, 1), r
+        kernels = r["case"][4]
+        if kernels:
+            assert claimed(r, kernels), r
         else:
             assert r["compiled"]["partitions_compiled"] == 0, r
         assert r["same"] and r["err"] < 1e-6, r
@@ -733,16 +741,17 @@ def test_squeezenet_runs_on_the_plugin_and_matches_cpu():
     """onnx's light SqueezeNet 1.0 (Conv, Relu, MaxPool, Concat, Dropout,
     GlobalAveragePool, Softmax) with fresh random weights and biases in
     place of its constant stand-ins: every node but Dropout (ORT removes it
-    for inference) and the 4-D Softmax (axis 1, not the last) runs on
-    MY_DEVICE as one partition, the weights stay on the device (a run
-    copies the image in and the pooled logits out), and the logits and
-    probabilities equal ORT CPU's on fresh random images."""
+    for inference) runs on MY_DEVICE as one partition, the weights stay on
+    the device (a run copies the image in, the logits and the probabilities
+    out), and both outputs equal ORT CPU's on fresh random images."""
     out = light_model_child("light_squeezenet.onnx", runs=2)
     assert out["compiled"]["partitions_compiled"] == 1, out
-    assert out["compiled"]["nodes_compiled"] == out["nodes"] - 1, out   # all but Softmax
-    assert out["unclaimed"].strip().endswith("(Softmax): Softmax runs on the last axis only"), out
-    # 26 Conv (Conv2D + BiasAdd), 26 Relu, 3 MaxPool, 8 Concat, 1 Mean.
-    assert all(r["kernel_runs"] == 90 and r["host_copies"] == 2 for r in out["per_run"]), out
+    assert out["compiled"]["nodes_compiled"] == out["nodes"], out
+    assert out["unclaimed"] == "", out["unclaimed"]
+    # 26 Conv (Conv2D + BiasAdd), 26 Relu, 3 MaxPool, 8 Concat, 1 Mean, and
+    # the opset-9 Softmax on axis 1 of [1, 1000, 1, 1] (Reshape, Softmax,
+    # Reshape).
+    assert all(r["kernel_runs"] == 93 and r["host_copies"] == 3 for r in out["per_run"]), out
     assert out["same"] and out["err"] < 1e-5, out
     assert out["logit_scale"] > 0.1, out  # the logits compared are not all ~0
 
@@ -850,14 +859,15 @@ def test_the_unclaimed_report_says_why():
         n = helper.make_node
         m = model([n("Cos", ["x"], ["c"], name="the_cos"),
                    n("Softmax", ["c"], ["y"], name="sm", axis=0)],
-                  [("x", "float32", [3, 4])], [("y", "float32")])
+                  [("x", "float32", ["n", 4])], [("y", "float32")], opset=11)
         ours(m)
         bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
         print(json.dumps({"report": bridge.pg_ort_unclaimed_report().decode()}))
     """)
     assert out["report"].splitlines() == [
         "pluggable: node 'the_cos' (Cos): op not in the bridge's table",
-        "pluggable: node 'sm' (Softmax): Softmax runs on the last axis only"], out
+        "pluggable: node 'sm' (Softmax): Softmax before opset 13 on axis 0 of 2 runs with "
+        "static dims only"], out
 
 
 def test_random_graphs_of_claimed_and_unclaimed_nodes_partition_without_cycles():

@@ -284,6 +284,7 @@ static const op_entry OPS[] = {
     {"Tanh", K_UNARY, "Tanh", T_FLOATS},   {"Sigmoid", K_UNARY, "Sigmoid", T_FLOATS},
     {"MatMul", K_MATMUL, NULL, T_ALL},     {"Gemm", K_GEMM, NULL, T_FLOATS},
     {"Softmax", K_SOFTMAX, "Softmax", T_FLOATS},
+    {"LogSoftmax", K_SOFTMAX, "LogSoftmax", T_FLOATS},
     {"Conv", K_CONV, NULL, T_FLOATS},      {"MaxPool", K_MAXPOOL, "MaxPool", T_FLOATS},
     {"GlobalAveragePool", K_GLOBALAVG, "Mean", T_FLOATS},
     {"Concat", K_CONCAT, "ConcatV2", T_ALL},
@@ -724,19 +725,64 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
            in, 0, out, NULL);
       return 1;
     case K_SOFTMAX: {
+      /* The plugin's Softmax / LogSoftmax take the last axis. Opset 13's
+       * other axes: Transpose the axis last and back. Before opset 13 the
+       * op flattens to 2-D at `axis`: Reshape to that and back (static
+       * dims only), or nothing when `axis` is the last axis. */
       if (d->nin != 1) return 0;
       int64_t axis = d->since >= 13 ? -1 : 1;
       if (attr_int(d, "axis", &axis) < 0) return 0;
       int rank = d->in_rank[0];
       if (axis < 0) axis += rank;
-      /* Before opset 13 Softmax flattens to 2-D at `axis`: the same as the
-       * last-axis Softmax only when `axis` is the last axis. */
-      if (rank < 1 || axis != rank - 1) {
-        snprintf(L->err, sizeof L->err, "pluggable: node %s: Softmax runs on the last axis only",
-                 L->who);
+      if (rank < 1 || axis < 0 || axis >= rank) return 0;
+      int64_t inner = 1, outer = 1;
+      for (int k = 0; k < rank; k++) {
+        int64_t* side = k < axis ? &outer : &inner;
+        *side = (d->dims0[k] < 0 || *side < 0) ? -1 : *side * d->dims0[k];
+      }
+      int last = axis == rank - 1, flatten = d->since < 13 && !last;
+      if (flatten && (inner < 0 || outer < 0)) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: %s before opset 13 on axis %d of "
+                 "%d runs with static dims only", L->who, d->op, (int)axis, rank);
         return 0;
       }
-      EMIT(e->tf, t, 1, (const char* const[]){"logits"}, in, 0, out, NULL);
+      const char* const logits[] = {"logits"};
+      const char* const tr[] = {"x", "perm"};
+      const char* const rs[] = {"tensor", "shape"};
+      if (last) {
+        EMIT(e->tf, t, 1, logits, in, 0, out, NULL);
+        return 1;
+      }
+      int pre, sm, there, back;
+      SLOT(pre, temp_slot(L));
+      SLOT(sm, temp_slot(L));
+      if (flatten) {
+        int64_t flat[2] = {outer, inner};
+        SLOT(there, host_i64_slot(L, flat, 2));
+        SLOT(back, host_i64_slot(L, d->dims0, rank));
+        pg_attrs* a1 = pg_attrs_new();
+        pg_attrs_set_type(a1, "Tshape", TF_INT64);
+        EMIT("Reshape", t, 2, rs, ((int[]){in[0], there}), 2, pre, a1);
+        EMIT(e->tf, t, 1, logits, &pre, 0, sm, NULL);
+        pg_attrs* a2 = pg_attrs_new();
+        pg_attrs_set_type(a2, "Tshape", TF_INT64);
+        EMIT("Reshape", t, 2, rs, ((int[]){sm, back}), 2, out, a2);
+        return 1;
+      }
+      int32_t perm[TF_MAX_DIMS], inv[TF_MAX_DIMS];
+      for (int k = 0, j = 0; k < rank; k++)
+        if (k != axis) perm[j++] = k;
+      perm[rank - 1] = (int32_t)axis;
+      for (int k = 0; k < rank; k++) inv[perm[k]] = k;
+      SLOT(there, host_i32_slot(L, perm, rank));
+      SLOT(back, host_i32_slot(L, inv, rank));
+      pg_attrs* a1 = pg_attrs_new();
+      pg_attrs_set_type(a1, "Tperm", TF_INT32);
+      EMIT("Transpose", t, 2, tr, ((int[]){in[0], there}), 2, pre, a1);
+      EMIT(e->tf, t, 1, logits, &pre, 0, sm, NULL);
+      pg_attrs* a2 = pg_attrs_new();
+      pg_attrs_set_type(a2, "Tperm", TF_INT32);
+      EMIT("Transpose", t, 2, tr, ((int[]){sm, back}), 2, out, a2);
       return 1;
     }
     case K_MATMUL: {
