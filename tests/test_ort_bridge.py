@@ -1041,3 +1041,39 @@ def test_flatten_identity_and_inference_dropout_run_on_the_plugin():
         else:
             assert r["compiled"]["partitions_compiled"] == 0, r
         assert r["same"] and r["err"] == 0, r
+
+
+def test_claims_follow_the_kernels_the_plugin_registered():
+    """TensorFlow's sample plugin (tests/plugins/tf_sample_device.c with its
+    memory fills, device type FAKE_CPU_DEVICE) registers one kernel, Relu
+    for float32: its EP
+    claims float Relu and nothing else (no AddV2 kernel, no float64 Relu),
+    and the report says so."""
+    from plugin_build import build_plugin
+    lib = build_plugin(ROOT / "tests" / "plugins" / "tf_sample_device.c",
+                       "tf_sample_device_fills", extra_flags=("-DWITH_FILLS",))
+    out = run_child(textwrap.dedent(GRAPHS) + textwrap.dedent("""
+        n = helper.make_node
+        devs = [d for d in ort.get_ep_devices() if d.ep_name == "pluggable_FAKE_CPU_DEVICE"]
+        def ours(m, optimize=True):
+            so = ort.SessionOptions()
+            so.add_provider_for_devices(devs, {})
+            return ort.InferenceSession(m, so)
+        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+        res = []
+        for dt in ("float32", "float64"):
+            m = model([n("Add", ["a", "b"], ["s"], name="add"), n("Relu", ["s"], ["y"], name="relu")],
+                      [("a", dt, [6]), ("b", dt, [6])], [("y", dt)])
+            r = compare(m, lambda: {"a": rand((6,), dt), "b": rand((6,), dt)})
+            r["report"] = bridge.pg_ort_unclaimed_report().decode()
+            res.append(r)
+        print(json.dumps({"res": res, "devices": len(devs)}))
+    """), {"BRIDGE": ort_ep_library(), "PLUGGABLE_PLUGIN_PATH": str(lib)})
+    assert out["devices"] == 1, out
+    f32, f64 = out["res"]
+    assert f32["compiled"]["nodes_compiled"] == 1 and claimed(f32, 1), f32
+    assert "node 'add' (Add): no AddV2 kernel of dtype 1 on FAKE_CPU_DEVICE" in f32["report"], f32
+    assert f64["compiled"]["partitions_compiled"] == 0, f64
+    assert "node 'relu' (Relu): no Relu kernel of dtype 2 on FAKE_CPU_DEVICE" in f64["report"], f64
+    for r in out["res"]:
+        assert r["same"] and r["err"] < 1e-6, r
