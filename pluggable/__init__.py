@@ -49,6 +49,8 @@ from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
                                tensor_scatter_nd_add, tensor_scatter_nd_update)
 from .ops.tensor_methods import Reference
 from .ops.variables import Variable
+from . import ragged  # noqa: F401  (registers the ragged forms of the ops)
+from .ragged import RaggedTensor, RaggedTensorSpec
 from .plugins import cuda_env as _cuda_env, loader as _loader
 from .plugins.loader import load_plugin, plugins
 from .runtime import placement  # noqa: F401
@@ -62,14 +64,14 @@ __all__ = [
     # namespaces
     "config", "debugging", "distribute", "dtypes", "errors", "graph_util", "linalg", "math", "nn",
     "onnx",
-    "optimizers", "profiler", "random", "raw_ops", "testing", "train",
+    "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
     "copy_to_device_async", "PendingCopy",
     # tensors and dtypes
     "custom_op",
-    "Tensor", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
+    "Tensor", "RaggedTensor", "RaggedTensorSpec", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
     "as_dtype", "bool", "bfloat16", "float16", "float32", "float64", "int8", "int16",
     "int32", "int64", "uint8", "uint32", "uint64", "newaxis",
     # automatic differentiation and variables
