@@ -83,7 +83,7 @@ def _concat1(rts: list[RaggedTensor], stack: bool) -> RaggedTensor:
     permuted = gather_rows(joined, np.arange(n * k).reshape(k, n).T.reshape(-1))
     dt = rts[0]._splits.dtype
     if stack:
-        return RaggedTensor._make(permuted, (np.arange(n + 1) * k).astype(dt), k)
+        return RaggedTensor._make(permuted, (np.arange(n + 1) * k).astype(dt))
     return RaggedTensor._make(permuted._values, permuted._splits[::k])
 
 
