@@ -49,8 +49,6 @@ from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
                                tensor_scatter_nd_add, tensor_scatter_nd_update)
 from .ops.tensor_methods import Reference
 from .ops.variables import Variable
-from . import ragged  # noqa: F401  (registers the ragged forms of the ops)
-from .ragged import RaggedTensor, RaggedTensorSpec
 from .plugins import cuda_env as _cuda_env, loader as _loader
 from .plugins.loader import load_plugin, plugins
 from .runtime import placement  # noqa: F401
@@ -117,6 +115,8 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "TensorArray": (".graph.tensor_array", "TensorArray"),
     "Module": (".training.module", "Module"),
     "data": (".data", None),
+    "ragged": (".ragged", None), "RaggedTensor": (".ragged", "RaggedTensor"),
+    "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

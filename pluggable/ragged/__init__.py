@@ -22,7 +22,7 @@ from ..framework.tensor import Tensor
 from ..framework.tensor_shape import TensorShape
 from ..ops import array_ops, math_ops, nn_ops
 from ..runtime.tensors import constant as _pg_constant
-from . import ragged_array, ragged_math
+from . import ragged_array, ragged_factory, ragged_getitem, ragged_math
 from .ragged_array import boolean_mask
 from .ragged_factory import constant, ragged_range as range  # noqa: A004
 from .ragged_math import map_flat_values
@@ -170,5 +170,13 @@ def _install_operators() -> None:
     RaggedTensor.__pos__ = lambda a: a
 
 
+def _install_methods() -> None:
+    RaggedTensor.from_tensor = classmethod(ragged_factory.from_tensor_method)
+    RaggedTensor.to_tensor = ragged_factory.to_tensor
+    RaggedTensor.merge_dims = ragged_factory.merge_dims
+    RaggedTensor.__getitem__ = ragged_getitem.getitem
+
+
 _register()
 _install_operators()
+_install_methods()

@@ -151,6 +151,16 @@ def constant(pylist: Any, dtype: Any = None, ragged_rank: int | None = None,
 
 # ---------------------------------------------------------- from_tensor
 
+def from_tensor_method(cls, tensor: Any, lengths: Any = None, padding: Any = None,
+                       ragged_rank: int = 1, name: str | None = None,
+                       row_splits_dtype: Any = dtypes.int64) -> RaggedTensor:
+    """The ragged tensor of a dense one: rows cut at `lengths`, or
+    trailing `padding` values stripped (not both); `ragged_rank`
+    leading dimensions become ragged (uniform ones when neither is given)."""
+    return from_tensor(cls, tensor, lengths, padding, ragged_rank,
+                       _splits_dtype(row_splits_dtype))
+
+
 def from_tensor(cls, tensor: Any, lengths: Any, padding: Any, ragged_rank: int,
                 sdt: dtypes.DType) -> RaggedTensor:
     if lengths is not None and padding is not None:
@@ -281,9 +291,12 @@ def _target_dims(rt: RaggedTensor, shape: Any) -> list:
     return out
 
 
-def to_tensor(rt: RaggedTensor, default_value: Any, shape: Any) -> Tensor:
-    """Pads `rt` to a dense tensor: one gather of the flat values and a
-    default row on the values' device."""
+def to_tensor(rt: RaggedTensor, default_value: Any = None, name: str | None = None,
+              shape: Any = None) -> Tensor:
+    """The dense tensor, rows padded with `default_value` (0, False) to
+    the bounding shape or to `shape` (None keeps a dimension; smaller
+    truncates): one gather of the flat values and a default row, on the
+    values' device."""
     dims = _target_dims(rt, shape)
     R = rt.ragged_rank
     index = dense_index(rt, dims[:R + 1])
@@ -312,6 +325,7 @@ def to_tensor(rt: RaggedTensor, default_value: Any, shape: Any) -> Tensor:
 # ----------------------------------------------------------- merge_dims
 
 def merge_dims(rt: RaggedTensor, outer_axis: int, inner_axis: int) -> Any:
+    """Dimensions `outer_axis`..`inner_axis` of `rt` merged into one."""
     rank = rt.shape.rank
     outer = outer_axis + rank if outer_axis < 0 else outer_axis
     inner = inner_axis + rank if inner_axis < 0 else inner_axis

@@ -143,7 +143,10 @@ class RaggedTensor:
     the dense values at the bottom, ``rt.row_splits`` the partition of this
     level; ``rt.to_tensor()`` pads to a dense tensor. The ops of ``pg``
     that TensorFlow extends to ragged tensors (elementwise math, reductions,
-    ``pg.concat``, ``pg.stack``, ``pg.gather``) accept one."""
+    ``pg.concat``, ``pg.stack``, ``pg.gather``) accept one.
+
+    ``from_tensor``, ``to_tensor``, ``merge_dims`` and indexing are
+    attached by ``pluggable.ragged`` (``ragged_factory``, ``ragged_getitem``)."""
 
     __slots__ = ("_values", "_splits", "_uniform", "__weakref__")
     __array_priority__ = 101   # numpy defers to our reflected operators
@@ -291,17 +294,6 @@ class RaggedTensor:
         for rowids, n in reversed(list(zip(ids, nrows))):
             result = cls.from_value_rowids(result, rowids, n, validate=validate)
         return result
-
-    @classmethod
-    def from_tensor(cls, tensor: Any, lengths: Any = None, padding: Any = None,
-                    ragged_rank: int = 1, name: str | None = None,
-                    row_splits_dtype: Any = dtypes.int64) -> "RaggedTensor":
-        """The ragged tensor of a dense one: rows cut at `lengths`, or
-        trailing `padding` values stripped (not both); `ragged_rank`
-        leading dimensions become ragged."""
-        from . import ragged_factory
-        return ragged_factory.from_tensor(cls, tensor, lengths, padding, ragged_rank,
-                                      _splits_dtype(row_splits_dtype))
 
     # ----------------------------------------------------------- accessors
     @property
@@ -473,20 +465,7 @@ class RaggedTensor:
             values = values.with_row_splits_dtype(dtype)
         return RaggedTensor._make(values, self._splits.astype(dt), self._uniform)
 
-    def merge_dims(self, outer_axis: int, inner_axis: int) -> "Tensor | RaggedTensor":
-        """Dimensions `outer_axis`..`inner_axis` merged into one."""
-        from . import ragged_factory
-        return ragged_factory.merge_dims(self, outer_axis, inner_axis)
-
     # ------------------------------------------------------------ values
-    def to_tensor(self, default_value: Any = None, name: str | None = None,
-                  shape: Any = None) -> Tensor:
-        """The dense tensor, rows padded with `default_value` (0, False) to
-        the bounding shape or to `shape` (None keeps a dimension; smaller
-        truncates)."""
-        from . import ragged_factory
-        return ragged_factory.to_tensor(self, default_value, shape)
-
     def to_list(self) -> list:
         """The value as nested Python lists."""
         values = self._values
@@ -521,10 +500,6 @@ class RaggedTensor:
         return f"<tf.RaggedTensor {text}>"
 
     __str__ = __repr__
-
-    def __getitem__(self, key: Any) -> Any:
-        from . import ragged_getitem
-        return ragged_getitem.getitem(self, key)
 
     def __bool__(self) -> bool:
         raise TypeError("the truth value of a RaggedTensor is ambiguous; use pg.reduce_any "
