@@ -60,7 +60,8 @@ from .tools.headers import get_include
 
 __all__ = [
     # namespaces
-    "config", "debugging", "distribute", "dtypes", "errors", "graph_util", "linalg", "math", "nn",
+    "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
+    "math", "nn",
     "onnx",
     "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
     # devices and plugins
@@ -116,7 +117,7 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "Module": (".training.module", "Module"),
     "data": (".data", None),
     "ragged": (".ragged", None), "RaggedTensor": (".ragged", "RaggedTensor"),
-    "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"),
+    "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"), "experimental": (".experimental", None),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

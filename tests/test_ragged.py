@@ -294,3 +294,37 @@ def test_dispatch_leaves_dense_calls_alone(rng):
                                rtol=1e-5)
     np.testing.assert_allclose(pg.concat([pg.constant(x), pg.constant(x)], 0).numpy(),
                                np.concatenate([x, x]))
+
+
+def test_dynamic_ragged_shape(tf_oracle, rng):
+    a = random_ragged(rng, depth=3)
+    lengths = [int(n) for n in rng.integers(0, 4, size=3)]
+    code = '''
+rt = tf.ragged.constant(a)
+s = tf.shape(rt)
+def err(f):
+    try:
+        return repr(f())
+    except ValueError as e:
+        return "ValueError: " + str(e)
+result = (repr(s), int(s[0]), err(lambda: s[1]), repr(s[:1]), repr(s[:2]), s.rank,
+          s.num_row_partitions, s.static_lengths(),
+          repr(tf.experimental.DynamicRaggedShape.from_lengths([3, tuple(lengths), 2])),
+          repr(tf.experimental.RowPartition.from_row_lengths(lengths)),
+          tf.zeros(s).to_list(), tf.ones(s, tf.int32).to_list(), tf.fill(s, 7).to_list())
+'''
+    want = tf_oracle.run(code, a=a, lengths=lengths)
+    rt = pg.ragged.constant(a)
+    s = pg.shape(rt)
+
+    def err(f):
+        try:
+            return repr(f())
+        except ValueError as e:
+            return "ValueError: " + str(e)
+    got = (repr(s), int(s[0].numpy()), err(lambda: s[1]), repr(s[:1]), repr(s[:2]), s.rank,
+           s.num_row_partitions, s.static_lengths(),
+           repr(pg.experimental.DynamicRaggedShape.from_lengths([3, tuple(lengths), 2])),
+           repr(pg.experimental.RowPartition.from_row_lengths(lengths)),
+           pg.zeros(s).to_list(), pg.ones(s, pg.int32).to_list(), pg.fill(s, 7).to_list())
+    assert got == tuple(want)

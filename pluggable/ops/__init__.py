@@ -48,9 +48,9 @@ DISPATCHABLE = {
         "rsqrt", "erf", "floor", "ceil", "round", "sign", "reciprocal", "sin", "cos", "tan",
         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p",
         "erfc", "cast", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-        "reduce_any", "reduce_all"),
+        "reduce_any", "reduce_all", "fill"),
     _array_ops: ("concat", "stack", "gather", "zeros_like", "ones_like", "size", "rank",
-                 "reverse", "tile", "shape"),
+                 "reverse", "tile", "shape", "zeros", "ones"),
     _nn_ops: ("relu", "embedding_lookup"),
 }
 for _module, _names in DISPATCHABLE.items():

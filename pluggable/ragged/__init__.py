@@ -10,7 +10,9 @@ Importing this package registers the ragged forms of the ``pg`` functions
 that TensorFlow extends to ragged tensors (``framework.api_dispatch``):
 elementwise math, reductions, ``concat``, ``stack``, ``gather``,
 ``reverse``, ``tile``, ``zeros_like`` / ``ones_like``, ``size``, ``rank``,
-``pg.nn.relu`` and ``pg.nn.embedding_lookup``."""
+``pg.nn.relu`` and ``pg.nn.embedding_lookup``; ``pg.shape`` of a ragged
+tensor is a ``DynamicRaggedShape``, which ``pg.zeros``, ``pg.ones`` and
+``pg.fill`` accept."""
 from __future__ import annotations
 
 from typing import Any
@@ -26,9 +28,10 @@ from . import ragged_array, ragged_factory, ragged_getitem, ragged_math
 from .ragged_array import boolean_mask
 from .ragged_factory import constant, ragged_range as range  # noqa: A004
 from .ragged_math import map_flat_values
+from .dynamic_ragged_shape import DynamicRaggedShape, RowPartition
 from .ragged_tensor import RaggedTensor
 
-__all__ = ["RaggedTensor", "RaggedTensorSpec", "boolean_mask", "constant", "map_flat_values",
+__all__ = ["DynamicRaggedShape", "RowPartition", "RaggedTensor", "RaggedTensorSpec", "boolean_mask", "constant", "map_flat_values",
            "range", "stack", "is_ragged"]
 
 
@@ -115,6 +118,11 @@ def _rank(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
     return _pg_constant(np.int32(input.shape.rank))
 
 
+def _shape(input: Any, out_type: Any = dtypes.int32,  # noqa: A002
+           name: str | None = None) -> DynamicRaggedShape:
+    return DynamicRaggedShape.from_tensor(input, out_type)
+
+
 def _like(fn):
     def ragged_like(input: Any, dtype: Any = None, name: str | None = None) -> Any:  # noqa: A002
         return input.with_flat_values(fn(input.flat_values, dtype))
@@ -146,6 +154,14 @@ def _register() -> None:
     register(array_ops.rank, _TYPES, _rank)
     register(array_ops.zeros_like, _TYPES, _like(array_ops.zeros_like))
     register(array_ops.ones_like, _TYPES, _like(array_ops.ones_like))
+    register(array_ops.shape, _TYPES, _shape)
+    shapes = (DynamicRaggedShape,)
+    register(array_ops.zeros, shapes, lambda shape, dtype=dtypes.float32, name=None:
+             shape._filled(lambda s: array_ops.zeros(s, dtype)))
+    register(array_ops.ones, shapes, lambda shape, dtype=dtypes.float32, name=None:
+             shape._filled(lambda s: array_ops.ones(s, dtype)))
+    register(math_ops.fill, shapes, lambda dims, value, name=None:
+             dims._filled(lambda s: math_ops.fill(s, value)))
 
 
 def _install_operators() -> None:
