@@ -328,3 +328,57 @@ result = (repr(s), int(s[0]), err(lambda: s[1]), repr(s[:1]), repr(s[:2]), s.ran
            repr(pg.experimental.RowPartition.from_row_lengths(lengths)),
            pg.zeros(s).to_list(), pg.ones(s, pg.int32).to_list(), pg.fill(s, 7).to_list())
     assert got == tuple(want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_function_takes_and_returns_ragged_tensors(tf_oracle, rng, device):
+    a = random_ragged(rng, rows=4)
+    b = random_ragged(rng, rows=3)
+    code = '''
+@tf.function
+def palindrome(x, axis):
+    return tf.concat([x, tf.reverse(x, [axis])], axis)
+
+@tf.function(input_signature=[tf.RaggedTensorSpec(shape=[None, None], dtype=tf.int32)])
+def max_and_min(rt):
+    return (tf.math.reduce_max(rt, axis=-1), tf.math.reduce_min(rt, axis=-1))
+
+result = (describe(palindrome(tf.ragged.constant(a), axis=1)),
+          describe(palindrome(tf.ragged.constant(b), axis=0)),
+          [describe(t) for t in max_and_min(tf.ragged.constant(a))])
+'''
+    want = tf_oracle.run(DESCRIBE + code, a=a, b=b)
+
+    @pg.function
+    def palindrome(x, axis):
+        return pg.concat([x, pg.reverse(x, [axis])], axis)
+
+    @pg.function(input_signature=[pg.RaggedTensorSpec(shape=[None, None], dtype=pg.int32)])
+    def max_and_min(rt):
+        return (pg.math.reduce_max(rt, axis=-1), pg.math.reduce_min(rt, axis=-1))
+
+    with pg.device(f"{device}:0"):
+        with pg.testing.expect_kernel("ConcatV2", device):
+            got = (describe(palindrome(pg.ragged.constant(a), axis=1)),
+                   describe(palindrome(pg.ragged.constant(b), axis=0)),
+                   [describe(t) for t in max_and_min(pg.ragged.constant(a))])
+    assert_same(got[0], want[0], f"palindrome axis 1 of {a}")
+    assert_same(got[1], want[1], f"palindrome axis 0 of {b}")
+    for g, w in zip(got[2], want[2]):
+        assert_same(g, w, f"max_and_min of {a}")
+    with pytest.raises(TypeError):
+        max_and_min(pg.ragged.constant([[1.5], []]))   # float32 against an int32 spec
+
+
+def test_concrete_function_of_a_ragged_tensor_reuses_its_trace(rng):
+    a = random_ragged(rng, rows=4)
+
+    @pg.function
+    def increment(x):
+        return x + 1
+
+    rt = pg.ragged.constant(a)
+    cf = increment.get_concrete_function(rt)
+    assert cf(rt).to_list() == [[v + 1 for v in row] for row in a]
+    assert increment(rt).to_list() == cf(rt).to_list()
+    assert increment.tracing_count == 1

@@ -49,7 +49,11 @@ def stack(values: Any, axis: int = 0, name: str | None = None) -> Any:
 
 class RaggedTensorSpec:
     """The type of a ragged tensor (``tf.RaggedTensorSpec``): shape, dtype,
-    ragged_rank and the row_splits dtype."""
+    ragged_rank and the row_splits dtype. In a ``pg.function``'s
+    ``input_signature`` it checks each call's value, which is traced for
+    its row partitions."""
+
+    __pg_composite_spec__ = True
 
     def __init__(self, shape: Any = None, dtype: Any = dtypes.float32,
                  ragged_rank: int | None = None, row_splits_dtype: Any = dtypes.int64,

@@ -13,7 +13,8 @@ from ..framework.tensor_shape import TensorShape
 from ..ops import array_ops, math_ops
 from ..runtime import placement
 from ..runtime.tensors import constant as _pg_constant, convert_to_tensor
-from .ragged_tensor import RaggedTensor, _np, _splits_dtype, _values_tensor, gather_rows
+from .ragged_tensor import (RaggedTensor, _np, _splits_dtype, _values_tensor, gather_rows,
+                            values_device)
 
 
 # ------------------------------------------------------------ constant
@@ -312,7 +313,7 @@ def to_tensor(rt: RaggedTensor, default_value: Any = None, name: str | None = No
     if pad.ndim > len(inner):
         raise ValueError(f"default_value of shape {list(pad.shape)} must broadcast to the "
                          f"inner shape {inner}")
-    with placement.device(flat.device_object):
+    with values_device(flat):
         pad_row = array_ops.broadcast_to(math_ops.reshape(pad, [1] * (len(inner) + 1 -
                                                                        pad.ndim) +
                                                            list(pad.shape)),

@@ -15,7 +15,7 @@ from ..framework.tensor import Tensor
 from ..ops import array_ops, math_ops
 from ..runtime import placement
 from ..runtime.tensors import constant, convert_to_tensor
-from .ragged_tensor import RaggedTensor, ragged_positions
+from .ragged_tensor import RaggedTensor, ragged_positions, values_device
 
 
 # ------------------------------------------------------- partitions
@@ -215,7 +215,7 @@ def segment_reduce(kind: str, data: Tensor, segment_ids: np.ndarray, nseg: int) 
     if seg.size:
         index[sorted_seg, np.arange(seg.size) - starts[sorted_seg]] = order
     inner = list(data.shape[1:])
-    with placement.device(data.device_object):
+    with values_device(data):
         pad = constant(np.full([1] + inner, _identity(kind, data.dtype),
                                data.dtype.as_numpy_dtype))
         table = array_ops.concat([data, pad], 0)

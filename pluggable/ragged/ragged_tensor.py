@@ -10,6 +10,7 @@ every value computation (gathering rows, padding, slicing, arithmetic) runs
 as ops on the values' device."""
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,6 +59,12 @@ def _index_vector(value: Any, what: str, dtype: dtypes.DType | None) -> np.ndarr
     if dt not in _SPLIT_DTYPES:
         raise ValueError(f"{what} must be int32 or int64, got {dt.name}")
     return a.astype(dt.as_numpy_dtype)
+
+
+def values_device(t: Tensor) -> Any:
+    """A scope on the device of tensor `t` (no change for a traced tensor,
+    which takes the function's scope)."""
+    return placement.device(t._dev) if t._dev is not None else contextlib.nullcontext()
 
 
 def _values_tensor(values: Any) -> "Tensor | RaggedTensor":
@@ -500,6 +507,22 @@ class RaggedTensor:
         return f"<tf.RaggedTensor {text}>"
 
     __str__ = __repr__
+
+    # pg.function traces a ragged tensor through its flat values; the row
+    # partitions are static, part of the trace's signature.
+    def __pg_flatten__(self) -> tuple[list, tuple]:
+        static, level = [], self
+        while isinstance(level, RaggedTensor):
+            static.append((level._splits.dtype.str, level._splits.tobytes(), level._uniform))
+            level = level._values
+        return [level], tuple(static)
+
+    @classmethod
+    def __pg_unflatten__(cls, static: tuple, components: list) -> "RaggedTensor":
+        result = components[0]
+        for dt, data, uniform in reversed(static):
+            result = cls._make(result, np.frombuffer(data, np.dtype(dt)).copy(), uniform)
+        return result
 
     def __bool__(self) -> bool:
         raise TypeError("the truth value of a RaggedTensor is ambiguous; use pg.reduce_any "
