@@ -98,6 +98,8 @@ def run_pg(device, expr, **inputs):
     "tf.ragged.map_flat_values(lambda x: x * 2 + 1, tf.ragged.constant(a))",
     "tf.cast(tf.ragged.constant(a), tf.float32) / 2",
     "tf.ragged.constant(a) > 0",
+    "tf.constant(2) * tf.ragged.constant(a) - tf.constant(1)",
+    "tf.constant(0) < tf.ragged.constant(a)",
     "tf.reduce_sum(tf.ragged.constant(a), axis=1)",
     "tf.reduce_sum(tf.ragged.constant(a), axis=0)",
     "tf.reduce_sum(tf.ragged.constant(a))",
@@ -244,7 +246,8 @@ def test_bad_input_raises_tensorflows_error_type(tf_oracle, expr, error):
 
 
 def test_mismatched_rows_message_has_tensorflows_numbers(tf_oracle):
-    expr = "tf.ragged.constant([[1, 2, 3], [4], [5, 6]]) + tf.ragged.constant([[10, 20], [30, 40], [50]])"
+    expr = ("tf.ragged.constant([[1, 2, 3], [4], [5, 6]]) + "
+            "tf.ragged.constant([[10, 20], [30, 40], [50]])")
     msg = tf_oracle.run(f"\ntry:\n    {expr}\nexcept Exception as e:\n    result = str(e)\n")
     with pytest.raises(pg.errors.InvalidArgumentError) as err:
         eval(expr, {"tf": pg})
@@ -311,7 +314,8 @@ result = (repr(s), int(s[0]), err(lambda: s[1]), repr(s[:1]), repr(s[:2]), s.ran
           s.num_row_partitions, s.static_lengths(),
           repr(tf.experimental.DynamicRaggedShape.from_lengths([3, tuple(lengths), 2])),
           repr(tf.experimental.RowPartition.from_row_lengths(lengths)),
-          tf.zeros(s).to_list(), tf.ones(s, tf.int32).to_list(), tf.fill(s, 7).to_list())
+          tf.zeros(s).to_list(), tf.ones(s, tf.int32).to_list(), tf.fill(s, 7).to_list(),
+          tf.reshape(tf.range(tf.size(rt)), s).to_list())
 '''
     want = tf_oracle.run(code, a=a, lengths=lengths)
     rt = pg.ragged.constant(a)
@@ -326,7 +330,8 @@ result = (repr(s), int(s[0]), err(lambda: s[1]), repr(s[:1]), repr(s[:2]), s.ran
            s.num_row_partitions, s.static_lengths(),
            repr(pg.experimental.DynamicRaggedShape.from_lengths([3, tuple(lengths), 2])),
            repr(pg.experimental.RowPartition.from_row_lengths(lengths)),
-           pg.zeros(s).to_list(), pg.ones(s, pg.int32).to_list(), pg.fill(s, 7).to_list())
+           pg.zeros(s).to_list(), pg.ones(s, pg.int32).to_list(), pg.fill(s, 7).to_list(),
+           pg.reshape(pg.range(pg.size(rt)), s).to_list())
     assert got == tuple(want)
 
 

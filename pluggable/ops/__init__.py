@@ -48,7 +48,7 @@ DISPATCHABLE = {
         "rsqrt", "erf", "floor", "ceil", "round", "sign", "reciprocal", "sin", "cos", "tan",
         "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p",
         "erfc", "cast", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-        "reduce_any", "reduce_all", "fill"),
+        "reduce_any", "reduce_all", "fill", "reshape"),
     _array_ops: ("concat", "stack", "gather", "zeros_like", "ones_like", "size", "rank",
                  "reverse", "tile", "shape", "zeros", "ones"),
     _nn_ops: ("relu", "embedding_lookup"),

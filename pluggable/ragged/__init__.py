@@ -11,8 +11,8 @@ that TensorFlow extends to ragged tensors (``framework.api_dispatch``):
 elementwise math, reductions, ``concat``, ``stack``, ``gather``,
 ``reverse``, ``tile``, ``zeros_like`` / ``ones_like``, ``size``, ``rank``,
 ``pg.nn.relu`` and ``pg.nn.embedding_lookup``; ``pg.shape`` of a ragged
-tensor is a ``DynamicRaggedShape``, which ``pg.zeros``, ``pg.ones`` and
-``pg.fill`` accept."""
+tensor is a ``DynamicRaggedShape``, which ``pg.zeros``, ``pg.ones``,
+``pg.fill`` and ``pg.reshape`` accept."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,12 +27,12 @@ from ..runtime.tensors import constant as _pg_constant
 from . import ragged_array, ragged_factory, ragged_getitem, ragged_math
 from .ragged_array import boolean_mask
 from .ragged_factory import constant, ragged_range as range  # noqa: A004
-from .ragged_math import map_flat_values
 from .dynamic_ragged_shape import DynamicRaggedShape, RowPartition
+from .ragged_math import map_flat_values
 from .ragged_tensor import RaggedTensor
 
-__all__ = ["DynamicRaggedShape", "RowPartition", "RaggedTensor", "RaggedTensorSpec", "boolean_mask", "constant", "map_flat_values",
-           "range", "stack", "is_ragged"]
+__all__ = ["DynamicRaggedShape", "RowPartition", "RaggedTensor", "RaggedTensorSpec",
+           "boolean_mask", "constant", "map_flat_values", "range", "stack", "is_ragged"]
 
 
 def is_ragged(value: Any) -> bool:
@@ -113,7 +113,8 @@ _REDUCTIONS = {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max",
 _TYPES = (RaggedTensor,)
 
 
-def _size(input: Any, out_type: Any = dtypes.int32, name: str | None = None) -> Tensor:  # noqa: A002
+def _size(input: Any, out_type: Any = dtypes.int32,  # noqa: A002
+          name: str | None = None) -> Tensor:
     return _pg_constant(np.asarray(input.flat_values.size,
                                    dtypes.as_dtype(out_type).as_numpy_dtype))
 
@@ -166,6 +167,8 @@ def _register() -> None:
              shape._filled(lambda s: array_ops.ones(s, dtype)))
     register(math_ops.fill, shapes, lambda dims, value, name=None:
              dims._filled(lambda s: math_ops.fill(s, value)))
+    register(math_ops.reshape, shapes, lambda tensor, shape, name=None:
+             shape._filled(lambda s: math_ops.reshape(tensor, s)))
 
 
 def _install_operators() -> None:
@@ -184,6 +187,25 @@ def _install_operators() -> None:
         op = ragged_math.binary(fn)
         setattr(RaggedTensor, f"__{name}__", lambda a, b, op=op: op(a, b))
         setattr(RaggedTensor, f"__r{name}__", lambda a, b, op=op: op(b, a))
+    # A tensor on the left of a ragged one: Tensor's operator raises before
+    # Python would try the ragged tensor's reflected one, so Tensor's
+    # operators learn the ragged right operand (once this package is loaded).
+    forward = {"add": m.add, "sub": m.subtract, "mul": m.multiply, "truediv": m.truediv,
+               "floordiv": m.floordiv, "mod": m.floormod, "pow": m.pow, "lt": m.less,
+               "le": m.less_equal, "gt": m.greater, "ge": m.greater_equal,
+               "and": m.logical_and, "or": m.logical_or, "xor": m.logical_xor}
+    for name, fn in forward.items():
+        dense = getattr(Tensor, f"__{name}__")
+        if getattr(dense, "_ragged_aware", False):
+            continue
+        op = ragged_math.binary(fn)
+
+        def method(a: Any, b: Any, dense=dense, op=op) -> Any:
+            if type(b) is RaggedTensor:
+                return op(a, b)
+            return dense(a, b)
+        method._ragged_aware = True
+        setattr(Tensor, f"__{name}__", method)
     RaggedTensor.__neg__ = lambda a: a.with_flat_values(m.negative(a.flat_values))
     RaggedTensor.__abs__ = lambda a: a.with_flat_values(m.abs(a.flat_values))
     RaggedTensor.__invert__ = lambda a: a.with_flat_values(m.logical_not(a.flat_values))

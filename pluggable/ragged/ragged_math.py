@@ -13,7 +13,6 @@ import numpy as np
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..ops import array_ops, math_ops
-from ..runtime import placement
 from ..runtime.tensors import constant, convert_to_tensor
 from .ragged_tensor import RaggedTensor, ragged_positions, values_device
 

@@ -18,7 +18,7 @@ import numpy as np
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..framework.tensor_shape import TensorShape
-from ..ops import array_ops, math_ops
+from ..ops import array_ops
 from ..runtime import placement
 from ..runtime.tensors import constant, convert_to_tensor
 
