@@ -32,7 +32,22 @@ from .ragged_math import map_flat_values
 from .ragged_tensor import RaggedTensor
 
 __all__ = ["DynamicRaggedShape", "RowPartition", "RaggedTensor", "RaggedTensorSpec",
-           "boolean_mask", "constant", "map_flat_values", "range", "stack", "is_ragged"]
+           "boolean_mask", "constant", "map_flat_values", "range", "stack", "is_ragged",
+           "row_splits_to_segment_ids", "segment_ids_to_row_splits"]
+
+
+def row_splits_to_segment_ids(splits: Any, name: str | None = None,
+                              out_type: Any = None) -> Tensor:
+    """The row of each value of a partition given by `splits`."""
+    return RaggedTensor.from_row_splits(np.zeros(int(np.asarray(
+        splits.numpy() if isinstance(splits, Tensor) else splits)[-1])), splits).value_rowids()
+
+
+def segment_ids_to_row_splits(segment_ids: Any, num_segments: Any = None,
+                              out_type: Any = None, name: str | None = None) -> Tensor:
+    """The row splits of sorted `segment_ids` (`num_segments` rows)."""
+    ids = np.asarray(segment_ids.numpy() if isinstance(segment_ids, Tensor) else segment_ids)
+    return RaggedTensor.from_value_rowids(np.zeros(ids.size), ids, num_segments).row_splits
 
 
 def is_ragged(value: Any) -> bool:

@@ -502,6 +502,8 @@ class RaggedTensor:
 
     # --------------------------------------------------------------- misc
     def __repr__(self) -> str:
+        if self.flat_values._dev is None:   # traced in a pg.function: no values yet
+            return f"tf.RaggedTensor(values={self._values}, row_splits={self.row_splits})"
         with np.printoptions(formatter={"all": _element_text}):
             text = _element_text(self.numpy())
         return f"<tf.RaggedTensor {text}>"
