@@ -122,6 +122,19 @@ def run_pg(device, expr, **inputs):
     "tf.stack([tf.ragged.constant(a), tf.ragged.constant(b)], axis=1)",
     "tf.concat([tf.ragged.constant(a), [[5, 3]]], axis=0)",
     "tf.gather(tf.ragged.constant(a), [1, 0, 1])",
+    "tf.gather(tf.ragged.constant(a), [[1, 0], [0, 1]])",
+    "tf.gather(tf.range(20, 40), tf.ragged.constant(a) + 9)",
+    "tf.nn.embedding_lookup(tf.reshape(tf.range(60.0), [20, 3]), tf.ragged.constant(a) + 9)",
+    "tf.ragged.map_flat_values(tf.multiply, tf.ragged.constant(a), tf.ragged.constant(b))",
+    "tf.ragged.boolean_mask(tf.ragged.constant(a).to_tensor(), "
+    "tf.ragged.constant(a).to_tensor() > 0)",
+    "tf.ragged.boolean_mask(tf.ragged.constant(a), [i % 2 == 0 for i in range(len(a))])",
+    "tf.math.reduce_prod(tf.ragged.constant(a), axis=1)",
+    "tf.reduce_any(tf.ragged.constant(a) > 3, axis=1)",
+    "tf.reduce_all(tf.ragged.constant(a) > -3, axis=0)",
+    "tf.ragged.stack([tf.ragged.constant(a), tf.ragged.constant(b)])",
+    "tf.zeros_like(tf.ragged.constant(a))",
+    "tf.size(tf.ragged.constant(a))",
     "tf.ragged.boolean_mask(tf.ragged.constant(a), tf.ragged.constant(a) > 0)",
     "tf.reverse(tf.ragged.constant(a), [1])",
     "tf.tile(tf.ragged.constant(a), [2, 3])",
@@ -163,6 +176,12 @@ def test_two_dimensional(tf_oracle, rng, device, expr):
     "tf.ragged.constant(a)[:, 1:3]",
     "tf.ragged.constant(a)[1]",
     "tf.ragged.constant(a).row_lengths(axis=2)",
+    "tf.ragged.constant(a).to_tensor(default_value=7, shape=[None, 2, 3])",
+    "tf.reverse(tf.ragged.constant(a), [0, 2])",
+    "tf.stack([tf.ragged.constant(a), tf.ragged.constant(b)], axis=2)",
+    "tf.RaggedTensor.from_tensor(tf.ragged.constant(a).to_tensor(), ragged_rank=2)",
+    "tf.RaggedTensor.from_tensor(tf.ragged.constant(a).to_tensor(), "
+    "lengths=tf.ragged.constant(a).nested_row_lengths())",
 ])
 def test_three_dimensional(tf_oracle, rng, device, expr):
     a = random_ragged(rng, depth=3, rows=int(rng.integers(2, 5)))

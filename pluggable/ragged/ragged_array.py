@@ -142,8 +142,9 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: Any = 
     rows = gather_rows(params, ind.reshape(-1))
     if ind.ndim == 0:
         return params[int(ind)]
-    for d in reversed(ind.shape[1:]):
-        rows = RaggedTensor.from_uniform_row_length(rows, d, validate=False)
+    for k in range(ind.ndim - 1, 0, -1):   # a ragged dimension, as TensorFlow's shape says
+        d, n = ind.shape[k], int(np.prod(ind.shape[:k]))
+        rows = RaggedTensor._make(rows, (np.arange(n + 1) * d).astype(params._splits.dtype))
     return rows
 
 
