@@ -263,15 +263,37 @@ def test_factories(tf_oracle, rng, device, expr):
      "InvalidArgumentError"),
     ("tf.ragged.constant([[1, 2], [3]])[:, 0]", "ValueError"),
     ("tf.ragged.range(1, 5, 0)", "InvalidArgumentError"),
+    ("tf.RaggedTensor.from_row_lengths([1, 2, 3], [2, -1, 2])", "InvalidArgumentError"),
+    ("tf.RaggedTensor.from_value_rowids([1, 2], [0, 1], nrows=1)", "ValueError"),
+    ("tf.RaggedTensor.from_uniform_row_length([1, 2, 3], 2)", "ValueError"),
+    ("tf.RaggedTensor.from_row_splits([1, 2, 3], [[0, 3]])", "ValueError"),
+    ("tf.RaggedTensor.from_row_splits([1, 2, 3], [0.0, 3.0])", "ValueError"),
+    ("tf.ragged.constant([[1], [2]], ragged_rank=3)", "ValueError"),
+    ("tf.ragged.constant([[1, 2], [3]]).to_tensor(shape=[2])", "InvalidArgumentError"),
+    ("tf.concat([tf.ragged.constant([[1, 2], [3]]), tf.ragged.constant([[1]])], axis=1)",
+     "InvalidArgumentError"),
+    ("tf.reduce_sum(tf.ragged.constant([[1, 2], [3]]), axis=5)", "ValueError"),
+    ("tf.ragged.constant([[1, 2], [3]])[5]", "IndexError"),
+    ("tf.ragged.constant([[1, 2], [3]])[0, 0, 0]", "InvalidArgumentError"),
+    ("tf.gather(tf.ragged.constant([[1, 2], [3]]), [2])", "InvalidArgumentError"),
+    ("tf.ragged.map_flat_values(tf.add, tf.ragged.constant([[1, 2], [3]]), "
+     "tf.ragged.constant([[1], [3]]))", "ValueError"),
+    ("tf.ragged.constant([[1, 2], [3]]) + tf.constant([[1, 2, 3]])", "InvalidArgumentError"),
+    ("tf.RaggedTensor.from_tensor([[1, 2]], ragged_rank=0)", "ValueError"),
+    ("tf.RaggedTensor.from_tensor([1, 2])", "ValueError"),
+    ("tf.ragged.boolean_mask(tf.ragged.constant([[1, 2], [3]]), [True])", "ValueError"),
 ])
 def test_bad_input_raises_tensorflows_error_type(tf_oracle, expr, error):
     from tf_oracle import OracleError
     with pytest.raises(OracleError) as tf_err:
         tf_oracle.run(f"result = {expr}")
     assert tf_err.value.tf_type == error
-    expected = pg.errors.InvalidArgumentError if error == "InvalidArgumentError" else ValueError
-    with pytest.raises(expected):
+    expected = {"InvalidArgumentError": pg.errors.InvalidArgumentError,
+                "ValueError": ValueError, "IndexError": IndexError}[error]
+    with pytest.raises(expected) as err:
         eval(expr, {"tf": pg, "np": np})
+    if error == "ValueError":   # TensorFlow's plain ValueError, not its InvalidArgumentError
+        assert not isinstance(err.value, pg.errors.InvalidArgumentError), err.value
 
 
 def test_mismatched_rows_message_has_tensorflows_numbers(tf_oracle):

@@ -36,6 +36,8 @@ def _to_ragged(value: Any, ragged_rank: int, like: RaggedTensor) -> RaggedTensor
 
 def _prepare(values: Sequence[Any], axis: int, what: str) -> tuple[list[RaggedTensor], int]:
     values = list(values)
+    if len(values) == 1 and isinstance(values[0], RaggedTensor):
+        return values, axis
     ragged = [v for v in values if isinstance(v, RaggedTensor)]
     first = ragged[0]
     R = max(v.ragged_rank for v in ragged)
@@ -103,7 +105,7 @@ def _join(rts: list[Any], axis: int, stack: bool) -> Any:
 def concat(values: Sequence[Any], axis: int, name: str | None = None) -> Any:
     """pg.concat with a ragged input: the result is ragged."""
     rts, axis = _prepare(values, axis, "concat")
-    return rts[0] if len(rts) == 1 else _join(rts, axis, False)
+    return rts[0] if len(rts) == 1 else _join(rts, axis, False)   # TensorFlow's order
 
 
 def stack(values: Sequence[Any], axis: int = 0, name: str | None = None) -> Any:
@@ -188,8 +190,7 @@ def boolean_mask(data: Any, mask: Any, name: str | None = None) -> Any:
         cur = cur._values
     nrows = cur.nrows_int() if isinstance(cur, RaggedTensor) else cur.shape[0]
     if keep_flags.size != nrows:
-        raise errors.InvalidArgumentError(
-            f"boolean_mask: the mask has {keep_flags.size} elements where data has {nrows}")
+        raise ValueError(f"Shapes ({nrows},) and ({keep_flags.size},) are incompatible")
     kept = gather_rows(cur, np.flatnonzero(keep_flags))
     if not levels:
         return kept

@@ -169,10 +169,15 @@ def from_tensor(cls, tensor: Any, lengths: Any, padding: Any, ragged_rank: int,
     if not isinstance(ragged_rank, int):
         raise TypeError(f"ragged_rank expected int, got {ragged_rank!r}")
     if ragged_rank <= 0:
-        raise ValueError(f"ragged_rank must be greater than 0; got {ragged_rank}")
+        raise ValueError(f"Argument `ragged_rank` must be greater than 0. Received "
+                         f"{ragged_rank}.")
     t = _values_tensor(tensor)
     if isinstance(t, RaggedTensor):
         raise TypeError("from_tensor: the input is already a RaggedTensor")
+    if t.ndim < 2:
+        raise ValueError("The rank of a RaggedTensor must be greater than 1, i.e., a list of "
+                         "scalars won't have ragged dimensions. Received argument `tensor` "
+                         f"with rank {t.ndim}.")
     if t.ndim < ragged_rank + 1:
         raise ValueError(f"Shape {list(t.shape)} must have rank at least {ragged_rank + 1}")
     shape = list(t.shape)
@@ -277,8 +282,9 @@ def _target_dims(rt: RaggedTensor, shape: Any) -> list:
         return dims
     shape = list(shape)
     if len(shape) != len(dims):
-        raise ValueError(f"to_tensor: shape {shape} must have rank {len(dims)}, the rank of "
-                         "the RaggedTensor")
+        raise errors.InvalidArgumentError(
+            f"rt_input.shape and shape={shape} are incompatible: rt_input.rank = {len(dims)} "
+            f"but shape.rank = {len(shape)}")
     out = []
     for i, (want, have) in enumerate(zip(shape, dims)):
         if want is None or int(want) == -1:

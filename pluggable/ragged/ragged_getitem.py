@@ -47,8 +47,9 @@ def getitem(rt: RaggedTensor, key: Any) -> Any:
     keys = _expand_ellipsis(rt, keys)
     _check(keys)
     if len(keys) > rt.shape.rank:
-        raise ValueError(f"too many indices for a RaggedTensor of rank {rt.shape.rank}: "
-                         f"{len(keys)} given")
+        raise errors.InvalidArgumentError(
+            f"Index out of range: {len(keys)} indices for a RaggedTensor of rank "
+            f"{rt.shape.rank}")
     return _outer(rt, keys)
 
 
@@ -70,8 +71,7 @@ def _outer(rt: Any, keys: list) -> Any:
         return _inner(rt, rest)
     i = _int(head)
     if not -n <= i < n:
-        raise errors.InvalidArgumentError(
-            f"slice index {i} of dimension 0 out of bounds: the RaggedTensor has {n} rows")
+        raise IndexError(f"Row key {i} out of bounds")
     i %= n
     a, b = int(rt._splits[i]), int(rt._splits[i + 1])
     row = gather_rows(rt._values, np.arange(a, b))

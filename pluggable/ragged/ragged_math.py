@@ -260,8 +260,7 @@ def _axes(rt: RaggedTensor, axis: Any) -> list[int] | None:
     out = []
     for a in axes:
         if not -rank <= a < rank:
-            raise errors.InvalidArgumentError(
-                f"axis {a} is out of range for a RaggedTensor of rank {rank}")
+            raise ValueError(f"axis={a} out of bounds: expected {-rank}<=axis<{rank}")
         out.append(a % rank)
     if len(set(out)) != len(out):
         raise errors.InvalidArgumentError(f"axis {axes} repeats an axis")

@@ -45,14 +45,14 @@ def _index_vector(value: Any, what: str, dtype: dtypes.DType | None) -> np.ndarr
     if isinstance(value, Tensor):
         a = np.asarray(value.numpy())
         if not value.dtype.is_integer:
-            raise TypeError(f"{what} must be an integer tensor, got {value.dtype.name}")
+            raise ValueError(f"{what} must have dtype int32 or int64, got {value.dtype.name}")
         dt = value.dtype if dtype is None else dtype
     else:
         a = np.asarray(value)
         if a.size == 0:
             a = a.astype(np.int64)
         if a.dtype.kind not in "iu":
-            raise TypeError(f"{what} must be integers, got {a.dtype}")
+            raise ValueError(f"{what} must have dtype int32 or int64, got {a.dtype}")
         dt = dtypes.int64 if dtype is None else dtype
     if a.ndim != 1:
         raise ValueError(f"{what} must be a vector (rank 1), got shape {list(a.shape)}")
@@ -226,8 +226,8 @@ class RaggedTensor:
                 raise _invalid("from_value_rowids",
                                "value_rowids must be sorted in ascending order and >= 0")
             if ids.size and ids[-1] >= n:
-                raise _invalid("from_value_rowids", f"nrows ({n}) must be greater than "
-                               f"value_rowid[-1] ({ids[-1]})")
+                raise ValueError(f"Expected nrows >= value_rowids[-1] + 1; got nrows={n}, "
+                                 f"value_rowids[-1]={ids[-1]}")
         counts = np.bincount(ids, minlength=n)[:n] if ids.size else np.zeros(n, np.int64)
         splits = np.concatenate([[0], np.cumsum(counts)]).astype(ids.dtype)
         return cls._from_splits("from_value_rowids", values, splits, False)
@@ -263,8 +263,8 @@ class RaggedTensor:
         else:
             n = int(_np(nrows))
         if validate and n * length != nvals:
-            raise _invalid("from_uniform_row_length", f"uniform_row_length ({length}) times "
-                           f"nrows ({n}) must equal nvals ({nvals})")
+            raise ValueError(f"uniform_row_length={length} times nrows={n} must equal "
+                             f"nvals={nvals}")
         dt = dtypes.int64
         if isinstance(values, RaggedTensor):
             dt = dtypes.as_dtype(values._splits.dtype)
