@@ -95,6 +95,14 @@ def run_pg(device, expr, **inputs):
         return describe(eval(expr, {"tf": pg, "np": np}, inputs))
 
 
+def compare_pair(tf_oracle, rng, device, expr, a):
+    """`expr` of ragged list `a` and a list `b` with its rows, under both."""
+    b = same_rows_like(rng, a)
+    want = oracle(tf_oracle, expr, a=a, b=b)
+    got = run_pg(device, expr, a=a, b=b)
+    assert_same(got, want, f"{expr} with a={a} b={b}")
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("expr", [
     "tf.ragged.constant(a)",
@@ -153,11 +161,7 @@ def run_pg(device, expr, **inputs):
     "padding=-99)",
 ])
 def test_two_dimensional(tf_oracle, rng, device, expr):
-    a = random_ragged(rng, rows=int(rng.integers(2, 6)))
-    b = same_rows_like(rng, a)
-    want = oracle(tf_oracle, expr, a=a, b=b)
-    got = run_pg(device, expr, a=a, b=b)
-    assert_same(got, want, f"{expr} with a={a} b={b}")
+    compare_pair(tf_oracle, rng, device, expr, random_ragged(rng, rows=int(rng.integers(2, 6))))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -184,11 +188,8 @@ def test_two_dimensional(tf_oracle, rng, device, expr):
     "lengths=tf.ragged.constant(a).nested_row_lengths())",
 ])
 def test_three_dimensional(tf_oracle, rng, device, expr):
-    a = random_ragged(rng, depth=3, rows=int(rng.integers(2, 5)))
-    b = same_rows_like(rng, a)
-    want = oracle(tf_oracle, expr, a=a, b=b)
-    got = run_pg(device, expr, a=a, b=b)
-    assert_same(got, want, f"{expr} with a={a}")
+    compare_pair(tf_oracle, rng, device, expr,
+                 random_ragged(rng, depth=3, rows=int(rng.integers(2, 5))))
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -11,7 +11,7 @@ from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..runtime import placement
 from ..runtime.tensors import constant
-from .ragged_tensor import RaggedTensor, _index_vector, _np
+from .ragged_tensor import RaggedTensor, _index_vector, _np, splits_of
 
 
 def _host_tensor(a: Any, dt: dtypes.DType) -> Tensor:
@@ -46,7 +46,7 @@ class RowPartition:
                                 dtypes.as_dtype(dtype))
         if validate and np.any(lengths < 0):
             raise errors.InvalidArgumentError("row_lengths must be non-negative")
-        return cls(np.concatenate([[0], np.cumsum(lengths)]).astype(lengths.dtype))
+        return cls(splits_of(lengths, lengths.dtype))
 
     @classmethod
     def from_value_rowids(cls, value_rowids: Any, nrows: Any = None, validate: bool = True,
@@ -55,7 +55,7 @@ class RowPartition:
                             dtypes.as_dtype(dtype))
         n = (int(ids[-1]) + 1 if ids.size else 0) if nrows is None else int(_np(nrows))
         counts = np.bincount(ids, minlength=n)[:n] if ids.size else np.zeros(n, np.int64)
-        return cls(np.concatenate([[0], np.cumsum(counts)]).astype(ids.dtype))
+        return cls(splits_of(counts, ids.dtype))
 
     @classmethod
     def from_uniform_row_length(cls, uniform_row_length: Any, nvals: Any, nrows: Any = None,

@@ -14,7 +14,8 @@ from ..framework.tensor import Tensor
 from ..ops import array_ops
 from ..runtime.tensors import convert_to_tensor
 from .ragged_math import check_same_splits
-from .ragged_tensor import RaggedTensor, _values_tensor, gather_rows, ragged_positions
+from .ragged_tensor import (RaggedTensor, _values_tensor, gather_rows, ragged_positions,
+                            splits_of)
 
 
 def _to_ragged(value: Any, ragged_rank: int, like: RaggedTensor) -> RaggedTensor:
@@ -69,7 +70,7 @@ def _concat0(rts: list[Any], stack: bool) -> Any:
     result = RaggedTensor._make(values, np.concatenate(parts).astype(dt))
     if stack:
         nrows = [rt.nrows_int() for rt in rts]
-        return RaggedTensor._make(result, np.concatenate([[0], np.cumsum(nrows)]).astype(dt))
+        return RaggedTensor._make(result, splits_of(nrows, dt))
     return result
 
 
@@ -255,5 +256,5 @@ def tile(input: Any, multiples: Sequence[int], name: str | None = None) -> Any: 
     lens = np.repeat(lengths, m1)
     index = np.tile(ragged_positions(starts, lens), m0)
     row_lengths = np.tile(lengths * m1, m0)
-    splits = np.concatenate([[0], np.cumsum(row_lengths)]).astype(rt._splits.dtype)
+    splits = splits_of(row_lengths, rt._splits.dtype)
     return RaggedTensor._make(gather_rows(values, index), splits)

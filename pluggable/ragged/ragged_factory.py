@@ -14,7 +14,7 @@ from ..ops import array_ops, math_ops
 from ..runtime import placement
 from ..runtime.tensors import constant as _pg_constant, convert_to_tensor
 from .ragged_tensor import (RaggedTensor, _np, _splits_dtype, _values_tensor, gather_rows,
-                            values_device)
+                            splits_of, values_device)
 
 
 # ------------------------------------------------------------ constant
@@ -217,7 +217,7 @@ def from_tensor(cls, tensor: Any, lengths: Any, padding: Any, ragged_rank: int,
     lens = np.clip(lens, 0, ncols)
     index = np.concatenate([np.arange(n) + i * ncols for i, n in enumerate(lens)] or
                            [np.zeros(0, np.int64)])
-    splits = np.concatenate([[0], np.cumsum(lens)]).astype(sdt.as_numpy_dtype)
+    splits = splits_of(lens, sdt.as_numpy_dtype)
     return RaggedTensor._make(gather_rows(values, index), splits)
 
 
@@ -232,14 +232,14 @@ def _from_nested_lengths(t: Tensor, lengths: list, ragged_rank: int,
     ones = np.ones(int(lengths[-1].sum()), bool)
     mask: Any = ones
     for lens in reversed(lengths):
-        mask = RaggedTensor._make(mask, np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
+        mask = RaggedTensor._make(mask, splits_of(lens, np.int64))
     dense = _dense_mask(mask, list(t.shape[:k + 1]))
     index = np.flatnonzero(dense)
     rows = math_ops.reshape(t, [int(np.prod(t.shape[:k + 1]))] + list(t.shape[k + 1:]))
     result: Any = gather_rows(rows, index)
     for lens in reversed(lengths):
         result = RaggedTensor._make(
-            result, np.concatenate([[0], np.cumsum(lens)]).astype(sdt.as_numpy_dtype))
+            result, splits_of(lens, sdt.as_numpy_dtype))
     return result
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..framework import errors
 from ..framework.tensor import Tensor
 from ..ops import array_ops
-from .ragged_tensor import RaggedTensor, gather_rows, ragged_positions
+from .ragged_tensor import RaggedTensor, gather_rows, ragged_positions, splits_of
 
 _HELP = "integers and slices are valid indices of a RaggedTensor"
 
@@ -114,5 +114,5 @@ def _slice_rows(rt: RaggedTensor, key: builtins.slice) -> RaggedTensor:
         parts = [np.arange(s, s + n)[key] for s, n in zip(starts, lengths)]
         new_lengths = np.asarray([p.size for p in parts], np.int64)
         index = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    splits = np.concatenate([[0], np.cumsum(new_lengths)]).astype(rt._splits.dtype)
+    splits = splits_of(new_lengths, rt._splits.dtype)
     return RaggedTensor._make(gather_rows(rt._values, index), splits)

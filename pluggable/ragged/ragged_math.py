@@ -14,7 +14,7 @@ from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..ops import array_ops, math_ops
 from ..runtime.tensors import constant, convert_to_tensor
-from .ragged_tensor import RaggedTensor, ragged_positions, values_device
+from .ragged_tensor import RaggedTensor, ragged_positions, splits_of, values_device
 
 
 # ------------------------------------------------------- partitions
@@ -229,7 +229,7 @@ def _segment_aggregate(kind: str, data: Any, seg: np.ndarray, nseg: int) -> Any:
     out_lengths = np.zeros(nseg, np.int64)
     if seg.size:
         np.maximum.at(out_lengths, seg, lengths)
-    out_splits = np.concatenate([[0], np.cumsum(out_lengths)]).astype(np.int64)
+    out_splits = splits_of(out_lengths, np.int64)
     starts = out_splits[seg] if seg.size else np.zeros(0, np.int64)
     value_index = ragged_positions(starts, lengths)
     values = _segment_aggregate(kind, data._values, value_index, int(out_splits[-1]))

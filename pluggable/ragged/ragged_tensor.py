@@ -101,6 +101,12 @@ def _check_splits(ctor: str, splits: np.ndarray, nvals: int) -> None:
                              f"(the number of values, {nvals})")
 
 
+def splits_of(lengths: Any, dtype: Any = np.int64) -> np.ndarray:
+    """The row splits of rows of these lengths: [0, cumsum(lengths)...]."""
+    lengths = np.asarray(lengths, np.int64).reshape(-1)
+    return np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)]).astype(dtype)
+
+
 def gather_rows(values: "Tensor | RaggedTensor", index: np.ndarray) -> "Tensor | RaggedTensor":
     """The rows `index` (host int array) of a tensor or ragged tensor (op
     GatherV2 on the values' device)."""
@@ -109,7 +115,7 @@ def gather_rows(values: "Tensor | RaggedTensor", index: np.ndarray) -> "Tensor |
         s = values._splits
         starts, limits = s[index], s[index + 1]
         lengths = limits - starts
-        new_splits = np.concatenate([[0], np.cumsum(lengths)]).astype(s.dtype)
+        new_splits = splits_of(lengths, s.dtype)
         inner = ragged_positions(starts, lengths)
         return RaggedTensor._make(gather_rows(values._values, inner), new_splits,
                                   values._uniform)
@@ -202,11 +208,11 @@ class RaggedTensor:
         lengths = _index_vector(row_lengths, "row_lengths", None)
         if validate and np.any(lengths < 0):
             raise _invalid("from_row_lengths", "row_lengths must be non-negative")
-        splits = np.concatenate([np.zeros(1, lengths.dtype), np.cumsum(lengths)])
+        splits = splits_of(lengths, lengths.dtype)
         if validate and splits[-1] != _nrows_of(values):
             raise _invalid("from_row_lengths", f"sum of row_lengths ({splits[-1]}) must be "
                                                f"nvals ({_nrows_of(values)})")
-        return cls._from_splits("from_row_lengths", values, splits.astype(lengths.dtype), False)
+        return cls._from_splits("from_row_lengths", values, splits, False)
 
     @classmethod
     def from_value_rowids(cls, values: Any, value_rowids: Any, nrows: Any = None,
@@ -229,7 +235,7 @@ class RaggedTensor:
                 raise ValueError(f"Expected nrows >= value_rowids[-1] + 1; got nrows={n}, "
                                  f"value_rowids[-1]={ids[-1]}")
         counts = np.bincount(ids, minlength=n)[:n] if ids.size else np.zeros(n, np.int64)
-        splits = np.concatenate([[0], np.cumsum(counts)]).astype(ids.dtype)
+        splits = splits_of(counts, ids.dtype)
         return cls._from_splits("from_value_rowids", values, splits, False)
 
     @classmethod
