@@ -144,3 +144,19 @@ def test_core_resource_owners_refuse_copies_and_pickles():
             with pytest.raises(TypeError, match=f"{what} of a {name}: it owns a resource"):
                 fn(obj)
     dev.synchronize()
+
+
+def test_symbolic_tensors_and_handles_refuse_pickling():
+    seen = []
+
+    @pg.function
+    def f(x):
+        with pytest.raises(TypeError, match="SymbolicTensor cannot be pickled"):
+            pickle.dumps(x)
+        seen.append(copy.copy(x) is x)
+        return x * 2.0
+    np.testing.assert_array_equal(f(pg.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    assert seen == [True]
+    v = pg.Variable([1.0])
+    with pytest.raises(TypeError, match="resource tensor"):
+        pickle.dumps(v.handle)

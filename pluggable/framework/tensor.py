@@ -89,22 +89,17 @@ class Tensor:
             _delete(h)
 
     # Tensors are immutable: a copy is the tensor itself (as TensorFlow's
-    # eager tensors), so no two objects ever own one core handle. A pickle
-    # holds the value and unpickles as a CPU tensor.
+    # eager tensors), so no two objects ever own one core handle. Pickles:
+    # runtime.tensors registers the reducer (a pickle holds the value).
     def __copy__(self) -> "Tensor":
         return self
 
     def __deepcopy__(self, memo) -> "Tensor":
         return self
 
-    def __reduce__(self):
-        if type(self) is not Tensor:
-            raise TypeError("a symbolic tensor of a traced function cannot be pickled; "
-                            "pickle the function's result instead")
-        if self._dtype is dtypes.resource:
-            raise TypeError(f"a {self._dtype.name} tensor is a handle to state inside this "
-                            "process and cannot be pickled")
-        return _unpickle, (np.array(self.numpy()), self._dtype)
+    def __reduce_ex__(self, protocol):  # (the reducer registered for Tensor comes first)
+        raise TypeError(f"a {type(self).__name__} cannot be pickled: a symbolic tensor of a "
+                        "traced function has no value; pickle the function's result instead")
 
     # ------------------------------------------------------------- properties
     @property
@@ -322,8 +317,3 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes
     return np.asarray(a, order="C")
 
-
-def _unpickle(a: np.ndarray, dtype: dtypes.DType) -> Tensor:
-    """A pickled tensor's value as a CPU tensor (Tensor.__reduce__)."""
-    from ..runtime import placement
-    return Tensor._from_array(np.ascontiguousarray(a), placement.CPU, dtype)
