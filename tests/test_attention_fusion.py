@@ -66,15 +66,18 @@ def _user_attention(bias, scale):
 
 # ------------------------------------------------------------ attention fused
 
-@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-5), (np.float64, 1e-12)])
-def test_composite_causal_attention_is_fused_on_cpu(rng, dtype, rtol):
-    q, k, v = _qkv(rng, dtype)
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-5), (np.float64, 1e-12),
+                                        (np.float16, 1e-2)])
+@pytest.mark.parametrize("q_len,k_len", [(S, S), (4, 7)])
+def test_composite_causal_attention_is_fused_on_cpu(rng, dtype, rtol, q_len, k_len):
+    q, k, v = _qkv(rng, dtype, q_len, k_len)
     g, out, eager = _traced(_composite(), q, k, v)
     fused = [n for n in g.nodes if n.op == "ScaledDotProductAttention"]
     assert len(fused) == 1 and "Softmax" not in _ops(g) and g.pass_counts["fused"] == 1
     assert fused[0].attrs["causal"] and fused[0].attrs["scale"] == 0.5
     assert fused[0].attrs["num_masks"] == 0 and fused[0].assigned.device_type == "CPU"
-    want = _attention_np(q, k, v, np.tril(np.ones((S, S), bool)), 0.5)
+    assert fused[0].attrs["T"] == pg.as_dtype(dtype)
+    want = _attention_np(q, k, v, np.tril(np.ones((q_len, k_len), bool)), 0.5)
     np.testing.assert_allclose(out.numpy(), want, rtol=rtol, atol=rtol)
     np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=rtol, atol=rtol)
 
@@ -316,6 +319,29 @@ def test_layer_norm_whose_statistics_are_read_elsewhere_is_not_fused(rng):
 def test_layer_norm_with_a_gamma_that_is_not_a_vector_is_not_fused(rng):
     x, g, b = _ln_inputs(rng)
     _not_fused(_moments_ln(), x, g.reshape(1, -1), b, rtol=1e-5)
+
+
+def test_every_attention_and_layer_norm_of_a_transformer_block_is_fused(rng):
+    """A pre-LN block written as the composite benchmark writes it: two
+    layer norms and one causal attention, inputs made by reshapes."""
+    d = H * D
+    x = rng.standard_normal((B * S, d)).astype(np.float32)
+    wqkv = (rng.standard_normal((d, 3 * d)) / np.sqrt(d)).astype(np.float32)
+    g1, b1, g2, b2 = (rng.standard_normal(d).astype(np.float32) for _ in range(4))
+    bias = pg.constant(_causal_bias(S))
+    norm, attention = _moments_ln(), _user_attention(bias, 1 / np.sqrt(D))
+
+    def block(x, wqkv, g1, b1, g2, b2):
+        qkv = pg.matmul(norm(x, g1, b1), wqkv)
+        q, k, v = pg.unstack(pg.transpose(pg.reshape(qkv, [B, S, 3, H, D]), [2, 0, 3, 1, 4]),
+                             axis=0)
+        o = pg.reshape(pg.transpose(attention(q, k, v), [0, 2, 1, 3]), [B * S, d])
+        return norm(x + o, g2, b2)
+    graph, out, eager = _traced(block, x, wqkv, g1, b1, g2, b2)
+    assert _ops(graph).count("LayerNorm") == 2 and graph.pass_counts["fused"] == 3
+    assert _ops(graph).count("ScaledDotProductAttention") == 1
+    assert not {"Softmax", "Rsqrt", "Mean"} & set(_ops(graph))
+    np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-4, atol=1e-4)
 
 
 # ------------------------------------------------------------ training steps, switches
