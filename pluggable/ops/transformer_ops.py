@@ -273,7 +273,9 @@ def fused_kernel_available(op: str, type_attrs: dict, *tensors: Any) -> bool:
     return find_kernel(op, dev.device_type, type_attrs) is not None
 
 
-_LOWEST = {"float16": -65504.0, "bfloat16": -3.38e38, "float32": -3.4e38, "float64": -1.7e308}
+LOWEST_SCORE = {"float16": -65504.0, "bfloat16": -3.38e38, "float32": -3.4e38, "float64": -1.7e308}
+"""Per float dtype name, the score the composite form gives a masked key
+(about the lowest finite value: its softmax weight is 0)."""
 
 
 # Causal masks on the device of the queries, by (q_len, k_len, device): the
@@ -304,7 +306,7 @@ def _attention_composite(q, k, v, mask, causal: bool, scale: float, dropout: flo
     # Python scalars: on a plugin device, cached device constants (no copy
     # per call, and the calls take the raw_ops fast path)
     s = math_ops.multiply(math_ops.matmul(q, k, transpose_b=True), float(scale))
-    lowest = _LOWEST[q.dtype.name]
+    lowest = LOWEST_SCORE[q.dtype.name]
     allowed = mask
     if causal:
         tri = _causal_mask(q.shape[2], k.shape[2], q)
@@ -338,7 +340,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, mask: Any = N
             raise errors.InvalidArgumentError(
                 f"{_ATTN}: {name} has dtype {t.dtype.name} but query has {q.dtype.name}",
                 op=_ATTN)
-    if q.dtype.name not in _LOWEST:
+    if q.dtype.name not in LOWEST_SCORE:
         raise errors.InvalidArgumentError(
             f"{_ATTN}: query has dtype {q.dtype.name}; expected float16, bfloat16, float32 or "
             "float64", op=_ATTN)
