@@ -27,6 +27,7 @@ import inspect
 import logging
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -418,6 +419,7 @@ class Function:
         self._lock = threading.RLock()
         self._traces = 0
         self._warned = False
+        self._bound: dict = {}    # id(instance) -> (weakref, bound Function): __get__
 
     # ------------------------------------------------------------- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -436,9 +438,31 @@ class Function:
         return cf._call_flat(tensors)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """A method decorated with pg.function: as TensorFlow's, each
+        instance gets its own bound Function (its own traces;
+        ``get_concrete_function`` and an ``input_signature`` that leaves out
+        ``self``), kept while the instance lives. The bound function holds
+        the instance weakly."""
         if instance is None:
             return self
-        return functools.partial(self, instance)
+        with self._lock:
+            bound = self._bound.get(id(instance))
+            if bound is not None and bound[0]() is instance:
+                return bound[1]
+            try:
+                ref = weakref.ref(instance, lambda _r, k=id(instance): self._bound.pop(k, None))
+            except TypeError:  # (an instance without __weakref__: no cache)
+                return functools.partial(self, instance)
+            fn = self.python_function
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return fn(ref(), *args, **kwargs)
+            functools.update_wrapper(method, fn)
+            params = list(self._signature.parameters.values())[1:]
+            method.__signature__ = self._signature.replace(parameters=params)
+            f = Function(method, self.input_signature, self.__name__, self.reduce_retracing)
+            self._bound[id(instance)] = (ref, f)
+            return f
 
     def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
         """The traced graph for these arguments (tensors or ``pg.TensorSpec``s;
