@@ -303,6 +303,31 @@ static const op_entry* find_entry(const char* onnx) {
   return NULL;
 }
 
+/* The op table as text, one line per ONNX op: "Add float double int32
+ * int64" (the element types its lowering is exact for). Whether a node is
+ * claimed also depends on the plugin's kernels and the node's attributes;
+ * `python -m pluggable check --onnxruntime` builds a model for each entry. */
+static char op_table_text[2048];
+static pthread_once_t op_table_once = PTHREAD_ONCE_INIT;
+
+static void fill_op_table(void) {
+  static const int types[] = {PG_ONNX_FLOAT, PG_ONNX_DOUBLE, PG_ONNX_INT32, PG_ONNX_INT64};
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+    len += (size_t)snprintf(op_table_text + len, sizeof op_table_text - len, "%s", OPS[i].onnx);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+      if (OPS[i].types & type_bit(types[t]))
+        len += (size_t)snprintf(op_table_text + len, sizeof op_table_text - len, " %s",
+                                onnx_type_name(types[t]));
+    len += (size_t)snprintf(op_table_text + len, sizeof op_table_text - len, "\n");
+  }
+}
+
+PG_EXPORT const char* pg_ort_op_table(void) {
+  pthread_once(&op_table_once, fill_op_table);
+  return op_table_text;
+}
+
 /*** Compiled partitions ***/
 
 typedef struct step {
