@@ -1310,11 +1310,40 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
   locked = 1;
   unclaimed_len = 0;
   unclaimed[0] = '\0';
+  /* A subgraph is claimed only in the bodies of If, Loop and Scan, which
+   * ONNX Runtime runs with kernels of its own. Another op's body (SequenceMap)
+   * is a function's: ONNX Runtime expands it into nodes whose opset imports
+   * have no entry for a fused node's domain, and the expanded graph would
+   * not resolve. */
+  const OrtNode* parent = NULL;
+  const char* parent_op = NULL;
+  const char* parent_domain = NULL;
+  pg_ort_drop(CALL(Graph_GetParentNode, OrtStatus* (*)(const OrtGraph*, const OrtNode**))(
+      graph, &parent));
+  if (parent != NULL) {
+    pg_ort_drop(CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(
+        parent, &parent_op));
+    pg_ort_drop(CALL(Node_GetDomain, OrtStatus* (*)(const OrtNode*, const char**))(
+        parent, &parent_domain));
+  }
+  int function_body =
+      parent != NULL &&
+      !(parent_op != NULL && (parent_domain == NULL || parent_domain[0] == '\0') &&
+        (strcmp(parent_op, "If") == 0 || strcmp(parent_op, "Loop") == 0 ||
+         strcmp(parent_op, "Scan") == 0));
   /* Which nodes the device runs; the producer of each output name (of
    * every node: a path through a node the bridge does not take is still a
    * path). */
   for (size_t i = 0; i < n; i++) {
-    if (describe(nodes[i], &descs[i])) {
+    int described = describe(nodes[i], &descs[i]);
+    if (described && function_body) {
+      char line[400];
+      snprintf(line, sizeof line, "pluggable: node '%s' (%s): in the body of a %s node, "
+               "which ONNX Runtime expands as a function (only If, Loop and Scan bodies "
+               "are claimed)", descs[i].name ? descs[i].name : "", descs[i].op,
+               parent_op ? parent_op : "?");
+      note_unclaimed(line);
+    } else if (described) {
       ok[i] = supported(e->device_type, &descs[i]);
     } else {
       const char* op = NULL;
