@@ -65,9 +65,9 @@ def test_the_op_table_lists_the_documented_ops():
 
 def test_my_device_is_certified_with_every_claimable_op_run_on_the_plugin():
     """Every (op, element type) of the bridge's table has a model; on
-    MY_DEVICE each one ONNX allows is claimed, matches the reference on three
-    fresh random inputs, and ran plugin kernels on every run."""
-    rc, out = run_check(str(MY_DEVICE), "--onnxruntime", "--json")
+    MY_DEVICE each one ONNX allows is claimed, matches the reference on two
+    fresh random inputs (--ort-runs 2), and ran plugin kernels on every run."""
+    rc, out = run_check(str(MY_DEVICE), "--onnxruntime", "--json", "--ort-runs", "2")
     assert rc == 0, out
     ox = json.loads(out)["onnxruntime"]
     assert ox["certified"] and ox["error"] is None, ox
@@ -81,10 +81,10 @@ def test_my_device_is_certified_with_every_claimable_op_run_on_the_plugin():
             assert r["status"] == "not_onnx", r   # ONNX's Sum is for floats only
             continue
         assert r["status"] == "ok" and r["claimed"] and r["nodes_compiled"] == 1, r
-        assert len(r["kernel_runs"]) == 3 and min(r["kernel_runs"]) >= 1, r
+        assert len(r["kernel_runs"]) == 2 and min(r["kernel_runs"]) >= 1, r
     # Lowerings of several kernels count each: Gemm is MatMul, Mul, AddV2.
     gemm = next(r for r in ox["results"] if r["op"] == "Gemm" and r["type"] == "float")
-    assert gemm["kernel_runs"] == [3, 3, 3], gemm
+    assert gemm["kernel_runs"] == [3, 3], gemm
     # ORT's CPU EP has no double Conv: numpy is the reference there.
     conv = next(r for r in ox["results"] if r["op"] == "Conv" and r["type"] == "double")
     assert conv["reference"] == "numpy", conv
@@ -97,6 +97,8 @@ def test_the_text_report_says_certified_and_groups_element_types():
     assert re.search(r"^ONNX Runtime \d+\.\d+", out, re.M), out
     assert "CLAIMED  Add (broadcast [3,4] by [4]) float, double, int32, int64: matches ORT " \
            "CPU; plugin kernels a run: 1" in out, out
+    assert "CLAIMED  Gemm (transB, alpha 0.5, C [5]) float, double: matches ORT CPU; plugin " \
+           "kernels a run: 3" in out, out
     assert out.rstrip().endswith("CERTIFIED for ONNX Runtime"), out
 
 
