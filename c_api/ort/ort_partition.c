@@ -303,6 +303,31 @@ static const op_entry* find_entry(const char* onnx) {
   return NULL;
 }
 
+/* The op table as text, one line per ONNX op: "Add float double int32
+ * int64" (the element types its lowering is exact for). Whether a node is
+ * claimed also depends on the plugin's kernels and the node's attributes;
+ * `python -m pluggable check --onnxruntime` builds a model for each entry. */
+static char op_table_text[2048];
+static pthread_once_t op_table_once = PTHREAD_ONCE_INIT;
+
+static void fill_op_table(void) {
+  static const int types[] = {PG_ONNX_FLOAT, PG_ONNX_DOUBLE, PG_ONNX_INT32, PG_ONNX_INT64};
+  size_t len = 0;
+  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
+    len += (size_t)snprintf(op_table_text + len, sizeof op_table_text - len, "%s", OPS[i].onnx);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+      if (OPS[i].types & type_bit(types[t]))
+        len += (size_t)snprintf(op_table_text + len, sizeof op_table_text - len, " %s",
+                                onnx_type_name(types[t]));
+    len += (size_t)snprintf(op_table_text + len, sizeof op_table_text - len, "\n");
+  }
+}
+
+PG_EXPORT const char* pg_ort_op_table(void) {
+  pthread_once(&op_table_once, fill_op_table);
+  return op_table_text;
+}
+
 /*** Compiled partitions ***/
 
 typedef struct step {
@@ -1285,11 +1310,40 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
   locked = 1;
   unclaimed_len = 0;
   unclaimed[0] = '\0';
+  /* A subgraph is claimed only in the bodies of If, Loop and Scan, which
+   * ONNX Runtime runs with kernels of its own. Another op's body (SequenceMap)
+   * is a function's: ONNX Runtime expands it into nodes whose opset imports
+   * have no entry for a fused node's domain, and the expanded graph would
+   * not resolve. */
+  const OrtNode* parent = NULL;
+  const char* parent_op = NULL;
+  const char* parent_domain = NULL;
+  pg_ort_drop(CALL(Graph_GetParentNode, OrtStatus* (*)(const OrtGraph*, const OrtNode**))(
+      graph, &parent));
+  if (parent != NULL) {
+    pg_ort_drop(CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(
+        parent, &parent_op));
+    pg_ort_drop(CALL(Node_GetDomain, OrtStatus* (*)(const OrtNode*, const char**))(
+        parent, &parent_domain));
+  }
+  int function_body =
+      parent != NULL &&
+      !(parent_op != NULL && (parent_domain == NULL || parent_domain[0] == '\0') &&
+        (strcmp(parent_op, "If") == 0 || strcmp(parent_op, "Loop") == 0 ||
+         strcmp(parent_op, "Scan") == 0));
   /* Which nodes the device runs; the producer of each output name (of
    * every node: a path through a node the bridge does not take is still a
    * path). */
   for (size_t i = 0; i < n; i++) {
-    if (describe(nodes[i], &descs[i])) {
+    int described = describe(nodes[i], &descs[i]);
+    if (described && function_body) {
+      char line[400];
+      snprintf(line, sizeof line, "pluggable: node '%s' (%s): in the body of a %s node, "
+               "which ONNX Runtime expands as a function (only If, Loop and Scan bodies "
+               "are claimed)", descs[i].name ? descs[i].name : "", descs[i].op,
+               parent_op ? parent_op : "?");
+      note_unclaimed(line);
+    } else if (described) {
       ok[i] = supported(e->device_type, &descs[i]);
     } else {
       const char* op = NULL;

@@ -112,6 +112,8 @@ enum {
   PG_ORT_ValueInfo_IsConstantInitializer = 331, /* v23: (const OrtValueInfo*, bool* out) */
   PG_ORT_Graph_GetNumNodes = 344,      /* v23: (graph, size_t* n) */
   PG_ORT_Graph_GetNodes = 345,         /* v23: (graph, const OrtNode** out, size_t n) */
+  /* v23: (graph, const OrtNode** out): the node whose subgraph it is; NULL at the top */
+  PG_ORT_Graph_GetParentNode = 346,
   PG_ORT_Node_GetName = 349,           /* v23: (node, const char** out) */
   PG_ORT_Node_GetOperatorType = 350,   /* v23: (node, const char** out) */
   PG_ORT_Node_GetDomain = 351,         /* v23: (node, const char** out); "" = ONNX */
