@@ -1,0 +1,13 @@
+"""``pg.mixed_precision``: TensorFlow's mixed precision (public names only;
+see ``pluggable.framework.dtype_policy`` for policies and autocast
+variables')::
+
+    pg.mixed_precision.set_global_policy("mixed_bfloat16")
+    w = pg.Variable(np.zeros((4, 4), np.float32))   # stored float32
+    w.value().dtype                                  # pg.bfloat16
+"""
+from .framework.dtype_policy import (DTypePolicy, Policy, autocast, global_policy,  # noqa: F401
+                                     policy_scope, set_global_policy)
+
+__all__ = ["DTypePolicy", "Policy", "autocast", "global_policy",
+           "policy_scope", "set_global_policy"]
