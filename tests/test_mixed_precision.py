@@ -252,8 +252,9 @@ def test_float32_master_weights_keep_updates_bfloat16_weights_lose(device, rng):
 def test_traced_mixed_step_matches_the_eager_one(rng):
     params, batches = _mlp_data(rng, steps=3)
     eager, ews, _ = _mlp("MY_DEVICE:0", "mixed_bfloat16", params, batches, lr=1e-2)
-    traced, tws, _ = _mlp("MY_DEVICE:0", "mixed_bfloat16", params, batches, lr=1e-2,
-                          traced=True)
+    with pg.testing.expect_kernel("Cast", "MY_DEVICE", min_calls=4 * len(batches)):
+        traced, tws, _ = _mlp("MY_DEVICE:0", "mixed_bfloat16", params, batches, lr=1e-2,
+                              traced=True)
     np.testing.assert_allclose(traced, eager, rtol=1e-5)
     for a, b in zip(tws, ews):
         assert a.dtype is pg.float32

@@ -189,8 +189,9 @@ class Variable:
         to = dtype_policy.read_dtype(self._cast_dtype)
         if to is None or to is self._dtype:
             return t
-        if not hooks.fast[0]:
-            return raw_ops.Cast(x=t, DstT=to)
+        if not hooks.fast[0]:  # traced or profiled: placed as the read is
+            with placement.device(self._handle._dev):
+                return raw_ops.Cast(x=t, DstT=to)
         c = self._caster
         if c is None or c.given["DstT"] is not to:
             c = self._caster = dispatch.Prepared("Cast", self._handle._dev,
