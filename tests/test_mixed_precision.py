@@ -433,3 +433,29 @@ def test_loss_scaling_inside_pg_function_says_it_runs_eagerly():
         return opt.get_scaled_loss(x)
     with pytest.raises(errors.UnimplementedError, match="runs eagerly only"):
         scaled(pg.constant(1.0))
+
+
+def test_checkpoints_hold_the_stored_values_and_the_loss_scale(rng, tmp_path):
+    """As TensorFlow's: an autocast variable saves its float32 value, so a
+    checkpoint of a mixed model restores into plain float32 variables; a
+    LossScaleOptimizer's scale and count are saved with it."""
+    w0 = rng.standard_normal(4).astype(np.float32)
+    with mp.policy_scope("mixed_bfloat16"), pg.device("MY_DEVICE:0"):
+        w = pg.Variable(w0)
+    opt = mp.LossScaleOptimizer(pg.optimizers.Adam(1e-2), initial_scale=64.0)
+    with pg.device("MY_DEVICE:0"):
+        g = pg.constant(rng.standard_normal(4).astype(np.float32))
+        opt.apply_gradients([(g, w)])
+        opt.apply_gradients([(g * np.float32("nan"), w)])
+    path = pg.train.Checkpoint(w=w, opt=opt).save(str(tmp_path / "ck"))
+    with pg.device("MY_DEVICE:0"):
+        plain = pg.Variable(np.zeros(4, np.float32))
+    again = mp.LossScaleOptimizer(pg.optimizers.Adam(1e-2))
+    again.inner_optimizer.build([plain])
+    pg.train.Checkpoint(w=plain, opt=again).restore(path)
+    np.testing.assert_array_equal(plain.numpy(), w.numpy())
+    assert plain.value().dtype is pg.float32
+    for slot in ("m", "v"):
+        np.testing.assert_array_equal(again.inner_optimizer.get_slot(plain, slot).numpy(),
+                                      opt.inner_optimizer.get_slot(w, slot).numpy())
+    assert float(again.loss_scale.numpy()) == 32.0 and int(again.iterations.numpy()) == 1
