@@ -120,9 +120,9 @@ class Variable:
 
     @property
     def dtype(self) -> dtypes.DType:
-        """The dtype the value is stored in (of an autocast variable too, as
-        TensorFlow's ``AutoCastVariable.dtype``; its reads give
-        ``pg.mixed_precision`` 's compute dtype)."""
+        """The dtype the value is stored in; for an autocast variable too, as
+        TensorFlow's ``AutoCastVariable.dtype`` (its reads give the mixed
+        precision policy's compute dtype)."""
         return self._dtype
 
     @property
