@@ -232,24 +232,27 @@ def test_mlp_trains_under_mixed_bfloat16_as_in_float32(device, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_float32_master_weights_keep_updates_bfloat16_weights_lose(device, rng):
+def test_float32_master_weights_keep_updates_below_bfloat16_resolution(device, rng):
     """Adam's first step (epsilon ~0) moves every weight by lr: 1e-4 is
     below half the bfloat16 spacing of a weight above 0.1 in magnitude, so
-    bfloat16 variables do not move and the mixed policy's float32 variables
-    move by lr."""
+    the bfloat16 reads of most of those weights do not change (all but the
+    ones close to a rounding boundary) while their float32 values move by lr
+    (the next steps build on it)."""
     params, batches = _mlp_data(rng, steps=1)
     lr = 1e-4
     _, mixed, _ = _mlp(device, "mixed_bfloat16", params, batches, lr, epsilon=1e-12)
-    _, pure, _ = _mlp(device, "bfloat16", params, batches, lr, epsilon=1e-12)
-    for p, m, b in zip(params, mixed, pure):
-        assert b.dtype is pg.bfloat16 and m.dtype is pg.float32
+    bf16 = pg.bfloat16.as_numpy_dtype
+    same = []  # over the weights above 0.1: whether the bfloat16 read kept its value
+    for p, m in zip(params, mixed):
+        assert m.dtype is pg.float32
         moved = np.abs(m.numpy() - p)
         np.testing.assert_allclose(moved[moved > 0], lr, rtol=2e-2)  # (float32 rounding)
         assert (moved > 0).mean() > 0.5
-        big = np.abs(p) > 0.1  # far from zero: the bfloat16 step rounds away
-        np.testing.assert_array_equal(np.asarray(b.numpy(), np.float32)[big],
-                                      p.astype(pg.bfloat16.as_numpy_dtype)
-                                      .astype(np.float32)[big])
+        read = np.asarray(m.value().numpy(), np.float32)
+        np.testing.assert_array_equal(read, m.numpy().astype(bf16).astype(np.float32))
+        big = (np.abs(p) > 0.1) & (moved > 0)
+        same.extend(read[big] == p.astype(bf16).astype(np.float32)[big])
+    assert len(same) > 40 and np.mean(same) > 0.5, (len(same), np.mean(same))
 
 
 def test_traced_mixed_step_matches_the_eager_one(rng):
