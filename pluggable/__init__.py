@@ -61,8 +61,7 @@ from .tools.headers import get_include
 __all__ = [
     # namespaces
     "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
-    "math", "nn",
-    "onnx",
+    "math", "mixed_precision", "nn", "onnx",
     "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
@@ -101,6 +100,7 @@ __all__ = [
 # the package when they were imported eagerly.
 __getattr__, __dir__ = _lazy_exports(globals(), {
     "distribute": (".distribute", None), "graph_util": (".graph_util", None), "onnx": (".onnx", None),
+    "mixed_precision": (".mixed_precision", None),
     "optimizers": (".optimizers", None), "profiler": (".profiler", None),
     "train": (".train", None),
     "custom_op": (".custom_ops", "custom_op"),

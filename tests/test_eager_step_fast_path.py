@@ -1,7 +1,9 @@
 """Every op of an eager training step takes the fast dispatch path once the
 step has run: the GPT-style model of benchmarks/transformer_gpu.py (tiny
 sizes), in both its forms (attention and layer norm composed of ops, and
-through pg.nn.scaled_dot_product_attention / pg.nn.layer_norm), forward,
+through pg.nn.scaled_dot_product_attention / pg.nn.layer_norm) and both
+precisions (fp32; bf16: mixed precision, float32 weights read as bfloat16
+through a Cast), forward,
 gradients (GradientTape) and Adam updates. A call that reaches the general
 path (``dispatch._execute``: converting inputs, building the plan key,
 copies) after the first steps is counted and fails the test, with the op and
@@ -32,12 +34,13 @@ def _device(name: str) -> str:
 
 @pytest.mark.parametrize("device", ["MY_DEVICE:0", "GPU:0"])
 @pytest.mark.parametrize("fused", [False, True], ids=["composite", "fused"])
-def test_no_op_of_an_eager_step_takes_the_general_path(device, fused, monkeypatch):
+@pytest.mark.parametrize("mode", ["fp32", "bf16"])
+def test_no_op_of_an_eager_step_takes_the_general_path(device, fused, mode, monkeypatch):
     transformer_gpu.DEVICE = _device(device)
     c = transformer_gpu.config(False, tiny=True)
     weights = transformer_gpu.init_weights(c)
     data = transformer_gpu.batches(c, 4)
-    step, sync = transformer_gpu.pg_model(c, weights, "fp32", fused=fused, traced=False)
+    step, sync = transformer_gpu.pg_model(c, weights, mode, fused=fused, traced=False)
     losses = [sync(step(ids, labels)) for ids, labels in data[:2]]
     general: collections.Counter = collections.Counter()
     where: dict = {}
