@@ -84,7 +84,7 @@ def normalize_axes(op: str, axes: np.ndarray, rank: int) -> tuple:
     for ax in flat:
         if not -rank <= ax < rank:  # a scalar has no axis to reduce, as in TensorFlow
             raise _err(op, f"Invalid reduction dimension {ax} for an input of rank {rank} "
-                       f"(an axis must lie in [-{rank}, {rank}))" if rank else
+                       f"(axis {ax} is out of range: it must lie in [-{rank}, {rank}))" if rank else
                        f"Invalid reduction dimension {ax} for an input of rank 0 (a scalar "
                        "has no axis to reduce; pass axis=[] or None)")
         ax %= rank
