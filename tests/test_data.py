@@ -312,3 +312,18 @@ def test_failing_filter_names_it_and_the_element(rng):
         _elements(D.range(6).filter(keep))
     with pytest.raises(errors.InvalidArgumentError, match="scalar bool"):
         D.range(3).filter(lambda v: v * 2)
+
+
+def test_map_to_a_range_of_each_element_as_tensorflow(tf_oracle, rng):
+    """pg.range of a symbolic tensor (a traced function, a dataset's map)
+    keeps it symbolic: elements of data-dependent length."""
+    n = rng.integers(0, 7, 4).astype(np.int32)
+    want = tf_oracle.run("result = [e.numpy() for e in "
+                         "tf.data.Dataset.from_tensor_slices(n).map(tf.range)] + "
+                         "[tf.function(lambda k: tf.range(k, 10, 2))(n[0])]", n=n)
+    got = [e.numpy() for e in pg.data.Dataset.from_tensor_slices(n).map(pg.range)]
+    got.append(pg.function(lambda k: pg.range(k, 10, 2))(n[0]).numpy())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
