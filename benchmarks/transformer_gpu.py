@@ -16,10 +16,15 @@ pg.GradientTape, pg.optimizers.Adam) in two forms:
 PyTorch runs the same model from the same initial weights (F.layer_norm,
 F.scaled_dot_product_attention(is_causal=True), torch.optim.Adam; both Adams
 with epsilon 1e-8, which Keras's form scales by sqrt(1 - beta_2^t)). Modes:
-fp32 (TF32 off everywhere), tf32 (TF32 matmuls), bf16 (weights, activations
-and Adam state all bfloat16 in both frameworks: pluggable has no autocast
-yet). The losses of the first steps must agree with PyTorch eager within the
-mode's tolerance (the run says "loss MISMATCH" otherwise). Reported:
+fp32 (TF32 off everywhere), tf32 (TF32 matmuls), bf16 (mixed precision with
+float32 master weights in both frameworks: pluggable under the global policy
+pg.mixed_precision "mixed_bfloat16", whose float32 variables are read as
+bfloat16 through a Cast on the device, with the logits cast to float32 for
+the cross-entropy as TensorFlow's mixed precision guide advises; PyTorch
+under torch.autocast(bfloat16) with float32 parameters; both Adams update
+float32 weights and float32 moments). The losses of the first steps must
+agree with PyTorch eager within the mode's tolerance (the run says "loss
+MISMATCH" otherwise). Reported:
 steps/s (median of --repeats runs of --steps steps, each run ending with a
 synchronisation) and model FLOP utilisation, with 6 * parameters + 12 *
 layers * d_model * seq FLOPs per token (no causal discount) against the
@@ -92,12 +97,13 @@ def pg_model(c: dict, weights: dict, mode: str, fused: bool, traced: bool):
     """(step(ids, labels) -> loss tensor, sync()) for pluggable."""
     import pluggable as pg
     pg.config.experimental.enable_tensor_float_32_execution(mode == "tf32")
-    dt = pg.bfloat16 if mode == "bf16" else pg.float32
+    policy = "mixed_bfloat16" if mode == "bf16" else "float32"
+    dt = pg.as_dtype(pg.mixed_precision.Policy(policy).compute_dtype)  # of the activations
     B, S, d, H = c["batch"], c["seq"], c["d"], c["heads"]
     Dh = d // H
-    with pg.device(DEVICE):
-        var = {k: pg.Variable(pg.cast(pg.constant(w), dt), name=k.replace(".", "_"))
-               for k, w in weights.items()}
+    # the variables made under the policy store float32 and read as `dt`
+    with pg.device(DEVICE), pg.mixed_precision.policy_scope(policy):
+        var = {k: pg.Variable(w, name=k.replace(".", "_")) for k, w in weights.items()}
         opt = pg.optimizers.Adam(learning_rate=1e-3, epsilon=1e-8)
         scale = pg.constant(1 / math.sqrt(Dh), dt)
         bias = pg.cast(pg.constant(np.where(np.tril(np.ones((S, S), bool)), 0.0, -1e9)
@@ -130,6 +136,8 @@ def pg_model(c: dict, weights: dict, mode: str, fused: bool, traced: bool):
             x = x + pg.matmul(f, var[f"{i}.w2"]) + var[f"{i}.b2"]
         h = norm(x, var["lnf_g"], var["lnf_b"])
         logits = pg.matmul(h, var["wte"], transpose_b=True)
+        if logits.dtype != pg.float32:  # the loss in float32, as torch.autocast computes it
+            logits = pg.cast(logits, pg.float32)
         xent = pg.nn.sparse_softmax_cross_entropy_with_logits(pg.reshape(labels, [B * S]), logits)
         return pg.math.reduce_mean(xent)
 
@@ -160,11 +168,12 @@ def torch_model(c: dict, weights: dict, mode: str, compiled: bool):
     import torch.nn.functional as F
     torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"
     torch.backends.cudnn.allow_tf32 = mode == "tf32"
-    dt = torch.bfloat16 if mode == "bf16" else torch.float32
     dev = torch.device("cuda")
     B, S, d, H = c["batch"], c["seq"], c["d"], c["heads"]
     Dh = d // H
-    p = {k: torch.tensor(w, device=dev, dtype=dt, requires_grad=True) for k, w in weights.items()}
+    # float32 parameters and Adam state; bf16 is torch.autocast's compute dtype
+    p = {k: torch.tensor(w, device=dev, dtype=torch.float32, requires_grad=True)
+         for k, w in weights.items()}
     opt = torch.optim.Adam(list(p.values()), lr=1e-3)
 
     def loss_fn(ids, labels):
@@ -185,8 +194,9 @@ def torch_model(c: dict, weights: dict, mode: str, compiled: bool):
 
     def step(ids, labels):
         opt.zero_grad(set_to_none=True)
-        loss = fwd(torch.from_numpy(ids).to(dev).long(),
-                   torch.from_numpy(labels).to(dev).long())
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "bf16"):
+            loss = fwd(torch.from_numpy(ids).to(dev).long(),
+                       torch.from_numpy(labels).to(dev).long())
         loss.backward()
         opt.step()
         return loss

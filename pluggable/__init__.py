@@ -62,16 +62,16 @@ from .tools.headers import get_include
 
 __all__ = [
     # namespaces
-    "config", "debugging", "distribute", "dtypes", "errors", "graph_util", "linalg", "math", "nn",
-    "onnx",
-    "optimizers", "profiler", "random", "raw_ops", "testing", "train",
+    "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
+    "math", "mixed_precision", "nn", "onnx",
+    "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
     "copy_to_device_async", "PendingCopy",
     # tensors and dtypes
     "custom_op",
-    "Tensor", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
+    "Tensor", "RaggedTensor", "RaggedTensorSpec", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
     "as_dtype", "bool", "bfloat16", "float16", "float32", "float64", "int8", "int16",
     "int32", "int64", "string", "uint8", "uint32", "uint64", "newaxis",
     # automatic differentiation and variables
@@ -105,6 +105,7 @@ __all__ = [
 # the package when they were imported eagerly.
 __getattr__, __dir__ = _lazy_exports(globals(), {
     "distribute": (".distribute", None), "graph_util": (".graph_util", None), "onnx": (".onnx", None),
+    "mixed_precision": (".mixed_precision", None),
     "optimizers": (".optimizers", None), "profiler": (".profiler", None),
     "train": (".train", None),
     "custom_op": (".custom_ops", "custom_op"),
@@ -121,6 +122,8 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "TensorArray": (".graph.tensor_array", "TensorArray"),
     "Module": (".training.module", "Module"),
     "data": (".data", None),
+    "ragged": (".ragged", None), "RaggedTensor": (".ragged", "RaggedTensor"),
+    "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"), "experimental": (".experimental", None),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

@@ -23,4 +23,6 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "set_graph_capture": (".graph.device_capture", "set_graph_capture"),
     "run_functions_eagerly": (".graph.function", "run_functions_eagerly"),
     "functions_run_eagerly": (".graph.function", "functions_run_eagerly"),
+    "graph_fusion_enabled": (".graph.fusion", "enabled"),
+    "set_graph_fusion_enabled": (".graph.fusion", "set_enabled"),
 })

@@ -336,3 +336,18 @@ def test_text_line_dataset_matches_tensorflow(tf_oracle, rng, tmp_path, device):
     assert scope["result"] == theirs
     with pytest.raises(pg.errors.NotFoundError, match="missing.txt"):
         list(pg.data.TextLineDataset(str(tmp_path / "missing.txt")))
+
+
+def test_map_to_a_range_of_each_element_as_tensorflow(tf_oracle, rng):
+    """pg.range of a symbolic tensor (a traced function, a dataset's map)
+    keeps it symbolic: elements of data-dependent length."""
+    n = rng.integers(0, 7, 4).astype(np.int32)
+    want = tf_oracle.run("result = [e.numpy() for e in "
+                         "tf.data.Dataset.from_tensor_slices(n).map(tf.range)] + "
+                         "[tf.function(lambda k: tf.range(k, 10, 2))(n[0])]", n=n)
+    got = [e.numpy() for e in pg.data.Dataset.from_tensor_slices(n).map(pg.range)]
+    got.append(pg.function(lambda k: pg.range(k, 10, 2))(n[0]).numpy())
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)

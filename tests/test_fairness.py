@@ -59,7 +59,12 @@ def test_a_flooding_producer_holds_a_small_read_only_a_bounded_time(rng):
     for t in threads:
         t.start()
     try:
-        time.sleep(3.0)  # without back-pressure the queue is tens of thousands deep by now
+        # Flood: without back-pressure the queue would be tens of thousands
+        # deep by now (a slow machine, or a sanitizer build, takes longer).
+        deadline = time.monotonic() + 120
+        while (launched[0] <= 2 * QUEUE_LIMIT or time.monotonic() < deadline - 117) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
         with pg.device(DEVICE):
             t0 = time.perf_counter()
             got = pg.constant(small).numpy()

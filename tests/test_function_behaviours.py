@@ -312,3 +312,43 @@ def test_a_variable_made_while_tracing_is_made_once_eagerly(rng, tf_oracle, devi
     with pg.device(device), pg.testing.expect_kernel("AssignAddVariableOp", kind, min_calls=3):
         exec(MADE_ONCE, scope)
     np.testing.assert_allclose(scope["result"], theirs, rtol=1e-6)
+
+
+def test_methods_bind_a_function_per_instance_as_tensorflow(tf_oracle, rng):
+    """A pg.function method: its input_signature leaves out self, each
+    instance has its own traces and concrete functions, instance.method is
+    one object, and the bound function does not keep the instance alive."""
+    import gc
+    x, w = (np.float32(v) for v in rng.standard_normal(2))
+    code = """
+class M(tf.Module):
+    def __init__(self, w):
+        self.v = tf.Variable(w)
+    @tf.function(input_signature=[tf.TensorSpec([], tf.float32)])
+    def grow(self, x):
+        return self.v * x
+    @tf.function
+    def plain(self, x):
+        return self.v + x
+a, b = M(w), M(w + 1)
+r = [a.grow(x), b.grow(x), a.plain(x), a.plain(tf.constant([x, x])),
+     a.grow.get_concrete_function()(x), b.plain.get_concrete_function(tf.constant(x))(x)]
+result = r + [np.array(a.grow is a.grow), np.array(a.plain.experimental_get_tracing_count()),
+              np.array(b.plain.experimental_get_tracing_count())]
+"""
+    want = tf_oracle.run(code, x=x, w=w)
+    scope = {"tf": pg, "np": np, "x": x, "w": w}
+    exec(code, scope)
+    got = scope["result"]
+    assert len(got) == len(want)
+    for g, t in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), t, rtol=1e-6)
+    M = scope["M"]
+    c = M(w)
+    c.grow(x)
+    bound = M.__dict__["grow"]._bound
+    assert any(r() is c for r, _ in bound.values())
+    scope.clear()             # (the class's methods hold the scope as their globals)
+    del c
+    gc.collect()
+    assert not bound, "the bound functions kept their instances alive"

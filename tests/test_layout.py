@@ -29,6 +29,7 @@ LAYERS = {
     "pluggable.distribute": 6,
     "pluggable.training": 6,
     "pluggable.onnx": 6,
+    "pluggable.ragged": 6,
     "pluggable.tools": 7,
 }
 TOP = 8  # pluggable/__init__.py, __main__.py and the public namespace modules

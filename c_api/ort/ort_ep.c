@@ -20,10 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pg_core.h"
-#include "pg_ort_abi.h"
-
-#define PG_EXPORT __attribute__((visibility("default")))
+#include "ort_bridge.h"
 
 /*** The bridge's host hooks (pg_host_hooks), installed before plugins load ***/
 
@@ -82,12 +79,16 @@ static const pg_host_hooks bridge_hooks = {bridge_register_kernel, bridge_regist
                                            bridge_infer_properties, bridge_function_library,
                                            bridge_op_def};
 
-/* The registered kernel for (op, device type), or NULL. */
-__attribute__((unused)) static pg_kernel_def* find_kernel(const char* op, const char* device_type) {
-  for (int i = 0; i < num_kernels; i++)
-    if (strcmp(kernels[i]->op_name, op) == 0 &&
-        strcmp(kernels[i]->device_type, device_type) == 0)
-      return kernels[i];
+pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_DataType t) {
+  for (int i = 0; i < num_kernels; i++) {
+    pg_kernel_def* k = kernels[i];
+    if (strcmp(k->op_name, op) != 0 || strcmp(k->device_type, device_type) != 0) continue;
+    if (k->label[0] != '\0' || k->compute_func == NULL) continue;
+    int ok = 1;
+    for (int c = 0; c < k->num_constraints; c++)
+      if (strcmp(k->constraint_attr[c], "T") == 0 && k->constraint_type[c] != t) ok = 0;
+    if (ok) return k;
+  }
   return NULL;
 }
 
@@ -296,306 +297,44 @@ static void load_all(void) {
 
 /*** ONNX Runtime's tables ***/
 
-static const OrtApi* ort;       /* the negotiated OrtApi */
-static const OrtEpApi* ort_ep;  /* its OrtEpApi */
+const OrtApi* pg_ort;       /* the negotiated OrtApi */
+const OrtEpApi* pg_ort_ep;  /* its OrtEpApi */
 
-#define API_FN(table, index, type) ((type)(((void* const*)(table))[index]))
+static OrtStatus* vstatus(const OrtApi* api, int code, const char* fmt, va_list ap) {
+  char msg[2048];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  return API_FN(api, PG_ORT_CreateStatus, OrtStatus* (*)(int, const char*))(code, msg);
+}
 
 static OrtStatus* make_status(const OrtApi* api, int code, const char* fmt, ...) {
-  char msg[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
+  OrtStatus* s = vstatus(api, code, fmt, ap);
   va_end(ap);
-  return API_FN(api, PG_ORT_CreateStatus, OrtStatus* (*)(int, const char*))(code, msg);
+  return s;
+}
+
+OrtStatus* pg_ort_status(int code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  OrtStatus* s = vstatus(pg_ort, code, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+void pg_ort_drop(OrtStatus* s) {
+  if (s != NULL) CALL(ReleaseStatus, void (*)(OrtStatus*))(s);
 }
 
 /*** The EP of one session ***/
 
-typedef struct bridge_ep {
-  OrtEp ep; /* first */
-  bridge_platform* bp;
-  pg_device* dev; /* the device ONNX Runtime chose (its OrtEpDevice's ordinal) */
-} bridge_ep;
-
 static const char* ep_get_name(const OrtEp* self) {
-  return ((const bridge_ep*)self)->bp->ep_name;
+  return ((const bridge_platform*)((const bridge_ep*)self)->bp)->ep_name;
 }
 
-/* The ONNX ops the bridge runs, and the plugin op (with its input names)
- * each maps to. TO BE REPLACED by the shared ONNX-to-op mapping
- * (pluggable/onnx/mapping.py) exported as a table at build time. */
-typedef struct op_map {
-  const char* onnx;
-  const char* tf;
-  int num_inputs;
-  const char* inputs[2];
-  int rank2; /* MatMul: TF's MatMul is 2-D only */
-} op_map;
-static const op_map OPS[] = {
-    {"Add", "AddV2", 2, {"x", "y"}, 0}, {"Sub", "Sub", 2, {"x", "y"}, 0},
-    {"Mul", "Mul", 2, {"x", "y"}, 0},   {"Relu", "Relu", 1, {"features", NULL}, 0},
-    {"MatMul", "MatMul", 2, {"a", "b"}, 1},
-};
-
-static const op_map* find_op(const char* onnx) {
-  for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++)
-    if (strcmp(OPS[i].onnx, onnx) == 0) return &OPS[i];
-  return NULL;
-}
-
-/* The kernel of `op` on `device_type` for float inputs. */
-static pg_kernel_def* find_float_kernel(const char* op, const char* device_type) {
-  for (int i = 0; i < num_kernels; i++) {
-    pg_kernel_def* k = kernels[i];
-    if (strcmp(k->op_name, op) != 0 || strcmp(k->device_type, device_type) != 0) continue;
-    int ok = 1;
-    for (int c = 0; c < k->num_constraints; c++)
-      if (strcmp(k->constraint_attr[c], "T") == 0 && k->constraint_type[c] != TF_FLOAT) ok = 0;
-    if (ok && k->label[0] == '\0') return k;
-  }
-  return NULL;
-}
-
-/* Runs of claimed nodes through plugin kernels (for tests and diagnostics). */
-static int64_t kernel_runs;
-PG_EXPORT int64_t pg_ort_kernel_runs(void) { return __atomic_load_n(&kernel_runs, __ATOMIC_SEQ_CST); }
-
-#define CALL(name, type) API_FN(ort, PG_ORT_##name, type)
-typedef OrtStatus* (*st_fn)();
-
-/* 1 when every input of `node` is a float tensor (of rank 2 where `rank2`). */
-static int float_inputs(const OrtNode* node, int rank2) {
-  size_t n = 0;
-  if (CALL(Node_GetNumInputs, OrtStatus* (*)(const OrtNode*, size_t*))(node, &n) || n == 0 ||
-      n > 8)
-    return 0;
-  const void* vis[8];
-  if (CALL(Node_GetInputs, OrtStatus* (*)(const OrtNode*, const void**, size_t))(node, vis, n))
-    return 0;
-  for (size_t i = 0; i < n; i++) {
-    const void* ti = NULL;
-    const void* tsi = NULL;
-    int et = 0;
-    size_t rank = 0;
-    if (vis[i] == NULL ||
-        CALL(GetValueInfoTypeInfo, OrtStatus* (*)(const void*, const void**))(vis[i], &ti) ||
-        ti == NULL ||
-        CALL(CastTypeInfoToTensorInfo, OrtStatus* (*)(const void*, const void**))(ti, &tsi) ||
-        tsi == NULL ||
-        CALL(GetTensorElementType, OrtStatus* (*)(const void*, int*))(tsi, &et) ||
-        CALL(GetDimensionsCount, OrtStatus* (*)(const void*, size_t*))(tsi, &rank))
-      return 0;
-    if (et != PG_ONNX_FLOAT || (rank2 && rank != 2)) return 0;
-  }
-  return 1;
-}
-
-/* Claims each node of the ONNX domain whose op the table maps and whose
- * float kernel the plugin registered, one partition per node; ONNX Runtime
- * runs the rest on its CPU EP. */
-static OrtStatus* ep_get_capability(OrtEp* self, const OrtGraph* graph,
-                                    OrtEpGraphSupportInfo* info) {
-  bridge_ep* e = (bridge_ep*)self;
-  size_t n = 0;
-  OrtStatus* s = CALL(Graph_GetNumNodes, OrtStatus* (*)(const OrtGraph*, size_t*))(graph, &n);
-  if (s != NULL || n == 0) return s;
-  const OrtNode** nodes = calloc(n, sizeof *nodes);
-  if (nodes == NULL) return make_status(ort, PG_ORT_FAIL, "pluggable: out of memory");
-  s = CALL(Graph_GetNodes, OrtStatus* (*)(const OrtGraph*, const OrtNode**, size_t))(graph,
-                                                                                    nodes, n);
-  for (size_t i = 0; s == NULL && i < n; i++) {
-    const char* op = NULL;
-    const char* domain = NULL;
-    if (CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(nodes[i], &op) ||
-        CALL(Node_GetDomain, OrtStatus* (*)(const OrtNode*, const char**))(nodes[i], &domain))
-      continue;
-    if (domain != NULL && domain[0] != '\0' && strcmp(domain, "ai.onnx") != 0) continue;
-    const op_map* m = find_op(op);
-    if (m == NULL || find_float_kernel(m->tf, e->bp->device_type) == NULL) continue;
-    if (!float_inputs(nodes[i], m->rank2)) continue;
-    s = API_FN(ort_ep, PG_ORTEP_EpGraphSupportInfo_AddNodesToFuse,
-               OrtStatus* (*)(OrtEpGraphSupportInfo*, const OrtNode* const*, size_t,
-                              const void*))(info, &nodes[i], 1, NULL);
-  }
-  free(nodes);
-  return s;
-}
-
-/* One compiled partition: one plugin kernel on one device. */
-typedef struct bridge_part {
-  OrtNodeComputeInfo info; /* first */
-  const op_map* map;
-  pg_kernel* kernel;
-  pg_device* dev;
-  char node[256];
-} bridge_part;
-
-static OrtStatus* part_create_state(OrtNodeComputeInfo* self, OrtNodeComputeContext* ctx,
-                                    void** state) {
-  (void)ctx;
-  *state = self;
-  return NULL;
-}
-static void part_release_state(OrtNodeComputeInfo* self, void* state) { (void)self, (void)state; }
-
-static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelContext* ctx) {
-  (void)state;
-  bridge_part* p = (bridge_part*)self;
-  TF_Status* st = TF_NewStatus();
-  TF_Tensor* in[2] = {NULL, NULL};
-  TF_Tensor* out = NULL;
-  OrtStatus* err = NULL;
-  for (int i = 0; i < p->map->num_inputs && err == NULL; i++) {
-    const OrtValue* v = NULL;
-    void* tsi = NULL;
-    size_t rank = 0;
-    int64_t dims[16];
-    void* data = NULL;
-    if ((err = CALL(KernelContext_GetInput, OrtStatus* (*)(OrtKernelContext*, size_t,
-                                                           const OrtValue**))(ctx, i, &v)))
-      break;
-    if ((err = CALL(GetTensorTypeAndShape, OrtStatus* (*)(const OrtValue*, void**))(v, &tsi)))
-      break;
-    err = CALL(GetDimensionsCount, OrtStatus* (*)(const void*, size_t*))(tsi, &rank);
-    if (err == NULL && rank > 16)
-      err = make_status(ort, PG_ORT_INVALID_ARGUMENT, "pluggable: node '%s': rank %zu > 16",
-                        p->node, rank);
-    if (err == NULL)
-      err = CALL(GetDimensions, OrtStatus* (*)(const void*, int64_t*, size_t))(tsi, dims, rank);
-    CALL(ReleaseTensorTypeAndShapeInfo, void (*)(void*))(tsi);
-    if (err == NULL)
-      err = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))((OrtValue*)v, &data);
-    if (err != NULL) break;
-    size_t count = 1;
-    for (size_t d = 0; d < rank; d++) count *= (size_t)dims[d];
-    in[i] = pg_tensor_from_host(p->dev, TF_FLOAT, dims, (int)rank, data, count * sizeof(float),
-                                st);
-    if (in[i] == NULL)
-      err = make_status(ort, PG_ORT_RUNTIME_EXCEPTION,
-                        "pluggable: node '%s' (%s): copying input %d to %s failed: %s", p->node,
-                        p->map->onnx, i, p->dev->name, TF_Message(st));
-  }
-  if (err == NULL) {
-    out = pg_kernel_run1(p->kernel, in, NULL, st);
-    if (out == NULL)
-      err = make_status(ort, PG_ORT_RUNTIME_EXCEPTION,
-                        "pluggable: node '%s' (ONNX %s, kernel %s on %s) failed: %s", p->node,
-                        p->map->onnx, p->map->tf, p->dev->name, TF_Message(st));
-    else
-      __atomic_add_fetch(&kernel_runs, 1, __ATOMIC_SEQ_CST);
-  }
-  if (err == NULL) {
-    int nd = TF_NumDims(out);
-    int64_t dims[16];
-    size_t count = 1;
-    for (int d = 0; d < nd && d < 16; d++) count *= (size_t)(dims[d] = TF_Dim(out, d));
-    OrtValue* ov = NULL;
-    void* data = NULL;
-    err = CALL(KernelContext_GetOutput, OrtStatus* (*)(OrtKernelContext*, size_t,
-                                                      const int64_t*, size_t, OrtValue**))(
-        ctx, 0, dims, (size_t)nd, &ov);
-    if (err == NULL) err = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))(ov, &data);
-    if (err == NULL) {
-      pg_tensor_to_host(out, data, count * sizeof(float), st);
-      if (TF_GetCode(st) != TF_OK)
-        err = make_status(ort, PG_ORT_RUNTIME_EXCEPTION,
-                          "pluggable: node '%s' (ONNX %s, kernel %s on %s) failed: %s",
-                          p->node, p->map->onnx, p->map->tf, p->dev->name, TF_Message(st));
-    }
-  }
-  for (int i = 0; i < 2; i++)
-    if (in[i]) TF_DeleteTensor(in[i]);
-  if (out) TF_DeleteTensor(out);
-  TF_DeleteStatus(st);
-  return err;
-}
-
-/* Live compiled partitions and EP instances: both return to 0 once ONNX
- * Runtime released every session (for tests: no leak). */
-static int64_t live_parts, live_eps;
-PG_EXPORT int64_t pg_ort_live_partitions(void) {
-  return __atomic_load_n(&live_parts, __ATOMIC_SEQ_CST);
-}
+/* Live EP instances: 0 again once ONNX Runtime released every session. */
+static int64_t live_eps;
 PG_EXPORT int64_t pg_ort_live_eps(void) { return __atomic_load_n(&live_eps, __ATOMIC_SEQ_CST); }
-
-static void free_part(bridge_part* p) {
-  if (p == NULL) return;
-  __atomic_sub_fetch(&live_parts, 1, __ATOMIC_SEQ_CST);
-  if (p->kernel) pg_kernel_release(p->kernel);
-  free(p);
-}
-
-static OrtStatus* ep_compile(OrtEp* self, const OrtGraph** graphs, const OrtNode** fused,
-                             size_t count, OrtNodeComputeInfo** infos, OrtNode** ctx_nodes) {
-  (void)ctx_nodes;
-  bridge_ep* e = (bridge_ep*)self;
-  for (size_t i = 0; i < count; i++) infos[i] = NULL;
-  for (size_t i = 0; i < count; i++) {
-    const OrtNode* node = NULL;
-    size_t n = 0;
-    const char* op = NULL;
-    const char* name = NULL;
-    OrtStatus* s = CALL(Graph_GetNumNodes, OrtStatus* (*)(const OrtGraph*, size_t*))(graphs[i], &n);
-    if (s == NULL && n != 1)
-      s = make_status(ort, PG_ORT_FAIL, "pluggable: a partition of %zu nodes (1 expected)", n);
-    if (s == NULL)
-      s = CALL(Graph_GetNodes, OrtStatus* (*)(const OrtGraph*, const OrtNode**, size_t))(
-          graphs[i], &node, 1);
-    if (s == NULL)
-      s = CALL(Node_GetOperatorType, OrtStatus* (*)(const OrtNode*, const char**))(node, &op);
-    if (s == NULL)
-      s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(node, &name);
-    if (s == NULL && (name == NULL || name[0] == '\0')) /* an unnamed ONNX node */
-      s = CALL(Node_GetName, OrtStatus* (*)(const OrtNode*, const char**))(fused[i], &name);
-    bridge_part* p = s == NULL ? calloc(1, sizeof *p) : NULL;
-    if (s == NULL && p == NULL) s = make_status(ort, PG_ORT_FAIL, "pluggable: out of memory");
-    if (p != NULL) __atomic_add_fetch(&live_parts, 1, __ATOMIC_SEQ_CST);
-    if (s == NULL) {
-      snprintf(p->node, sizeof p->node, "%s", name ? name : "?");
-      p->map = find_op(op);
-      p->dev = e->dev;
-      pg_kernel_def* def = p->map ? find_float_kernel(p->map->tf, e->bp->device_type) : NULL;
-      if (def == NULL) {
-        s = make_status(ort, PG_ORT_FAIL, "pluggable: node '%s' (%s): no kernel on %s", p->node,
-                        op, e->bp->device_type);
-      } else {
-        pg_attrs* attrs = pg_attrs_new();
-        pg_attrs_set_type(attrs, "T", TF_FLOAT);
-        if (p->map->rank2) {
-          pg_attrs_set_bool(attrs, "transpose_a", 0);
-          pg_attrs_set_bool(attrs, "transpose_b", 0);
-        }
-        unsigned char host[2] = {0, 0};
-        TF_DataType out_type = TF_FLOAT;
-        TF_Status* st = TF_NewStatus();
-        p->kernel = pg_kernel_create(def, p->dev, attrs, p->map->num_inputs, p->map->inputs,
-                                     host, 1, &out_type, host, st);
-        if (p->kernel == NULL)
-          s = make_status(ort, PG_ORT_FAIL, "pluggable: node '%s': creating kernel %s on %s "
-                          "failed: %s", p->node, p->map->tf, p->dev->name, TF_Message(st));
-        TF_DeleteStatus(st);
-        pg_attrs_free(attrs);
-      }
-    }
-    if (s != NULL) {
-      free_part(p);
-      for (size_t j = 0; j < i; j++) free_part((bridge_part*)infos[j]), infos[j] = NULL;
-      return s;
-    }
-    p->info.ort_version_supported = PG_ORT_API_VERSION;
-    p->info.CreateState = part_create_state;
-    p->info.Compute = part_compute;
-    p->info.ReleaseState = part_release_state;
-    infos[i] = &p->info;
-  }
-  return NULL;
-}
-
-static void ep_release_infos(OrtEp* self, OrtNodeComputeInfo** infos, size_t count) {
-  (void)self;
-  for (size_t i = 0; i < count; i++) free_part((bridge_part*)infos[i]);
-}
 
 /*** The factory of one platform ***/
 
@@ -644,7 +383,7 @@ static bool f_is_stream_aware(const OrtEpFactory* self) {
 }
 
 static OrtStatus* add_pair(OrtKeyValuePairs* kv, const char* k, const char* v) {
-  API_FN(ort, PG_ORT_AddKeyValuePair, void (*)(OrtKeyValuePairs*, const char*, const char*))(
+  API_FN(pg_ort, PG_ORT_AddKeyValuePair, void (*)(OrtKeyValuePairs*, const char*, const char*))(
       kv, k, v);
   return NULL;
 }
@@ -667,7 +406,7 @@ static OrtStatus* f_get_supported_devices(OrtEpFactory* self,
   for (int i = 0; i < bp->num_devices && *num_out < max; i++) {
     const OrtHardwareDevice* match = NULL;
     for (size_t j = (want == PG_ORT_HW_GPU ? next_hw : 0); j < num_hw; j++) {
-      if (API_FN(ort, PG_ORT_HardwareDevice_Type, type_fn)(hw[j]) == want) {
+      if (API_FN(pg_ort, PG_ORT_HardwareDevice_Type, type_fn)(hw[j]) == want) {
         match = hw[j];
         if (want == PG_ORT_HW_GPU) next_hw = j + 1;
         break;
@@ -675,7 +414,7 @@ static OrtStatus* f_get_supported_devices(OrtEpFactory* self,
     }
     if (match == NULL) break; /* no such hardware visible to ONNX Runtime */
     OrtKeyValuePairs* meta = NULL;
-    API_FN(ort, PG_ORT_CreateKeyValuePairs, void (*)(OrtKeyValuePairs**))(&meta);
+    API_FN(pg_ort, PG_ORT_CreateKeyValuePairs, void (*)(OrtKeyValuePairs**))(&meta);
     char ordinal[16];
     snprintf(ordinal, sizeof ordinal, "%d", i);
     add_pair(meta, "pluggable.device", bp->devices[i]->name);
@@ -684,9 +423,9 @@ static OrtStatus* f_get_supported_devices(OrtEpFactory* self,
     add_pair(meta, "pluggable.platform", bp->platform_name);
     add_pair(meta, "pluggable.plugin", bp->path);
     OrtEpDevice* dev = NULL;
-    OrtStatus* s = API_FN(ort_ep, PG_ORTEP_CreateEpDevice, create_fn)(self, match, meta, NULL,
+    OrtStatus* s = API_FN(pg_ort_ep, PG_ORTEP_CreateEpDevice, create_fn)(self, match, meta, NULL,
                                                                       &dev);
-    API_FN(ort, PG_ORT_ReleaseKeyValuePairs, void (*)(OrtKeyValuePairs*))(meta);
+    API_FN(pg_ort, PG_ORT_ReleaseKeyValuePairs, void (*)(OrtKeyValuePairs*))(meta);
     if (s != NULL) return s;
     out[(*num_out)++] = dev;
   }
@@ -700,31 +439,33 @@ static OrtStatus* f_create_ep(OrtEpFactory* self, const OrtHardwareDevice* const
   (void)hw, (void)opts, (void)logger;
   bridge_ep* e = calloc(1, sizeof *e);
   if (e == NULL)
-    return make_status(ort, PG_ORT_FAIL, "pluggable: out of memory creating the EP");
-  e->bp = (bridge_platform*)self;
-  e->dev = e->bp->devices[0];
+    return pg_ort_status(PG_ORT_FAIL, "pluggable: out of memory creating the EP");
+  bridge_platform* bp = (bridge_platform*)self;
+  e->bp = bp;
+  e->device_type = bp->device_type;
+  e->dev = bp->devices[0];
   /* The first chosen device; its OrtEpDevice's metadata names the ordinal. */
   const char* ord = n > 0 && meta != NULL && meta[0] != NULL
-                        ? API_FN(ort, PG_ORT_GetKeyValue,
+                        ? API_FN(pg_ort, PG_ORT_GetKeyValue,
                                  const char* (*)(const OrtKeyValuePairs*, const char*))(
                               meta[0], "pluggable.ordinal")
                         : NULL;
   if (ord != NULL) {
     int o = atoi(ord);
-    if (o < 0 || o >= e->bp->num_devices) {
-      OrtStatus* s = make_status(ort, PG_ORT_INVALID_ARGUMENT,
-                                 "pluggable: %s has no device %s (it has %d)", e->bp->ep_name,
-                                 ord, e->bp->num_devices);
+    if (o < 0 || o >= bp->num_devices) {
+      OrtStatus* s = pg_ort_status(PG_ORT_INVALID_ARGUMENT,
+                                 "pluggable: %s has no device %s (it has %d)", bp->ep_name,
+                                 ord, bp->num_devices);
       free(e);
       return s;
     }
-    e->dev = e->bp->devices[o];
+    e->dev = bp->devices[o];
   }
   e->ep.ort_version_supported = PG_ORT_API_VERSION;
   e->ep.GetName = ep_get_name;
-  e->ep.GetCapability = ep_get_capability;
-  e->ep.Compile = ep_compile;
-  e->ep.ReleaseNodeComputeInfos = ep_release_infos;
+  e->ep.GetCapability = pg_ort_get_capability;
+  e->ep.Compile = pg_ort_compile;
+  e->ep.ReleaseNodeComputeInfos = pg_ort_release_infos;
   __atomic_add_fetch(&live_eps, 1, __ATOMIC_SEQ_CST);
   *out = &e->ep;
   return NULL;
@@ -791,8 +532,8 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
                        info.dli_fname ? info.dli_fname : "?");
   }
   pthread_mutex_lock(&load_lock);
-  ort = api;
-  ort_ep = epapi;
+  pg_ort = api;
+  pg_ort_ep = epapi;
   if (!loaded_once) {
     loaded_once = 1;
     pg_set_host_hooks(&bridge_hooks);

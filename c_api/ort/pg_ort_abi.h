@@ -94,6 +94,11 @@ enum {
   PG_ORT_KernelContext_GetOutput = 91, /* v1: (ctx, index, dims, n, OrtValue** out) */
   PG_ORT_ReleaseStatus = 93,           /* v1: (OrtStatus*) */
   PG_ORT_ReleaseTensorTypeAndShapeInfo = 99, /* v1: (info*) */
+  /* v17: (const OrtOpAttr*, OrtOpAttrType, void* data, size_t len, size_t* out):
+   * one INT is an int64_t, one FLOAT a float; *out is the bytes written (the
+   * bytes needed, with an error, when `len` is too small) */
+  PG_ORT_ReadOpAttr = 272,
+  PG_ORT_GetValueInfoName = 289,       /* v22: (const OrtValueInfo*, const char** out) */
   PG_ORT_GetValueInfoTypeInfo = 290,   /* v22: (const OrtValueInfo*, const OrtTypeInfo** out) */
   PG_ORT_CreateKeyValuePairs = 295,    /* v22: (OrtKeyValuePairs** out) */
   PG_ORT_AddKeyValuePair = 296,        /* v22: (kvp, key, value), both copied */
@@ -102,15 +107,33 @@ enum {
   PG_ORT_HardwareDevice_Type = 307,    /* v22: (const OrtHardwareDevice*) -> type */
   PG_ORT_HardwareDevice_VendorId = 308,/* v22: -> uint32_t */
   PG_ORT_GetEpApi = 317,               /* v22: () -> const OrtEpApi* */
+  /* v23: (const OrtValueInfo*, const OrtValue** out): a constant initializer's value */
+  PG_ORT_ValueInfo_GetInitializerValue = 326,
+  PG_ORT_ValueInfo_IsConstantInitializer = 331, /* v23: (const OrtValueInfo*, bool* out) */
   PG_ORT_Graph_GetNumNodes = 344,      /* v23: (graph, size_t* n) */
   PG_ORT_Graph_GetNodes = 345,         /* v23: (graph, const OrtNode** out, size_t n) */
+  /* v23: (graph, const OrtNode** out): the node whose subgraph it is; NULL at the top */
+  PG_ORT_Graph_GetParentNode = 346,
   PG_ORT_Node_GetName = 349,           /* v23: (node, const char** out) */
   PG_ORT_Node_GetOperatorType = 350,   /* v23: (node, const char** out) */
   PG_ORT_Node_GetDomain = 351,         /* v23: (node, const char** out); "" = ONNX */
+  PG_ORT_Node_GetSinceVersion = 352,   /* v23: (node, int* out): its schema's opset */
   PG_ORT_Node_GetNumInputs = 353,      /* v23: (node, size_t* n) */
   PG_ORT_Node_GetInputs = 354,         /* v23: (node, const OrtValueInfo** out, size_t n) */
   PG_ORT_Node_GetNumOutputs = 355,     /* v23: (node, size_t* n) */
+  PG_ORT_Node_GetOutputs = 356,        /* v23: (node, const OrtValueInfo** out, size_t n) */
+  PG_ORT_Node_GetNumImplicitInputs = 357, /* v23: (node, size_t* n): outer values its
+                                           * subgraphs read */
+  PG_ORT_Node_GetImplicitInputs = 358, /* v23: (node, const OrtValueInfo** out, size_t n) */
+  /* v23: (node, name, const OrtOpAttr** out): NULL (or an error) when absent */
+  PG_ORT_Node_GetAttributeByName = 361,
 };
+
+/* OrtOpAttrType values ReadOpAttr takes. */
+#define PG_ORT_OP_ATTR_INT 1
+#define PG_ORT_OP_ATTR_INTS 2   /* int64_t values */
+#define PG_ORT_OP_ATTR_FLOAT 3
+#define PG_ORT_OP_ATTR_STRING 5 /* characters, no terminating NUL */
 
 /* Indices into the OrtEpApi table. */
 enum {
@@ -127,6 +150,17 @@ typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 
 /* ONNX tensor element types the bridge runs (ONNXTensorElementDataType). */
 #define PG_ONNX_FLOAT 1
+#define PG_ONNX_INT32 6
+#define PG_ONNX_INT64 7
+#define PG_ONNX_DOUBLE 11
+
+/* How the nodes given to AddNodesToFuse become one partition (v23). */
+typedef struct OrtNodeFusionOptions {
+  uint32_t ort_version_supported; /* PG_ORT_API_VERSION */
+  /* true: ONNX Runtime does not pass the partition's constant initializers
+   * to Compute (the EP copied them in Compile). */
+  bool drop_constant_initializers;
+} OrtNodeFusionOptions;
 
 /* What the EP gives ONNX Runtime for each partition it compiled. */
 struct OrtNodeComputeInfo {

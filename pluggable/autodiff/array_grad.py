@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..framework import errors
+from ..framework import dtypes, errors
 from ..ops import raw_ops as R
+from ..runtime import constants
 from .grad_util import host_ints, host_value, ints, reduce_to, scalar
 from .registration import NotDifferentiable, RegisterGradient
 
@@ -161,8 +162,10 @@ def _split_grad(op, *grads):
 def _segment_sum(values, ids, n: int):
     if ids.dtype.name not in ("int32", "int64"):
         ids = R.Cast(x=ids, DstT=np.int32)
+    count = constants.host_constant(int(n), dtypes.int32)  # held: the fast path
     return R.UnsortedSegmentSum(data=values, segment_ids=ids,
-                                num_segments=np.asarray(n, np.int32))
+                                num_segments=count if count is not None
+                                else np.asarray(n, np.int32))
 
 
 def _batch_offsets(batch: tuple, extra_rank: int, stride: int, dtype) -> np.ndarray:

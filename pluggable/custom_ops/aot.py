@@ -22,6 +22,7 @@ import numpy as np
 from .._core import ffi as core_ffi
 from .._core import lib as core_lib
 from .._core import status as new_status
+from .._core.ownership import OwnsCoreResource
 from ..framework import config, dtypes, errors, op_catalog, registry
 from ..framework.tensor import Tensor
 from ..runtime import dispatch, hooks, native_stream, placement
@@ -72,7 +73,7 @@ _CHECKS: dict[int, Callable[[Any], bool]] = {
 }
 
 
-class Library:
+class Library(OwnsCoreResource):
     """A loaded custom-op library. The checked descriptor stays open while
     the library is loaded, so its /proc/self/fd name is never reused."""
 
@@ -130,7 +131,7 @@ def load(path: str, flags: Sequence[str] = (), capability: tuple | None = None) 
         return lib
 
 
-class _Instance:
+class _Instance(OwnsCoreResource):
     """One FuncNameInit call: the AotExtra for one attribute set, input
     shapes and dtypes, with its workspace sizes and kernel data."""
 

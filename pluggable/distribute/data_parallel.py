@@ -98,4 +98,4 @@ def broadcast_variables(variables: Iterable[Any], src: int = 0,
                         timeout: float | None = None) -> None:
     """Assigns rank `src`'s value of each variable to it on every rank."""
     for v in variables:
-        v.assign(group.broadcast(v.value(), src, timeout))
+        v.assign(group.broadcast(v._stored_value(), src, timeout))

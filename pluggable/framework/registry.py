@@ -16,7 +16,7 @@ import threading
 from typing import Any, Callable
 
 from . import config, dtypes
-from .errors import AlreadyExistsError
+from .errors import AlreadyExistsError, InvalidArgumentError
 
 _TYPE_SETS = {
     "realnumbertype": ("float32", "float64", "int32", "uint8", "int16", "int8",
@@ -230,11 +230,11 @@ class OpDef:
         appears attrs[N] times, a list "x: Targs" once per element type of
         attrs[Targs]. Kernels, shape functions and hooks see inputs in this
         flattened order, as TensorFlow's kernel C API does."""
-        return _flatten(self.inputs, attrs)
+        return _flatten(self, self.inputs, attrs)
 
     def flat_outputs(self, attrs: dict) -> list[ArgDef]:
         """One ArgDef per tensor the op produces (see flat_inputs)."""
-        return _flatten(self.outputs, attrs)
+        return _flatten(self, self.outputs, attrs)
 
     def input_index(self, name: str) -> int | None:
         for i, a in enumerate(self.inputs):
@@ -249,13 +249,22 @@ class OpDef:
         return None
 
 
-def _flatten(args: list[ArgDef], attrs: dict) -> list[ArgDef]:
+# Most tensors one list argument ("x: N * T") holds.
+MAX_LIST_ARGUMENT = 1 << 16
+
+
+def _flatten(op: "OpDef", args: list[ArgDef], attrs: dict) -> list[ArgDef]:
     if not any(a.is_list for a in args):
         return args
     out = []
     for a in args:
         if a.number_attr:
-            out.extend([a] * int(attrs[a.number_attr]))
+            n = int(attrs[a.number_attr])
+            if not 0 <= n <= MAX_LIST_ARGUMENT:
+                raise InvalidArgumentError(
+                    f"{op.name}: attribute {a.number_attr} = {n} gives the length of the "
+                    f"list argument {a.name!r}; it must be between 0 and {MAX_LIST_ARGUMENT}")
+            out.extend([a] * n)
         elif a.type_list_attr:
             out.extend(ArgDef(a.name, dtype=dtypes.as_dtype(t)) for t in attrs[a.type_list_attr])
         else:

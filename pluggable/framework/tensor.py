@@ -88,6 +88,19 @@ class Tensor:
             self._h = None
             _delete(h)
 
+    # Tensors are immutable: a copy is the tensor itself (as TensorFlow's
+    # eager tensors), so no two objects ever own one core handle. Pickles:
+    # runtime.tensors registers the reducer (a pickle holds the value).
+    def __copy__(self) -> "Tensor":
+        return self
+
+    def __deepcopy__(self, memo) -> "Tensor":
+        return self
+
+    def __reduce_ex__(self, protocol):  # (the reducer registered for Tensor comes first)
+        raise TypeError(f"a {type(self).__name__} cannot be pickled: a symbolic tensor of a "
+                        "traced function has no value; pickle the function's result instead")
+
     # ------------------------------------------------------------- properties
     @property
     def dtype(self) -> dtypes.DType:
@@ -372,3 +385,4 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
                         f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes
     return np.asarray(a, order="C")
+

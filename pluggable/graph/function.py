@@ -10,7 +10,11 @@ Every trace is counted (``tracing_count``) and logged on the
 ``pluggable.graph`` logger; frequent retracing is warned about once.
 
 Nested tuples, lists and dicts of tensors are accepted as arguments and
-returned as results. Python numbers and bools (and numpy values) that a body
+returned as results, and so are composite values (``pg.RaggedTensor``): a
+type with ``__pg_flatten__()`` -> (component tensors, static part) and
+``__pg_unflatten__(static, components)`` is traced through its components,
+its static part (a ragged tensor's row partitions) being part of the
+signature, as a Python value is. Python numbers and bools (and numpy values) that a body
 returns become constant tensors of the graph and None stays None, as in
 ``tf.function``. The Python body's side effects (printing, appending to a
 list, changing a global) happen when it runs, that is once per trace, and
@@ -23,6 +27,7 @@ import inspect
 import logging
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -118,6 +123,34 @@ class _Mark:
 
 
 _T, _P, _I = _Mark("tensor"), _Mark("value"), _Mark("object")
+_C = _Mark("composite")
+
+
+def composite_parts(x: Any) -> tuple[list, Any] | None:
+    """(components, static part) of a composite value, None for others."""
+    flatten = getattr(type(x), "__pg_flatten__", None)
+    return None if flatten is None else flatten(x)
+
+
+class _CompositeResult:
+    """A composite leaf of a traced function's result: its type, static
+    part and the graph outputs of its components."""
+
+    __slots__ = ("kind", "static", "outputs")
+
+    def __init__(self, kind: type, static: Any, outputs: list[int]):
+        self.kind, self.static, self.outputs = kind, static, outputs
+
+    def rebuild(self, outs: list) -> Any:
+        return self.kind.__pg_unflatten__(self.static, [outs[i] for i in self.outputs])
+
+
+def _expand_composites(leaves: list) -> list:
+    out = []
+    for x in leaves:
+        parts = composite_parts(x)
+        out.extend(parts[0] if parts is not None else [x])
+    return out
 
 
 def _leaf_key(x: Any, tensors: list) -> Any:
@@ -141,6 +174,9 @@ def _leaf_key(x: Any, tensors: list) -> Any:
         return (t, tuple(_leaf_key(v, tensors) for v in x))
     if t is dict:
         return (t, tuple((k, _leaf_key(x[k], tensors)) for k in sorted(x)))
+    parts = composite_parts(x)
+    if parts is not None:
+        return (_C, t, parts[1], tuple(_leaf_key(c, tensors) for c in parts[0]))
     try:
         hash(x)
         return (_P, t, x)
@@ -229,7 +265,8 @@ class ConcreteFunction:
         self._structure = structure
         marks = nest.flatten(structure) if structure is not None else []
         # The leaves to fill when the result holds None leaves (None: none does).
-        self._marks = marks if any(m is None for m in marks) else None
+        self._marks = marks if any(m is None or isinstance(m, _CompositeResult)
+                                   for m in marks) else None
         self._executables: dict = {}
         self._captures: dict = {}   # id(executable) -> device_capture.CaptureState
         self._last: Executable | None = None
@@ -251,8 +288,9 @@ class ConcreteFunction:
         """The graph's outputs `outs` in the structure the body returned."""
         if self._marks is None:
             return nest.pack_as(self._structure, outs)
-        return nest.pack_as(self._structure, [None if m is None else outs[m]
-                                              for m in self._marks])
+        return nest.pack_as(self._structure, [
+            None if m is None else m.rebuild(outs) if isinstance(m, _CompositeResult)
+            else outs[m] for m in self._marks])
 
     def _check_literals(self, args: tuple, kwargs: dict) -> None:
         """TypeError where a Python value differs from the one the body was
@@ -272,7 +310,8 @@ class ConcreteFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._literals:
             self._check_literals(args, kwargs)
-        leaves = nest.flatten(list(args)) + nest.flatten([kwargs[k] for k in sorted(kwargs)])
+        leaves = _expand_composites(
+            nest.flatten(list(args)) + nest.flatten([kwargs[k] for k in sorted(kwargs)]))
         tensors = [x for x in leaves if isinstance(x, (Tensor, np.ndarray))]
         if len(tensors) != len(self.input_specs):
             tensors = leaves
@@ -467,9 +506,14 @@ class Function:
         self._varargs = next((p.name for p in self._signature.parameters.values()
                               if p.kind is p.VAR_POSITIONAL), None)
         self.input_signature = None if input_signature is None else tuple(input_signature)
+        # A spec of a composite value (pg.RaggedTensorSpec) checks the values
+        # of each call, which are then traced by their static parts.
+        self._value_signature = False
         if self.input_signature is not None:
             for path, s in nest.flatten_with_paths(list(self.input_signature)):
-                if not isinstance(s, TensorSpec):
+                if getattr(s, "__pg_composite_spec__", False):
+                    self._value_signature = True
+                elif not isinstance(s, TensorSpec):
                     raise TypeError(f"{self.__name__}: input_signature{path} must be a "
                                     f"pg.TensorSpec, got {s!r}")
         self.reduce_retracing = bool(reduce_retracing)
@@ -477,6 +521,7 @@ class Function:
         self._lock = threading.RLock()
         self._traces = 0
         self._warned = False
+        self._bound: dict = {}    # id(instance) -> (weakref, bound Function): __get__
 
     # ------------------------------------------------------------- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -495,15 +540,42 @@ class Function:
         return cf._call_flat(tensors)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """A method decorated with pg.function: as TensorFlow's, each
+        instance gets its own bound Function (its own traces;
+        ``get_concrete_function`` and an ``input_signature`` that leaves out
+        ``self``), kept while the instance lives. The bound function holds
+        the instance weakly."""
         if instance is None:
             return self
-        return functools.partial(self, instance)
+        with self._lock:
+            bound = self._bound.get(id(instance))
+            if bound is not None and bound[0]() is instance:
+                return bound[1]
+            try:
+                ref = weakref.ref(instance, lambda _r, k=id(instance): self._bound.pop(k, None))
+            except TypeError:  # (an instance without __weakref__: no cache)
+                return functools.partial(self, instance)
+            fn = self.python_function
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return fn(ref(), *args, **kwargs)
+            functools.update_wrapper(method, fn)
+            params = list(self._signature.parameters.values())[1:]
+            method.__signature__ = self._signature.replace(parameters=params)
+            f = Function(method, self.input_signature, self.__name__, self.reduce_retracing)
+            self._bound[id(instance)] = (ref, f)
+            return f
 
     def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
         """The traced graph for these arguments (tensors or ``pg.TensorSpec``s;
         none needed when the function has an ``input_signature``), tracing it
         if needed."""
         if self.input_signature is not None and not args and not kwargs:
+            if self._value_signature:
+                raise TypeError(
+                    f"{self.__name__}: its input_signature holds a spec of a composite value "
+                    f"({self.input_signature!r}), which is traced for the values it is called "
+                    "with: pass values to get_concrete_function")
             args = self.input_signature
         return self._concrete_for(args, kwargs)[0]
 
@@ -527,7 +599,9 @@ class Function:
 
     def _concrete_for(self, args: tuple, kwargs: dict) -> tuple[ConcreteFunction, list]:
         args, kwargs = self._canonical(args, kwargs)
-        if self.input_signature is not None:
+        if self._value_signature:
+            self._check_value_signature(args, kwargs)
+        elif self.input_signature is not None:
             return self._signature_call(args, kwargs)
         tensors: list = []
         leaves = []
@@ -568,6 +642,25 @@ class Function:
             for (path, s), v in zip(nest.flatten_with_paths(spec), nest.flatten(value)):
                 tensors.append(check_argument(self.__name__, name + path, s, v, TypeError))
         return cf, tensors
+
+    def _check_value_signature(self, args: tuple, kwargs: dict) -> None:
+        specs = self.input_signature
+        if kwargs or len(args) != len(specs):
+            raise TypeError(f"{self.__name__} takes {len(specs)} positional arguments (its "
+                            f"input_signature), got {len(args)}"
+                            f"{f' and keywords {sorted(kwargs)}' if kwargs else ''}")
+        for name, spec, value in zip(self._arg_names(len(args)), specs, args):
+            if getattr(spec, "__pg_composite_spec__", False):
+                if not spec.is_compatible_with(value):
+                    raise TypeError(f"{self.__name__}: argument {name!r} is not compatible "
+                                    f"with its input_signature entry {spec!r}: got {value!r}")
+                continue
+            if not nest.same_structure(spec, value):
+                raise errors.InvalidArgumentError(
+                    f"{self.__name__}: argument {name!r} does not have the structure of "
+                    f"its input_signature entry {spec!r}")
+            for (path, s), v in zip(nest.flatten_with_paths(spec), nest.flatten(value)):
+                check_argument(self.__name__, name + path, s, v)
 
     def _arg_names(self, n: int) -> list[str]:
         names = [p.name for p in self._params[:n]]
@@ -636,6 +729,10 @@ class Function:
                 node = tracing.placeholder(graph, arg, spec.dtype, spec.shape)
                 specs.append((name + path, spec))
                 return tracing.SymbolicTensor(node, 0)
+            parts = composite_parts(x)
+            if parts is not None:
+                comps = [leaf(f"{path}.component{i}", c) for i, c in enumerate(parts[0])]
+                return type(x).__pg_unflatten__(parts[1], comps)
             return x
         pairs = nest.flatten_with_paths(value)
         return nest.pack_as(value, [leaf(p, x) for p, x in pairs])
@@ -644,25 +741,37 @@ class Function:
         if result is None:
             return None
         pairs = nest.flatten_with_paths(result)
-        marks: list[int | None] = []   # per leaf: its graph output, None for None
+        marks: list = []   # per leaf: its graph output, None for None, or a composite
         for path, x in pairs:
             if x is None:
                 marks.append(None)
                 continue
-            as_tensor = getattr(x, "__pg_tensor__", None)
-            if as_tensor is not None:  # a variable: its value when the graph runs
-                x = as_tensor()
-            if not isinstance(x, (Tensor, bool, int, float, np.ndarray, np.generic)):
-                raise self._result_error(path, x)
-            try:  # Python and numpy values become constants, as tf.function's do
-                t = tracing.symbolic_input(graph, x, what=f"the returned value{path}")
-            except (TypeError, errors.InvalidArgumentError) as exc:
-                raise self._result_error(path, x, str(exc)) from None
-            node = graph.add_node("Identity", [t.ref], {"T": t.dtype}, [t.dtype], [t.shape],
-                                  name="Identity", device=tracing.scope_name())
-            graph.outputs.append((node, 0))
+            parts = composite_parts(x)
+            if parts is not None:
+                first = len(graph.outputs)
+                for i, c in enumerate(parts[0]):
+                    self._output(graph, f"{path}.component{i}", c)
+                marks.append(_CompositeResult(type(x), parts[1],
+                                              list(range(first, len(graph.outputs)))))
+                continue
+            self._output(graph, path, x)
             marks.append(len(graph.outputs) - 1)
         return nest.pack_as(result, marks)
+
+    def _output(self, graph: Graph, path: str, x: Any) -> None:
+        """Adds `x` (a tensor or a Python or numpy value) as a graph output."""
+        as_tensor = getattr(x, "__pg_tensor__", None)
+        if as_tensor is not None:  # a variable: its value when the graph runs
+            x = as_tensor()
+        if not isinstance(x, (Tensor, bool, int, float, np.ndarray, np.generic)):
+            raise self._result_error(path, x)
+        try:  # Python and numpy values become constants, as tf.function's do
+            t = tracing.symbolic_input(graph, x, what=f"the returned value{path}")
+        except (TypeError, errors.InvalidArgumentError) as exc:
+            raise self._result_error(path, x, str(exc)) from None
+        node = graph.add_node("Identity", [t.ref], {"T": t.dtype}, [t.dtype], [t.shape],
+                              name="Identity", device=tracing.scope_name())
+        graph.outputs.append((node, 0))
 
     def _result_error(self, path: str, x: Any, why: str = "") -> errors.InvalidArgumentError:
         kind = type(x).__name__

@@ -6,11 +6,13 @@ never changed), in this order:
 1. placement (``placer``: the eager rules, soft placement, the placement log);
 2. pruning of nodes no output needs;
 3. constant folding;
-4. common-subexpression elimination (and pruning again);
-5. each device's plugin graph optimizers on the partition placed on that
+4. common-subexpression elimination;
+5. fusion of composite attention and layer norm into the fused ops
+   (``fusion``), and pruning again;
+6. each device's plugin graph optimizers on the partition placed on that
    device (``partition``: the answer is validated, a bad one is recorded on
    the optimizer and ignored);
-6. copy insertion between devices (``copies``).
+7. copy insertion between devices (``copies``).
 
 The framework's passes honour the ``TP_OptimizerConfigs`` wishes of the
 plugin optimizers of a node's device (``pass_allowed``).
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from ..plugins import graph_optimizers
-from . import copies, partition, passes, placer
+from . import copies, fusion, partition, passes, placer
 from .ir import Graph, Node
 
 log = logging.getLogger("pluggable.graph")
@@ -47,6 +49,7 @@ def prepare(source: Graph, input_devices: list, default_device: str = "") -> Gra
     counts = {"pruned": passes.prune(g, pass_allowed)}
     counts["folded"] = passes.fold_constants(g, pass_allowed)
     counts["merged"] = passes.eliminate_common_subexpressions(g, pass_allowed)
+    counts["fused"] = fusion.fuse(g, pass_allowed)
     counts["pruned"] += passes.prune(g, pass_allowed)
     counts["plugin"] = partition.run_plugin_optimizers(g)
     counts["copies"] = copies.insert_copies(g)

@@ -34,6 +34,29 @@ transformer_ops.define_transformer_ops()
 
 from . import tensor_methods  # noqa: E402,F401  (Tensor operators, indexing, iteration)
 
+# The functions that other value types (pg.RaggedTensor) extend through
+# framework.api_dispatch; the subsystem that owns the type registers handlers.
+from ..framework import api_dispatch as _api_dispatch  # noqa: E402
+from . import array_ops as _array_ops, math_ops as _math_ops, nn_ops as _nn_ops  # noqa: E402
+
+DISPATCHABLE = {
+    _math_ops: (
+        "add", "subtract", "multiply", "divide", "realdiv", "truediv", "floordiv", "floormod",
+        "maximum", "minimum", "pow", "squared_difference", "less", "less_equal", "greater",
+        "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor",
+        "logical_not", "negative", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "square",
+        "rsqrt", "erf", "floor", "ceil", "round", "sign", "reciprocal", "sin", "cos", "tan",
+        "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "expm1", "log1p",
+        "erfc", "cast", "reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
+        "reduce_any", "reduce_all", "fill", "reshape"),
+    _array_ops: ("concat", "stack", "gather", "zeros_like", "ones_like", "size", "rank",
+                 "reverse", "tile", "shape", "zeros", "ones"),
+    _nn_ops: ("relu", "embedding_lookup"),
+}
+for _module, _names in DISPATCHABLE.items():
+    _api_dispatch.add_dispatch_support(_module, _names)
+_math_ops.mod = _math_ops.floormod
+
 # The op catalogue as pg.ops.list() / pg.ops.get("acme::Gelu", version=2),
 # imported at first use: importing pluggable does not need it.
 _CATALOG = {"get": "get", "list": "list_ops", "list_ops": "list_ops"}

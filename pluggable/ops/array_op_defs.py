@@ -269,6 +269,9 @@ def range_size(start, limit, delta) -> int:
         n = np.ceil(np.abs((limit - start) / delta))
     if not np.isfinite(n):
         raise err(op, f"the number of elements of range({start}, {limit}, {delta}) is not finite")
+    if n > np.iinfo(np.int64).max:
+        raise err(op, f"requires ((limit - start) / delta) <= {np.iinfo(np.int64).max}: "
+                  f"range({start}, {limit}, {delta}) has {n:g} elements")
     return int(n)
 
 

@@ -103,14 +103,17 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # n
     (int32 for Python ints, float32 for Python floats)."""
     if limit is None:
         start, limit = 0, start
-    args = [a.numpy() if isinstance(a, Tensor) else a for a in (start, limit, delta)]
+    args = (start, limit, delta)
     if dtype is None:
         order = [dtypes.int32, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32,
                  dtypes.float64]
-        found = [convert_to_tensor(a).dtype for a in args]
+        found = [a.dtype if isinstance(a, Tensor) else convert_to_tensor(a).dtype for a in args]
         dtype = max(found, key=lambda d: order.index(d) if d in order else 0)
     dt = dtypes.as_dtype(dtype)
-    vals = [np.asarray(a).astype(dt.as_numpy_dtype) for a in args]
+    # a tensor stays one (symbolic in a traced function: the length is then
+    # known when the graph runs), cast where its dtype differs
+    vals = [(a if a.dtype == dt else raw_ops.Cast(x=a, DstT=dt)) if isinstance(a, Tensor)
+            else np.asarray(a).astype(dt.as_numpy_dtype) for a in args]
     return raw_ops.Range(start=vals[0], limit=vals[1], delta=vals[2])
 
 
@@ -239,7 +242,9 @@ def gather(params: Any, indices: Any, validate_indices: Any = None, axis: int | 
         ind = indices
     else:
         ind = _index_array(indices)
-    return raw_ops.GatherV2(params=params, indices=ind, axis=_index_array(ax),
+    axis_t = constants.host_constant(ax, dtypes.int32) if type(ax) is int else None
+    return raw_ops.GatherV2(params=params, indices=ind,
+                            axis=axis_t if axis_t is not None else _index_array(ax),
                             batch_dims=batch_dims)
 
 

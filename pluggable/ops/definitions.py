@@ -79,14 +79,16 @@ def host_ints(v) -> list:
 
 def normalize_axes(op: str, axes: np.ndarray, rank: int) -> tuple:
     flat = host_ints(axes)
-    r = rank if rank > 1 else 1
-    if len(flat) == 1 and -r <= flat[0] < r:  # the common case, one axis
-        return (flat[0] % r,)
+    if len(flat) == 1 and -rank <= flat[0] < rank:  # the common case, one axis
+        return (flat[0] % rank,)
     out = []
     for ax in flat:
-        if not -max(rank, 1) <= ax < max(rank, 1):
-            raise _err(op, f"axis {ax} is out of range for a tensor of rank {rank}")
-        ax %= max(rank, 1)
+        if not -rank <= ax < rank:  # a scalar has no axis to reduce, as in TensorFlow
+            raise _err(op, f"Invalid reduction dimension {ax} for an input of rank {rank} "
+                       f"(axis {ax} is out of range: it must lie in [-{rank}, {rank}))" if rank else
+                       f"Invalid reduction dimension {ax} for an input of rank 0 (a scalar "
+                       "has no axis to reduce; pass axis=[] or None)")
+        ax %= rank
         if ax in out:
             raise _err(op, f"axis {ax} is listed twice in reduction_indices {flat}")
         out.append(ax)
@@ -217,7 +219,8 @@ def define_builtin_ops() -> None:
     _define("Softmax", ["logits: T"], ["softmax: T"], [f"T: {_FLOAT}"], _softmax)
     _define("MatMul", ["a: T", "b: T"], ["product: T"],
             ["transpose_a: bool = false", "transpose_b: bool = false",
-             "T: {bfloat16, half, float, double, int32, int64}"], _matmul)
+             "T: {bfloat16, half, float, double, int32, int64}",
+             "grad_a: bool = false", "grad_b: bool = false"], _matmul)
     for name in ("Sum", "Mean", "Max", "Min"):
         _define(name, ["input: T", "reduction_indices: Tidx"], ["output: T"],
                 ["keep_dims: bool = false", f"T: {_REAL}", f"Tidx: {_INDEX}"],

@@ -1,7 +1,8 @@
 """Every registered op as a function: ``pg.raw_ops.AddV2(x=a, y=b)``.
 
 Arguments are keywords named as in the op definition (inputs, then
-attributes); ops that plugins define through ``ops.h`` appear here as soon
+attributes), or as ``tf.raw_ops`` names them where the two differ
+(``PYTHON_NAMES``: ``Sum(input=x, axis=0)``); ops that plugins define through ``ops.h`` appear here as soon
 as the plugin is loaded. Each function returns a Tensor (or a tuple for ops
 with several outputs).
 """
@@ -20,6 +21,18 @@ from ..runtime.dispatch import (FAST_ATTR_KINDS, STAND_INS, UNSET, call, execute
                                 expect_arrays, expects, kernel_error, memo_shape)
 
 _cache: dict[str, Any] = {}
+
+# TensorFlow's Python names of arguments whose op-definition names differ
+# (its api_def renames: ``tf.raw_ops.Sum(input=x, axis=0)`` for the input
+# the OpDef calls reduction_indices). Both names are accepted.
+PYTHON_NAMES: dict[str, dict[str, str]] = {
+    **{op: {"reduction_indices": "axis"} for op in (
+        "Sum", "Mean", "Max", "Min", "Prod", "All", "Any", "EuclideanNorm")},
+    "Split": {"split_dim": "axis"},
+    "ExpandDims": {"dim": "axis"},
+    "Squeeze": {"squeeze_dims": "axis"},
+    "Select": {"t": "x", "e": "y"},
+}
 _DTYPE_TYPES = frozenset(type(d) for d in dtypes.ALL)
 _UNSET = UNSET
 
@@ -195,6 +208,20 @@ def _fast_globals(op) -> dict:
             "_dtype_types": _DTYPE_TYPES, "_memo_shape": memo_shape}
 
 
+def _alias_code(op_name: str, name: str, py: str, required: bool) -> str:
+    """Code taking argument `name` under TensorFlow's Python name `py` too."""
+    code = (f"    if {py} is not _UNSET:\n"
+            f"        if {name} is not _UNSET:\n"
+            f"            raise TypeError(\"{op_name}() got {py!r} and {name!r}, two names of "
+            f"one argument\")\n"
+            f"        {name} = {py}\n")
+    if required:
+        code += (f"    elif {name} is _UNSET:\n"
+                 f"        raise TypeError(\"{op_name}() missing required keyword argument: "
+                 f"{py!r}\")\n")
+    return code
+
+
 def _make(op_name: str):
     """Builds the function for one op, with the op's inputs and attributes as
     keyword-only parameters, so that a call costs little more than a plain
@@ -204,9 +231,14 @@ def _make(op_name: str):
     attrs = list(op.attrs)
     type_attrs = {a.type_attr for a in op.inputs if a.type_attr}
     lengths = {a.number_attr or a.type_list_attr for a in op.inputs if a.is_list}
-    params = ", ".join(inputs + [f"{a}=_UNSET" for a in attrs] + ["name=None"])
+    renames = {n: py for n, py in PYTHON_NAMES.get(op_name, {}).items()
+               if n in inputs or n in attrs}
+    params = ", ".join([f"{n}=_UNSET, {renames[n]}=_UNSET" if n in renames else n
+                        for n in inputs] + [f"{a}=_UNSET" for a in attrs]
+                       + [f"{renames[a]}=_UNSET" for a in attrs if a in renames] + ["name=None"])
+    aliases = "".join(_alias_code(op_name, n, py, n in inputs) for n, py in renames.items())
     collect = "".join(f"    if {a} is not _UNSET:\n        given[{a!r}] = {a}\n" for a in attrs)
-    fast = _fast_path(op, inputs, attrs)
+    fast = aliases + _fast_path(op, inputs, attrs)
     if fast:  # a Variable among the inputs: read it, then the call as with tensors
         # (a hook that replaces or times execution sees the Variable as given)
         read = ", ".join(f"{n}=({n}.__pg_tensor__() if type({n}) in _stand_ins else {n})"
@@ -236,7 +268,9 @@ def _make(op_name: str):
                   f"Inputs (keyword arguments): {sig or 'none'}\n"
                   f"Attributes: {described or 'none'} (type attributes "
                   f"{', '.join(sorted(type_attrs | lengths)) or 'none'} follow the inputs)\n"
-                  f"Outputs: {', '.join(a.name for a in op.outputs)}")
+                  f"Outputs: {', '.join(a.name for a in op.outputs)}"
+                  + "".join(f"\n{py!r} is TensorFlow's Python name of {n!r}"
+                            for n, py in renames.items()))
     return fn
 
 

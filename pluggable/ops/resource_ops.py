@@ -20,6 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from .._core import code_and_message, ffi, lib, status
+from .._core.ownership import OwnsCoreResource
 from ..framework import dtypes, errors
 from ..framework.registry import (DEFAULT_DEVICE, OPS, KernelDef, make_op_def,
                                   register_kernel, register_op)
@@ -48,7 +49,7 @@ def _check(st, op: str) -> None:
         raise errors.make_error(code, f"{op} on CPU:0: {msg}", op=op, device="CPU:0")
 
 
-class _HostBuffer:
+class _HostBuffer(OwnsCoreResource):
     """Keeps a core host tensor handle alive for the numpy arrays that view
     its memory (numpy holds this object as their base)."""
 

@@ -29,7 +29,7 @@ import numpy as np
 from ..framework import dtypes, errors
 from ..framework.registry import OPS, KernelDef, find_kernel, register_kernel
 from ..framework.tensor import Tensor
-from ..runtime import placement
+from ..runtime import hooks, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
 from . import math_ops, nn_ops, raw_ops
@@ -273,18 +273,43 @@ def fused_kernel_available(op: str, type_attrs: dict, *tensors: Any) -> bool:
     return find_kernel(op, dev.device_type, type_attrs) is not None
 
 
-_LOWEST = {"float16": -65504.0, "bfloat16": -3.38e38, "float32": -3.4e38, "float64": -1.7e308}
+LOWEST_SCORE = {"float16": -65504.0, "bfloat16": -3.38e38, "float32": -3.4e38, "float64": -1.7e308}
+"""Per float dtype name, the score the composite form gives a masked key
+(about the lowest finite value: its softmax weight is 0)."""
+
+
+# Causal masks on the device of the queries, by (q_len, k_len, device): the
+# composite form's mask is made and copied to the device once, not per call.
+_CAUSAL: dict = {}
+_CAUSAL_SIZE = 16
+
+
+def _causal_mask(q_len: int, k_len: int, like: Tensor) -> Tensor:
+    """The bool [q_len, k_len] lower-triangular mask on `like`'s device
+    (made anew while tracing: a graph holds its own constant)."""
+    dev = like._dev
+    if not hooks.fast[0] or not isinstance(dev, Device):
+        return convert_to_tensor(np.tril(np.ones((q_len, k_len), bool)))
+    key = (q_len, k_len, dev)
+    m = _CAUSAL.get(key)
+    if m is None:
+        if len(_CAUSAL) >= _CAUSAL_SIZE:
+            _CAUSAL.pop(next(iter(_CAUSAL)))
+        m = _CAUSAL[key] = dev.copy_in(Tensor._from_array(
+            np.tril(np.ones((q_len, k_len), bool)), placement.CPU))
+    return m
 
 
 def _attention_composite(q, k, v, mask, causal: bool, scale: float, dropout: float,
                          seed: int | None) -> Tensor:
     """softmax(q k^T * scale, masked) v from matmul, select and softmax."""
-    s = math_ops.multiply(math_ops.matmul(q, k, transpose_b=True),
-                          convert_to_tensor(scale, q.dtype))
-    lowest = convert_to_tensor(_LOWEST[q.dtype.name], q.dtype)
+    # Python scalars: on a plugin device, cached device constants (no copy
+    # per call, and the calls take the raw_ops fast path)
+    s = math_ops.multiply(math_ops.matmul(q, k, transpose_b=True), float(scale))
+    lowest = LOWEST_SCORE[q.dtype.name]
     allowed = mask
     if causal:
-        tri = convert_to_tensor(np.tril(np.ones((q.shape[2], k.shape[2]), bool)))
+        tri = _causal_mask(q.shape[2], k.shape[2], q)
         allowed = tri if mask is None else raw_ops.LogicalAnd(x=mask, y=tri)
     if allowed is not None:
         s = raw_ops.SelectV2(condition=allowed, t=s, e=lowest)
@@ -315,7 +340,7 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, mask: Any = N
             raise errors.InvalidArgumentError(
                 f"{_ATTN}: {name} has dtype {t.dtype.name} but query has {q.dtype.name}",
                 op=_ATTN)
-    if q.dtype.name not in _LOWEST:
+    if q.dtype.name not in LOWEST_SCORE:
         raise errors.InvalidArgumentError(
             f"{_ATTN}: query has dtype {q.dtype.name}; expected float16, bfloat16, float32 or "
             "float64", op=_ATTN)
@@ -352,5 +377,5 @@ def layer_norm(x: Any, gamma: Any, beta: Any, axis: int = -1, epsilon: float = 1
     if fused_kernel_available(_LN, {"T": x.dtype, "U": u}, x, g, b):
         return raw_ops.LayerNorm(x=x, gamma=g, beta=b, epsilon=float(epsilon), U=u)[0]
     mean, var = nn_ops.moments(x, [x.ndim - 1], keepdims=True)
-    inv = math_ops.rsqrt(math_ops.add(var, convert_to_tensor(epsilon, x.dtype)))
+    inv = math_ops.rsqrt(math_ops.add(var, float(epsilon)))
     return math_ops.add(math_ops.multiply(math_ops.multiply(math_ops.subtract(x, mean), inv), g), b)

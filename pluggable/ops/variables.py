@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._core import code_and_message, ffi, lib, status
-from ..framework import dtypes, errors, name_scope
+from ..framework import dtype_policy, dtypes, errors, name_scope
 from ..framework.tensor import Tensor, value_text
 from ..framework.tensor_shape import TensorShape
 from ..runtime import dispatch, hooks, placement
@@ -52,6 +52,15 @@ def _creation_device(initial: Any):
     return plugin[0] if plugin else placement.CPU
 
 
+def _unpickle(value: np.ndarray, trainable: bool, full_name: str,
+              cast_dtype: str | None = None) -> "Variable":
+    """A pickled variable (Variable.__reduce__) as a new variable."""
+    v = Variable.__new__(Variable)
+    v._init(value, trainable, full_name,
+            cast_dtype=None if cast_dtype is None else dtypes.as_dtype(cast_dtype))
+    return v
+
+
 class Variable:
     """A mutable tensor on one device (TensorFlow's ``tf.Variable``)::
 
@@ -62,7 +71,13 @@ class Variable:
 
     `initial_value` may be a callable returning it. `dtype` converts Python
     values (a Tensor must already have it). `trainable` variables are
-    watched automatically by ``pg.GradientTape`` when they are read."""
+    watched automatically by ``pg.GradientTape`` when they are read.
+
+    While a mixed precision policy is global
+    (``pg.mixed_precision.set_global_policy("mixed_bfloat16")``), a
+    floating variable is an autocast variable: stored in the policy's
+    variable dtype (float32 unless `dtype` says otherwise), read as the
+    compute dtype (see ``pluggable.framework.dtype_policy``)."""
 
     def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None,
                  dtype: Any = None):
@@ -77,11 +92,22 @@ class Variable:
         if callable(initial_value):
             initial_value = initial_value()
         if isinstance(initial_value, Variable):
-            initial_value = initial_value.value()
-        dev = _creation_device(initial_value)
+            initial_value = initial_value._stored_value()
+        self._init(initial_value, trainable, name_scope.prefixed(name or "Variable"), dtype,
+                   policy=True)
+
+    def _init(self, initial_value: Any, trainable: bool, full_name: str,
+              dtype: Any = None, dev: Any = None, cast_dtype: Any = None,
+              policy: bool = False) -> None:
+        dev = dev if dev is not None else _creation_device(initial_value)
         value = convert_to_tensor(initial_value, dtype)
         if value.dtype is dtypes.resource:
             raise TypeError("a Variable cannot hold a resource handle")
+        if policy:  # the global policy decides whether it autocasts
+            store, cast_dtype = dtype_policy.new_variable_cast(value.dtype, dtype is not None)
+            if store is not None and store is not value.dtype:
+                with placement.device(dev):
+                    value = raw_ops.Cast(x=value, DstT=store)
         st = status()
         h = lib.pg_variable_new(dev._c if isinstance(dev, Device) else ffi.NULL,
                                 value.dtype.enum, st)
@@ -92,9 +118,11 @@ class Variable:
         self._dtype = value.dtype
         self._shape = tuple(value.shape)
         self._trainable = bool(trainable)
-        self._name = name_scope.prefixed(name or "Variable")
+        self._name = full_name
         self._unique_id = next(_uid)
         self._reader: dispatch.Prepared | None = None
+        self._cast_dtype: dtypes.DType | None = cast_dtype  # an autocast variable's
+        self._caster: dispatch.Prepared | None = None
         _owners[id(self._handle)] = self
         raw_ops.AssignVariableOp(resource=self._handle, value=value)
 
@@ -106,6 +134,14 @@ class Variable:
 
     @property
     def dtype(self) -> dtypes.DType:
+        """The dtype the value is stored in; for an autocast variable too, as
+        TensorFlow's ``AutoCastVariable.dtype`` (its reads give the mixed
+        precision policy's compute dtype)."""
+        return self._dtype
+
+    @property
+    def true_dtype(self) -> dtypes.DType:
+        """The stored dtype (TensorFlow's deprecated alias of ``dtype``)."""
         return self._dtype
 
     @property
@@ -134,12 +170,51 @@ class Variable:
     def device_object(self):
         return self._handle._dev
 
+    # ------------------------------------------------------- copies, pickles
+    # As TensorFlow's: copy.copy is the variable itself (one variable, one
+    # state); copy.deepcopy is a new variable of the same name, trainability
+    # and device holding a copy of the current value; a pickle holds the
+    # value and unpickles as a new variable on the default device.
+    def __copy__(self) -> "Variable":
+        return self
+
+    def __deepcopy__(self, memo) -> "Variable":
+        v = Variable.__new__(Variable)
+        memo[id(self)] = v
+        v._init(self._stored_value(), self._trainable, self._name, dev=self._handle._dev,
+                cast_dtype=self._cast_dtype)
+        return v
+
+    def __reduce__(self):
+        cast = None if self._cast_dtype is None else self._cast_dtype.name
+        return _unpickle, (np.array(self.numpy()), self._trainable, self._name, cast)
+
     # --------------------------------------------------------------- reading
     def value(self) -> Tensor:
         """The current value as a Tensor on the variable's device (op
         ReadVariableOp; it shares the buffer until the variable changes).
         Eagerly, the read is prepared once (``dispatch.Prepared``), so a
-        repeated read costs one kernel call (a tape still records it)."""
+        repeated read costs one kernel call (a tape still records it).
+        An autocast variable's value is then cast to its compute dtype (op
+        Cast on the variable's device; ``pg.mixed_precision.autocast``)."""
+        t = self._stored_value()
+        if self._cast_dtype is None:
+            return t
+        to = dtype_policy.read_dtype(self._cast_dtype)
+        if to is None or to is self._dtype:
+            return t
+        if not hooks.fast[0]:  # traced or profiled: placed as the read is
+            with placement.device(self._handle._dev):
+                return raw_ops.Cast(x=t, DstT=to)
+        c = self._caster
+        if c is None or c.given["DstT"] is not to:
+            c = self._caster = dispatch.Prepared("Cast", self._handle._dev,
+                                                 {"SrcT": self._dtype, "DstT": to,
+                                                  "Truncate": False})
+        return c([t])[0]
+
+    def _stored_value(self) -> Tensor:
+        """The value as stored (an autocast variable's too, uncast)."""
         if not hooks.fast[0]:  # traced or profiled: the call as any op's
             return raw_ops.ReadVariableOp(resource=self._handle, dtype=self._dtype)
         r = self._reader
@@ -151,15 +226,28 @@ class Variable:
     read_value = value
 
     def numpy(self) -> Any:
-        """The value as numpy's (a numpy scalar for a 0-d variable)."""
-        return self.value().numpy()
+        """The stored value as numpy's (an autocast variable's in its stored
+        dtype; a numpy scalar for a 0-d variable, as in TensorFlow)."""
+        return self._stored_value().numpy()
 
     def __pg_tensor__(self, dtype: Any = None) -> Tensor:
-        """The tensor this variable stands for where an op expects one."""
-        return self.value()
+        """The tensor this variable stands for where an op expects one (of
+        `dtype` when the op says so). An autocast variable read as another
+        floating dtype than the one asked for raises InvalidArgumentError
+        (TensorFlow's ValueError for AutoCastVariable)."""
+        t = self.value()
+        if dtype is not None and self._cast_dtype is not None and t.dtype is not dtype \
+                and dtypes.as_dtype(dtype).is_floating:
+            raise errors.InvalidArgumentError(
+                f"Incompatible type conversion requested to type {dtypes.as_dtype(dtype).name!r} "
+                f"for autocast variable {self.name!r}, which is read as {t.dtype.name!r} "
+                f"(stored {self._dtype.name}, mixed precision policy): cast the other inputs "
+                f"to {t.dtype.name} (pg.cast), or read the stored value inside "
+                "pg.mixed_precision.autocast(None)")
+        return t
 
     def __array__(self, dtype=None, copy=None):
-        a = self.value()._numpy()
+        a = self._stored_value()._numpy()  # as numpy() reads it
         return a if dtype is None else a.astype(dtype)
 
     # ------------------------------------------------------------- assigning
@@ -167,7 +255,7 @@ class Variable:
         """`value` as something AssignVariableOp & co. accept, after checking
         its dtype and shape against the variable's (nothing runs otherwise)."""
         if isinstance(value, Variable):
-            value = value.value()
+            value = value._stored_value()
         if isinstance(value, Tensor):
             if value.dtype is not self._dtype:
                 raise errors.InvalidArgumentError(
@@ -216,15 +304,17 @@ class Variable:
     def __repr__(self) -> str:
         """TensorFlow's text: ``<tf.Variable 'v:0' shape=(2,) dtype=float32,
         numpy=array([1., 2.], dtype=float32)>`` (no value while traced)."""
-        head = f"<tf.Variable '{self.name}' shape={TensorShape(self._shape)} dtype={self._dtype.name}"
+        head = (f"<tf.Variable '{self.name}' shape={TensorShape(self._shape)} "
+                f"dtype={self._dtype.name}")
+        cast = "" if self._cast_dtype is None else f" dtype_to_cast_to={self._cast_dtype.name}"
         try:
-            value = self.value()
+            value = self._stored_value()
             if type(value) is not Tensor:  # traced: a symbolic value has none to show
-                return head + ">"
+                return head + cast + ">"
             text = value_text(value._numpy(), True)
         except errors.PluggableError:
             text = "<unavailable>"
-        return f"{head}, numpy={text}>"
+        return f"{head}{cast}, numpy={text}>"
 
     def __len__(self) -> int:
         if not self._shape:

@@ -27,6 +27,7 @@ import threading
 from typing import Callable, Sequence
 
 from .._core import code_and_message, ffi, lib
+from .._core.ownership import OwnsCoreResource
 from ..framework import errors
 from ..framework.tensor import Tensor
 from .device import Device
@@ -65,7 +66,7 @@ def _copy_into(device: Device, dst, src: Tensor) -> None:
     _raise(st, "copying into a device graph buffer", device)
 
 
-class DeviceGraph:
+class DeviceGraph(OwnsCoreResource):
     """The device work of one function call, captured once, replayed many
     times. Make one with ``DeviceGraph.capture``."""
 

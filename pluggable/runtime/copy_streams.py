@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from .._core import ffi, lib, status
+from .._core.ownership import OwnsCoreResource
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from . import placement
@@ -51,7 +52,7 @@ from .status import raise_status
 from .streams import Event, Stream
 
 
-class _CopyStream:
+class _CopyStream(OwnsCoreResource):
     """A device's copy stream, and what queued work still uses."""
 
     def __init__(self, device: Device):
@@ -86,7 +87,7 @@ def _copy_stream(device: Device) -> _CopyStream:
     return cs
 
 
-class PendingCopy:
+class PendingCopy(OwnsCoreResource):
     """A host-to-device copy enqueued on a device's copy stream; ``result()``
     gives the tensor, ordered after the copy for everything run later."""
 

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._core import code_and_message, cstr, ffi, lib, status
+from .._core.ownership import OnePerProcess
 from ..framework import errors
 from ..framework.tensor import Tensor
 from . import peer, trace
@@ -39,7 +40,7 @@ class PhysicalDevice(NamedTuple):
     device_type: str
 
 
-class CpuDevice:
+class CpuDevice(OnePerProcess):
     """The built-in CPU device: numpy kernels, host memory."""
 
     device_type = "CPU"
@@ -65,7 +66,7 @@ class CpuDevice:
         return "<pg.Device CPU:0>"
 
 
-class Device:
+class Device(OnePerProcess):
     """A device of a plugin."""
 
     def __init__(self, plugin: Any, cdev: Any):

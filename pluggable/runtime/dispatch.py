@@ -96,7 +96,7 @@ def _is_simple(p: "Plan") -> bool:
     op = p.op
     return (p.kinst is not None and p.moves is None
             and (not p.any_host_in or bool(op.host_value_inputs))
-            and p.n_out >= 1 and not op.has_list_outputs and not any(p.out_host)
+            and p.n_out >= 1 and not any(p.out_host)
             and op.shape_fn is not None and op.exact_shapes)
 
 
@@ -304,11 +304,59 @@ def group_outputs(op: OpDef, attrs: dict, outs: list) -> list:
 def call(op: OpDef, inputs: list, given: dict) -> list:
     """Runs `op` with `inputs` in op-definition order, a list argument given
     as a list or tuple; returns one entry per output argument (a list for a
-    list output). For ops without list arguments this is ``execute``."""
+    list output). For ops without list arguments this is ``execute``. A
+    call with tensors only whose signature ran before takes the fast path
+    (``_call_fast``)."""
+    if _hooks_fast[0]:
+        outs = _call_fast(op, inputs, given)
+        if outs is not None:
+            return outs
     if op.has_list_inputs:
         inputs, given = flatten_inputs(op, inputs, given)
     outs = execute(op, inputs, given)
     return group_outputs(op, given, outs) if op.has_list_outputs else outs
+
+
+def _call_fast(op: OpDef, inputs: list, given: dict) -> list | None:
+    """The fast path of an op with list arguments (Pack, Unpack, Split,
+    ConcatV2, AddN...): when every input is a tensor (each list argument a
+    list or tuple of them, of its declared kind) and a call of this
+    signature (scope, dtypes and devices, list lengths, given attributes)
+    made a simple plan before, its kernel runs at once, as the raw_ops fast
+    path of the other ops does; None sends the call down the general path
+    (which makes and keeps the plan)."""
+    flat: list = []
+    lengths = None
+    for arg, x in zip(op.inputs, inputs):
+        if arg.is_list:
+            tx = type(x)
+            if (tx is not list and tx is not tuple) or arg.number_attr is None:
+                return None
+            for t in x:
+                if type(t) is not Tensor:
+                    return None
+            flat.extend(x)
+            if lengths is None:
+                lengths = {}
+            n = lengths.setdefault(arg.number_attr, len(x))
+            if n != len(x) or given.get(arg.number_attr, n) != n:
+                return None  # (the general path raises the mismatch)
+        elif type(x) is Tensor:
+            flat.append(x)
+        else:
+            return None
+    attrs = {**given, **lengths} if lengths else given
+    key = _fast_key(op, _scope_get(), flat, config.version[0], attrs)
+    p = op.fast.get(key) if key is not None else None
+    if p is None:
+        return None
+    for t, h in zip(flat, p.host_in):
+        if h and t._h is None:
+            return None
+    outs = _run_plugin(p, flat, _out_shapes(op, p, flat))
+    if _hooks_active[0]:
+        hooks.observe(op, flat, attrs, outs, p.attrs)
+    return group_outputs(op, attrs, outs) if op.has_list_outputs else outs
 
 
 def _attrs_key(given: dict) -> tuple:
@@ -563,6 +611,10 @@ def _run_cpu(p: Plan, inputs: list[Tensor], shapes) -> list[Tensor]:
         raise
     except (ValueError, FloatingPointError, ArithmeticError) as exc:
         raise errors.InvalidArgumentError(f"{p.op.name} on CPU:0: {exc}", op=p.op.name) from None
+    except MemoryError as exc:
+        raise errors.ResourceExhaustedError(
+            f"{p.op.name} on CPU:0: out of memory ({exc or 'the allocation failed'}); make the "
+            "tensors smaller or free memory", op=p.op.name) from None
     out = []
     for i, r in enumerate(res):
         dt = p.out_dtypes[i]

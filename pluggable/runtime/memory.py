@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 
 from .._core import ffi, lib, raw_status, status
+from .._core.ownership import OwnsCoreResource
 from ..framework import errors
 from .status import raise_status
 from .streams import Stream
@@ -22,7 +23,7 @@ def check_len(nbytes, *bufs) -> int:
 _alloc = lib.pg_device_alloc_tensor
 
 
-class DeviceBuffer:
+class DeviceBuffer(OwnsCoreResource):
     """Raw device memory from the caching allocator. It belongs to the
     device's default stream; a copy or fill given another `stream` records
     that stream's use (``record_stream``), so that the memory is reused or

@@ -9,11 +9,12 @@ from typing import Any
 
 from .. import _core
 from .._core import ffi, status
+from .._core.ownership import OwnsCoreResource
 from ..framework import errors
 from .status import raise_status
 
 
-class Stream:
+class Stream(OwnsCoreResource):
     """An extra stream of a device (ops use the device's default stream)."""
 
     def __init__(self, device: Any):
@@ -86,7 +87,7 @@ class Stream:
 _EVENT_STATES = {0: "unknown", 1: "error", 2: "pending", 3: "complete"}
 
 
-class Event:
+class Event(OwnsCoreResource):
     def __init__(self, device: Any):
         self.device = device
         out = ffi.new("SP_Event*")
@@ -116,7 +117,7 @@ class Event:
         raise_status(st, "block_host_for_event", self.device.name)
 
 
-class Timer:
+class Timer(OwnsCoreResource):
     def __init__(self, device: Any):
         self.device = device
         se = device._se

@@ -3,6 +3,7 @@
 and ``Tensor.__dlpack__`` are in ``runtime.dlpack``)."""
 from __future__ import annotations
 
+import copyreg
 from typing import Any
 
 import numpy as np
@@ -65,3 +66,22 @@ def _to(self: Tensor, device: Any) -> Tensor:
 
 
 Tensor.to = _to
+
+
+# ----------------------------------------------------------------- pickling
+
+def _reduce_tensor(t: Tensor):
+    """A tensor pickles as its value and unpickles as a CPU tensor (as
+    TensorFlow's eager tensors do); a resource handle has no value to
+    pickle (a symbolic tensor refuses in Tensor.__reduce_ex__)."""
+    if t._dtype is dtypes.resource:
+        raise TypeError("a resource tensor is a handle to state inside this process and "
+                        "cannot be pickled")
+    return _unpickle_tensor, (np.array(t.numpy()), t._dtype)
+
+
+def _unpickle_tensor(a: np.ndarray, dtype: dtypes.DType) -> Tensor:
+    return Tensor._from_array(np.ascontiguousarray(a), placement.CPU, dtype)
+
+
+copyreg.pickle(Tensor, _reduce_tensor)

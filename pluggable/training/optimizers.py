@@ -17,6 +17,11 @@ dtype and shape, the gradient on the variable's device, no variable twice)
 and raises a typed error naming the op, the variable and the shapes before
 it changes anything.
 
+Autocast variables (``pg.mixed_precision``) are updated in their stored
+dtype (float32): their slots are float32 plain variables, and a gradient
+that arrives in the compute dtype (bfloat16, float16) is cast to float32
+on its device before the update.
+
 Inside a ``pg.function`` a step is traced like any other code: the slots are
 made once, when it is first traced; the step count, the Adam powers and the
 learning rate (``schedules``) are computed from ``iterations`` in the graph,
@@ -32,7 +37,7 @@ import numpy as np
 
 from ..autodiff.backprop import device_of
 from ..autodiff.tape import GradientTape
-from ..framework import dtypes, errors, registry
+from ..framework import dtype_policy, dtypes, errors, registry
 from ..framework.tensor import Tensor
 from ..graph import tracing
 from .._core import lib
@@ -121,7 +126,7 @@ class Optimizer:
     def _ensure_slots(self, var: Variable) -> dict[str, Variable]:
         slots = self._slots.get(id(var))
         if slots is None:
-            with placement.device(var.device_object):
+            with placement.device(var.device_object), dtype_policy.plain_variables():
                 slots = {n: Variable(np.zeros(var.shape, var.dtype.as_numpy_dtype),
                                      trainable=False, name=f"{var._name}/{n}")
                          for n in self._slot_names}
@@ -226,6 +231,11 @@ class Optimizer:
             raise errors.InvalidArgumentError(
                 f"{op}: {where} holds {v.dtype.name} values; optimizers update float "
                 "variables only", op=op)
+        if g.dtype is not v.dtype and v._cast_dtype is not None and g.dtype.is_floating:
+            # an autocast variable's gradient computed in the compute dtype:
+            # the update runs in the stored dtype, on the stored value
+            with placement.device(g._dev if g._dev is not None else v.device_object):
+                g = raw_ops.Cast(x=g, DstT=v.dtype)
         if g.dtype is not v.dtype:
             raise errors.InvalidArgumentError(
                 f"{op}: the gradient of {where} is {g.dtype.name}, the variable "
@@ -269,7 +279,7 @@ class Optimizer:
             scalar = scalars.__getitem__
             if self._decays(v):
                 self._update("ResourceApplyGradientDescent", v, _LOCKING,
-                             [v._handle, scalar("decay"), v.value()])
+                             [v._handle, scalar("decay"), v._stored_value()])
             self._apply(v, g, self._slots[id(v)], scalar)
         self._count_step()
         return self._iterations

@@ -3,7 +3,7 @@
 ``main(argv)`` runs the conformance suite against one plugin file::
 
     python -m pluggable check path/to/libmy_plugin.so [--json] [--wide] [--timeout S]
-                              [--tensorflow]
+                              [--tensorflow] [--onnxruntime]
 
 The suite runs in a subprocess that loads nothing but that plugin
 (PLUGGABLE_DISABLE_PLUGINS=1, then ``pg.load_plugin(PATH)``), so a crash or a
@@ -16,10 +16,13 @@ callbacks and error reporting, allocator statistics, and every registered
 kernel on random inputs against the built-in CPU kernels. With
 ``--tensorflow`` it then runs the plugin inside TensorFlow (``tf_certify``,
 another child process) and reports each op whose results differ from
-TensorFlow's CPU. The exit status is 0 when every check passed (or was
-skipped as not applicable) and, with ``--tensorflow``, the plugin is
-certified for TensorFlow; 1 otherwise (including "TensorFlow not
-installed").
+TensorFlow's CPU. With ``--onnxruntime`` it runs the plugin inside ONNX
+Runtime through pluggable's execution provider (``ort_certify``, another
+child process) and compares every op the bridge claims with ONNX Runtime's
+CPU EP. The exit status is 0 when every check passed (or was skipped as not
+applicable) and, with ``--tensorflow`` / ``--onnxruntime``, the plugin is
+certified for that runtime; 1 otherwise (including "TensorFlow not
+installed" and an onnxruntime that is missing or too old).
 
 The checks are grouped by what they check: ``abi`` (loading, registrations,
 devices), ``memory`` (allocation, fills, allocator statistics), ``streams``
@@ -38,7 +41,7 @@ import subprocess
 import sys
 
 from ...plugins.probe import no_core_dumps, signal_name
-from .. import tf_certify
+from .. import ort_certify, tf_certify
 from ..table import WIDTH, fit_lines
 from .results import CheckResult, format_report
 
@@ -102,14 +105,16 @@ Run the conformance suite against one plugin, in a subprocess that loads
 nothing else: loading and validation, devices, memory, copies, streams,
 events, timers, host callbacks, allocator statistics, and every registered
 kernel on random inputs against the built-in CPU kernels. Exit status 0 when
-every check passed or was skipped as not applicable (and, with --tensorflow,
-the plugin is certified for TensorFlow), 1 otherwise, 2 for a bad command."""
+every check passed or was skipped as not applicable (and, with --tensorflow
+or --onnxruntime, the plugin is certified for that runtime), 1 otherwise, 2
+for a bad command."""
 
 EXAMPLES = """\
 examples:
   python -m pluggable check build/libmy_plugin.so
   python -m pluggable check libmy_kernels.so --with libmy_device.so
-  python -m pluggable check libmy_plugin.so --tensorflow --json > report.json"""
+  python -m pluggable check libmy_plugin.so --tensorflow --json > report.json
+  python -m pluggable check libmy_plugin.so --onnxruntime"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -126,6 +131,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "report each op whose results differ from TensorFlow's CPU")
     parser.add_argument("--tf-iterations", type=int, default=200, metavar="N",
                         help="with --tensorflow: calls per op and mode (default 200)")
+    parser.add_argument("--onnxruntime", action="store_true",
+                        help="also run the plugin inside ONNX Runtime through pluggable's "
+                             "execution provider (in a child process) and compare each op "
+                             "the bridge claims with ONNX Runtime's CPU EP")
+    parser.add_argument("--ort-runs", type=int, default=3, metavar="N",
+                        help="with --onnxruntime: runs per model, fresh inputs each (default 3)")
     parser.add_argument("--with", dest="with_plugins", action="append", default=[],
                         metavar="OTHER.so",
                         help="load this plugin first (repeatable), e.g. the device plugin "
@@ -141,12 +152,16 @@ def run(args: argparse.Namespace) -> int:
     results = run_suite(args.path, args.timeout, tuple(args.with_plugins))
     failed = any(r.outcome == "fail" for r in results)
     tf = tf_certify.certify(args.path, iterations=args.tf_iterations) if args.tensorflow else None
+    ox = ort_certify.certify(args.path, runs=args.ort_runs) if args.onnxruntime else None
     if args.json:
         out = {"plugin": os.path.realpath(args.path), "passed": not failed,
                "checks": [r.to_dict() for r in results]}
         if tf is not None:
             out["tensorflow"] = dataclasses.asdict(tf)
             out["tensorflow"]["certified"] = tf.certified
+        if ox is not None:
+            out["onnxruntime"] = dataclasses.asdict(ox)
+            out["onnxruntime"]["certified"] = ox.certified
         print(json.dumps(out, indent=2))
     else:
         width = None if args.wide else WIDTH
@@ -154,7 +169,11 @@ def run(args: argparse.Namespace) -> int:
         if tf is not None:
             print()
             print(fit_lines(tf_certify.format_report(tf), width))
-    return 1 if failed or (tf is not None and not tf.certified) else 0
+        if ox is not None:
+            print()
+            print(fit_lines(ort_certify.format_report(ox), width))
+    return 1 if (failed or (tf is not None and not tf.certified)
+                 or (ox is not None and not ox.certified)) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
