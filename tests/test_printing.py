@@ -174,6 +174,7 @@ many = lib.constant(words)
 texts += [str(s), repr(s), str(many), repr(many), repr(s.numpy()), repr(many.numpy())]
 texts += [str(double(s)), str(many + "!"), str("<" + s), repr(lib.string), str(lib.string)]
 texts.append(str(lib.gather(many, [2, 0])))
+texts += [str(lib.reshape(many, [2, 2])), str(lib.reshape(many, [-1, 1]).shape)]
 cf = double.get_concrete_function(lib.TensorSpec(shape=[], dtype=lib.string))
 texts += [str(cf), str(cf(lib.constant(words[1])))]
 texts += [str(lib.constant("\\u00e9t\\u00e9 \\U0001F986")), str(lib.constant([[b"a", b"b"]]).shape)]

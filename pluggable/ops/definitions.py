@@ -230,7 +230,7 @@ def define_builtin_ops() -> None:
     _define("Transpose", ["x: T", "perm: Tperm"], ["y: T"],
             [f"T: {_ALL}", f"Tperm: {_INDEX}"], _transpose, host_value_inputs=["perm"])
     _define("Reshape", ["tensor: T", "shape: Tshape"], ["output: T"],
-            [f"T: {_ALL}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
+            [f"T: {_ALL_AND_STRING}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
             [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
     _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL_AND_STRING}"], _same)
