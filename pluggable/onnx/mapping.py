@@ -15,6 +15,7 @@ attributes-vs-inputs are separate rows.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Callable
 
 import numpy as np
@@ -326,6 +327,8 @@ def _leaky(c, x, a):
 @rule("PRelu", "Mul SelectV2 Less")
 def _prelu(c, x, a):
     x, s = x
+    if c.opset < 7 and rank(s) == 1 and rank(x) > 2 and s.shape[0] == x.shape[1]:
+        s = reshape(c, s, [s.shape[0]] + [1] * (rank(x) - 2))   # one slope per channel
     return [c.op("SelectV2", c.op("Less", x, const(0, x)), c.op("Mul", x, s), x)]
 
 
@@ -652,7 +655,7 @@ def _onehot(c, x, a):
     return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=a.get("axis", -1))]
 
 
-@rule("Pad", "Pad OnesLike Greater SelectV2", since=11)
+@rule("Pad", "Pad OnesLike Greater SelectV2 GatherV2 StridedSlice Identity", since=11)
 def _pad11(c, x, a):
     return [_pad(c, x[0], c.need(x[1], "pads").reshape(-1),
                  c.value(x[2]) if len(x) > 2 and x[2] is not None else None,
@@ -660,25 +663,47 @@ def _pad11(c, x, a):
                  a.get("mode", "constant"))]
 
 
-@rule("Pad", "Pad OnesLike Greater SelectV2", since=2, until=10)
+@rule("Pad", "Pad OnesLike Greater SelectV2 GatherV2 StridedSlice Identity", since=2, until=10)
 def _pad2(c, x, a):
     return [_pad(c, x[0], a["pads"], a.get("value", 0.0), None, a.get("mode", "constant"))]
+
+
+def _pad_index(mode, n, lo, hi):
+    """The source index of each output position along an axis of size `n`
+    padded by `lo` before and `hi` after, for Pad's edge, reflect and wrap."""
+    i = np.arange(-lo, n + hi)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return np.mod(i, n)
+    if n == 1:
+        return np.zeros_like(i)
+    period = 2 * (n - 1)
+    j = np.mod(np.abs(i), period)
+    return np.where(j >= n, period - j, j)
 
 
 def _pad(c, x, pads, value, axes, mode):
     if isinstance(mode, bytes):
         mode = mode.decode()
-    if mode != "constant":
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Pad mode {mode!r} is not "
-                                        "mapped (only 'constant')")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise c.error(f"Pad mode {mode!r} is not one of constant, edge, reflect, wrap")
     r = rank(x)
     axes = list(range(r)) if axes is None else _axes(axes.reshape(-1), r)
     n = len(axes)
     p = np.zeros((r, 2), np.int64)
     for i, ax in enumerate(axes):
         p[ax] = (int(pads[i]), int(pads[i + n]))
-    if (p < 0).any():
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: negative pads are not mapped")
+    if mode != "constant":   # one gather of computed indices per padded axis
+        for ax in range(r):
+            if p[ax].any():
+                idx = _pad_index(mode, x.shape[ax], int(p[ax, 0]), int(p[ax, 1]))
+                x = c.op("GatherV2", x, idx.astype(np.int64), np.asarray(ax, np.int64))
+        return c.op("Identity", x)
+    if (p < 0).any():   # negative pads crop
+        x = _slice(c, x, [max(-b, 0) for b in p[:, 0]],
+                   [d - max(-e, 0) for d, e in zip(x.shape, p[:, 1])], list(range(r)), [1] * r)
+        p = np.maximum(p, 0)
     v = 0 if value is None else np.asarray(value).reshape(-1)[0]
     if v == 0:
         return c.op("Pad", x, p)
@@ -920,6 +945,11 @@ def _to_nchw(c, x):
     return transpose(c, x, [0, 3, 1, 2])
 
 
+def _spatial(a, name, n, default):
+    v = a.get(name)
+    return [default] * n if not v else [int(t) for t in v]
+
+
 def _conv_pads(a, in_hw, k_hw, strides, dil):
     auto = a.get("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
@@ -942,79 +972,273 @@ def _explicit(pads):
     return [0, 0] + [v for i in range(n) for v in (pads[i], pads[i + n])] + [0, 0]
 
 
-@rule("Conv", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice")
-def _conv(c, x, a):
-    X, W = x[0], x[1]
-    if rank(X) != 4:
-        raise errors.UnimplementedError(
-            f"ONNX node {c.node!r}: Conv of rank {rank(X)} is not mapped (2-D only)")
-    k_hw = list(W.shape[2:])
-    strides = list(a.get("strides", [1, 1]))
-    dil = list(a.get("dilations", [1, 1]))
-    pads = _conv_pads(a, X.shape[2:], k_hw, strides, dil)
-    g = a.get("group", 1)
-    xh = _to_nhwc(c, X)
-    wh = transpose(c, W, [2, 3, 1, 0])   # [kh, kw, cin/g, cout]
-    attrs = dict(strides=[1] + strides + [1], dilations=[1] + dil + [1],
+def _conv2d_nhwc(c, xh, wh, strides, dil, pads, g):
+    """Conv2D of NHWC `xh` with HWIO `wh` ([kh, kw, cin/g, cout]), ONNX
+    `pads` (begins, then ends) and `g` groups; NHWC out."""
+    attrs = dict(strides=[1] + list(strides) + [1], dilations=[1] + list(dil) + [1],
                  padding="EXPLICIT", explicit_paddings=_explicit(pads))
     if g == 1:
-        y = c.op("Conv2D", xh, wh, **attrs)
+        return c.op("Conv2D", xh, wh, **attrs)
+    cin, cout = xh.shape[3] // g, wh.shape[3] // g
+    parts = [c.op("Conv2D", _slice(c, xh, [i * cin], [(i + 1) * cin], [3], [1]),
+                  _slice(c, wh, [i * cout], [(i + 1) * cout], [3], [1]), **attrs)
+             for i in range(g)]
+    return c.op("ConcatV2", *parts, np.asarray(3, np.int32), N=g)
+
+
+def _conv_nd(c, X, W, B, a, pads=None, strides=None):
+    """ONNX Conv of an [N, C, spatial...] input of 1, 2 or 3 spatial
+    dimensions, on Conv2D: 1-D as 2-D of height 1, 3-D as the sum over the
+    kernel's depth of 2-D convolutions of depth slices (each batched over
+    the output depths)."""
+    r = rank(X)
+    n = r - 2
+    if n not in (1, 2, 3):
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: Conv of rank {r} is not mapped (1-D, 2-D and 3-D only)")
+    k = list(W.shape[2:])
+    strides = strides or _spatial(a, "strides", n, 1)
+    dil = _spatial(a, "dilations", n, 1)
+    if pads is None:
+        pads = _conv_pads(a, X.shape[2:], k, strides, dil)
+    g = a.get("group", 1)
+    N, C, O = X.shape[0], X.shape[1], W.shape[0]
+    if n == 1:
+        xh = transpose(c, reshape(c, X, [N, C, 1, X.shape[2]]), [0, 2, 3, 1])
+        wh = transpose(c, reshape(c, W, [O, W.shape[1], 1, k[0]]), [2, 3, 1, 0])
+        y = _conv2d_nhwc(c, xh, wh, [1] + strides, [1] + dil, [0, pads[0], 0, pads[1]], g)
+        y = reshape(c, y, [N, y.shape[2], O])
+    elif n == 2:
+        y = _conv2d_nhwc(c, _to_nhwc(c, X), transpose(c, W, [2, 3, 1, 0]), strides, dil,
+                         pads, g)
     else:
-        cin, cout = X.shape[1] // g, W.shape[0] // g
-        parts = [c.op("Conv2D", _slice(c, xh, [i * cin], [(i + 1) * cin], [3], [1]),
-                      _slice(c, wh, [i * cout], [(i + 1) * cout], [3], [1]), **attrs)
+        xt = transpose(c, X, [0, 2, 3, 4, 1])               # N D H W C
+        if pads[0] or pads[3]:
+            xt = c.op("Pad", xt, np.asarray([[0, 0], [pads[0], pads[3]], [0, 0], [0, 0],
+                                             [0, 0]], np.int64))
+        depth = xt.shape[1]
+        od = (depth - (k[0] - 1) * dil[0] - 1) // strides[0] + 1
+        wt = transpose(c, W, [2, 3, 4, 1, 0])               # kd kh kw I O
+        H, Wd = X.shape[3], X.shape[4]
+        y = None
+        for i in range(k[0]):
+            b = i * dil[0]
+            xs = _slice(c, xt, [b], [b + (od - 1) * strides[0] + 1], [1], [strides[0]])
+            wi = reshape(c, _slice(c, wt, [i], [i + 1], [0], [1]), list(W.shape[3:]) +
+                         [W.shape[1], O])
+            yi = _conv2d_nhwc(c, reshape(c, xs, [N * od, H, Wd, C]), wi, strides[1:],
+                              dil[1:], [pads[1], pads[2], pads[4], pads[5]], g)
+            y = yi if y is None else c.op("AddV2", y, yi)
+        y = reshape(c, y, [N, od] + list(y.shape[1:]))
+    if B is not None:
+        y = c.op("AddV2", y, B)
+    return transpose(c, y, [0, r - 1] + list(range(1, r - 1)))
+
+
+@rule("Conv", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice Pad")
+def _conv(c, x, a):
+    return [_conv_nd(c, x[0], x[1], x[2] if len(x) > 2 else None, a)]
+
+
+def _flip(c, w, axes):
+    v = c.value(w)
+    if v is not None:
+        return np.flip(v, axis=tuple(axes)).copy()
+    return _slice(c, w, [-1] * len(axes), [-_BIG] * len(axes), axes, [-1] * len(axes))
+
+
+@rule("ConvTranspose", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice Pad")
+def _conv_transpose(c, x, a):
+    """ConvTranspose as the Conv of the input spread by the strides (zeros
+    between its values) with the flipped kernel, its channel axes swapped."""
+    X, W = x[0], x[1]
+    B = x[2] if len(x) > 2 else None
+    r = rank(X)
+    n = r - 2
+    k = list(W.shape[2:])
+    strides, dil = _spatial(a, "strides", n, 1), _spatial(a, "dilations", n, 1)
+    outpad = _spatial(a, "output_padding", n, 0)
+    g = a.get("group", 1)
+    ins = list(X.shape[2:])
+    full = [s * (i - 1) + o + (kk - 1) * d + 1
+            for s, i, o, kk, d in zip(strides, ins, outpad, k, dil)]
+    auto = a.get("auto_pad", "NOTSET")
+    shape = a.get("output_shape")
+    if shape or auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = list(shape)[-n:] if shape else [i * s for i, s in zip(ins, strides)]
+        total = [f - o for f, o in zip(full, shape)]
+        upper = auto == "SAME_UPPER"
+        pb = [t // 2 if upper else t - t // 2 for t in total]
+        pads = pb + [t - b for t, b in zip(total, pb)]
+    elif auto == "VALID":
+        pads = [0] * (2 * n)
+    else:
+        pads = _spatial(a, "pads", 2 * n, 0)
+    # spread: zeros between the input's values along each strided axis
+    N, C = X.shape[0], X.shape[1]
+    y = X
+    for i, s in enumerate(strides):
+        if s == 1:
+            continue
+        ax = 2 + i
+        sh = list(y.shape)
+        y = reshape(c, y, sh[:ax + 1] + [1] + sh[ax + 1:])
+        p = np.zeros((len(sh) + 1, 2), np.int64)
+        p[ax + 1, 1] = s - 1
+        y = reshape(c, c.op("Pad", y, p), sh[:ax] + [sh[ax] * s] + sh[ax + 1:])
+        y = _slice(c, y, [0], [(sh[ax] - 1) * s + 1], [ax], [1])
+    # the full padding (k - 1) * d less the node's pads, plus output_padding at the end
+    lo = [(kk - 1) * d - pads[i] for i, (kk, d) in enumerate(zip(k, dil))]
+    hi = [(kk - 1) * d - pads[n + i] + outpad[i] for i, (kk, d) in enumerate(zip(k, dil))]
+    crop_b, crop_e = [max(-v, 0) for v in lo], [max(-v, 0) for v in hi]
+    if any(crop_b) or any(crop_e):
+        y = _slice(c, y, crop_b, [y.shape[2 + i] - e for i, e in enumerate(crop_e)],
+                   list(range(2, r)), [1] * n)
+    # W [C, O/g, k...] -> per group [O/g, C/g, k...], flipped
+    cg, og = C // g, W.shape[1]
+    wt = _flip(c, W, list(range(2, r)))
+    if isinstance(wt, np.ndarray):
+        wt = np.concatenate([np.swapaxes(wt[i * cg:(i + 1) * cg], 0, 1) for i in range(g)], 0)
+    else:
+        perm = [1, 0] + list(range(2, r))
+        parts = [transpose(c, _slice(c, wt, [i * cg], [(i + 1) * cg], [0], [1]), perm)
                  for i in range(g)]
-        y = c.op("ConcatV2", *parts, np.asarray(3, np.int32), N=g)
-    if len(x) > 2 and x[2] is not None:
-        y = c.op("AddV2", y, x[2])
-    return [_to_nchw(c, y)]
+        wt = parts[0] if g == 1 else c.op("ConcatV2", *parts, np.asarray(0, np.int32), N=g)
+    if not isinstance(wt, np.ndarray) and og * g != wt.shape[0]:
+        raise c.error("ConvTranspose weight does not match the groups")
+    conv_pads = [max(v, 0) for v in lo] + [max(v, 0) for v in hi]
+    return [_conv_nd(c, y, wt, B, dict(group=g, dilations=dil), pads=conv_pads,
+                     strides=[1] * n)]
 
 
-def _pool_common(c, x, a):
-    X = x[0]
-    if rank(X) != 4:
-        raise errors.UnimplementedError(
-            f"ONNX node {c.node!r}: pooling of rank {rank(X)} is not mapped (2-D only)")
-    k = list(a["kernel_shape"])
-    strides = list(a.get("strides", [1, 1]))
-    dil = list(a.get("dilations", [1, 1]))
-    if dil != [1, 1] or a.get("ceil_mode", 0):
-        raise errors.UnimplementedError(
-            f"ONNX node {c.node!r}: pooling with dilations or ceil_mode is not mapped")
+def _pool_geometry(c, X, a, k):
+    """(strides, dilations, begin pads, end pads, output sizes) of an ONNX
+    pooling node; the end pads include what ceil_mode adds."""
+    n = len(k)
+    strides, dil = _spatial(a, "strides", n, 1), _spatial(a, "dilations", n, 1)
     pads = _conv_pads(a, X.shape[2:], k, strides, dil)
-    return X, k, strides, pads
+    ceil = a.get("ceil_mode", 0)
+    pb, pe, out = list(pads[:n]), [], []
+    for i in range(n):
+        size, w, s = X.shape[2 + i], (k[i] - 1) * dil[i] + 1, strides[i]
+        span = size + pads[i] + pads[n + i] - w
+        if span < 0:
+            raise c.error(f"the pooling window ({w}) is larger than the padded input "
+                          f"({size + pads[i] + pads[n + i]})")
+        o = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (o - 1) * s >= size + pads[i]:
+            o -= 1   # the last window starts inside the input or its begin pad
+        out.append(o)
+        pe.append(max((o - 1) * s + w - size - pads[i], pads[n + i]))
+    return strides, dil, pb, pe, out, pads
 
 
-@rule("MaxPool", "MaxPool Transpose Pad OnesLike Greater SelectV2", since=1)
+def _window_counts(size, pb, pe, k, s, d, out, include_pad):
+    """How many positions of each of `out` windows along one axis lie in
+    the input (or, with `include_pad`, in the input and its pads)."""
+    lo, hi = (-pb, size + pe) if include_pad else (0, size)
+    pos = (np.arange(out) * s - pb)[:, None] + np.arange(k)[None, :] * d
+    return ((pos >= lo) & (pos < hi)).sum(1)
+
+
+def _pool(c, X, a, kind):
+    """Max, average ("avg") or p-norm ("lp") pooling of [N, C, spatial...]:
+    2-D (and 1-D, as 2-D of height 1) without dilations on MaxPool/AvgPool,
+    any other rank or dilation as the maximum or sum of strided slices."""
+    r = rank(X)
+    if r < 3:
+        raise c.error(f"pooling needs an input of rank 3 or more, got rank {r}")
+    k = [int(v) for v in a["kernel_shape"]]
+    n = len(k)
+    strides, dil, pb, pe, out, pads = _pool_geometry(c, X, a, k)
+    x = X
+    if kind == "lp":
+        p = a.get("p", 2)
+        x = c.op("Mul", X, X) if p == 2 else c.op("Pow", c.op("Abs", X), const(p, X))
+    p_arr = np.zeros((r, 2), np.int64)
+    p_arr[2:, 0], p_arr[2:, 1] = pb, pe
+    if kind == "max":
+        lo = -np.inf if X.dtype.is_floating else np.iinfo(X.dtype.as_numpy_dtype).min
+        xp = _pad_value(c, x, p_arr, lo) if p_arr.any() else x
+    else:
+        xp = c.op("Pad", x, p_arr) if p_arr.any() else x
+    if n <= 2 and dil == [1] * n:
+        x4 = xp if n == 2 else reshape(c, xp, list(xp.shape[:2]) + [1, xp.shape[2]])
+        kk, ss = (k, strides) if n == 2 else ([1] + k, [1] + strides)
+        y = c.op("MaxPool" if kind == "max" else "AvgPool", _to_nhwc(c, x4),
+                 ksize=[1] + kk + [1], strides=[1] + ss + [1], padding="VALID")
+        y = _to_nchw(c, y)
+        if n == 1:
+            y = reshape(c, y, list(X.shape[:2]) + out)
+        scale = float(np.prod(k))   # AvgPool divided by the window size
+    else:
+        y = None
+        for offs in itertools.product(*[range(v) for v in k]):
+            b = [o * d for o, d in zip(offs, dil)]
+            e = [v + (m - 1) * s + 1 for v, m, s in zip(b, out, strides)]
+            sl = _slice(c, xp, b, e, list(range(2, r)), strides)
+            y = sl if y is None else c.op("Maximum" if kind == "max" else "AddV2", y, sl)
+        scale = 1.0
+    if kind == "max":
+        return y
+    if kind == "avg":
+        counts = np.ones((), np.float64)
+        for i in range(n):
+            w = _window_counts(X.shape[2 + i], pads[i], pads[n + i], k[i], strides[i],
+                               dil[i], out[i], a.get("count_include_pad", 0))
+            counts = np.multiply.outer(counts, w)
+        factor = scale / counts
+        if not np.allclose(factor, 1.0):
+            y = c.op("Mul", y, const(factor, y))
+        return y
+    if scale != 1.0:
+        y = c.op("Mul", y, const(scale, y))
+    p = a.get("p", 2)
+    return c.op("Sqrt", y) if p == 2 else c.op("Pow", y, const(1.0 / p, y))
+
+
+_POOL_OPS = "MaxPool AvgPool Transpose Pad Reshape OnesLike Greater SelectV2 StridedSlice " \
+    "Maximum AddV2 Mul"
+
+
+@rule("MaxPool", _POOL_OPS)
 def _maxpool(c, x, a):
-    X, k, strides, pads = _pool_common(c, x, a)
     if c.n_outputs > 1:
         raise errors.UnimplementedError(f"ONNX node {c.node!r}: MaxPool Indices output "
                                         "is not mapped")
-    xh = _to_nhwc(c, X)
-    attrs = dict(ksize=[1] + k + [1], strides=[1] + strides + [1])
-    if any(pads):
-        lo = np.finfo(X.dtype.as_numpy_dtype).min if X.dtype.is_floating else \
-            np.iinfo(X.dtype.as_numpy_dtype).min
-        p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
-        xh = _pad_value(c, xh, p, lo)
-    return [_to_nchw(c, c.op("MaxPool", xh, padding="VALID", **attrs))]
+    if a.get("storage_order", 0):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: MaxPool storage_order=1 is "
+                                        "not mapped")
+    return [_pool(c, x[0], a, "max")]
 
 
-@rule("AveragePool", "AvgPool Transpose Pad Mul RealDiv OnesLike")
+@rule("AveragePool", _POOL_OPS)
 def _avgpool(c, x, a):
-    X, k, strides, pads = _pool_common(c, x, a)
-    xh = _to_nhwc(c, X)
-    attrs = dict(ksize=[1] + k + [1], strides=[1] + strides + [1], padding="VALID")
-    if not any(pads):
-        return [_to_nchw(c, c.op("AvgPool", xh, **attrs))]
-    p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
-    s = c.op("AvgPool", c.op("Pad", xh, p), **attrs)
-    if a.get("count_include_pad", 0):
-        return [_to_nchw(c, s)]
-    ones = c.op("Pad", c.op("OnesLike", xh), p)
-    n = c.op("AvgPool", ones, **attrs)
-    return [_to_nchw(c, c.op("RealDiv", s, n))]
+    return [_pool(c, x[0], a, "avg")]
+
+
+@rule("LpPool", _POOL_OPS + " Abs Pow Sqrt", since=11)
+def _lppool(c, x, a):
+    return [_pool(c, x[0], a, "lp")]
+
+
+@rule("LRN", "Mul Pad StridedSlice AddV2 Pow RealDiv")
+def _lrn(c, x, a):
+    """x / (bias + alpha / size * (sum of x**2 over `size` neighbouring channels))**beta"""
+    X = x[0]
+    size = int(a["size"])
+    lo = (size - 1) // 2
+    p = np.zeros((rank(X), 2), np.int64)
+    p[1] = (lo, size - 1 - lo)
+    sq = c.op("Pad", c.op("Mul", X, X), p)
+    C = X.shape[1]
+    total = None
+    for i in range(size):
+        sl = _slice(c, sq, [i], [i + C], [1], [1])
+        total = sl if total is None else c.op("AddV2", total, sl)
+    base = c.op("AddV2", c.op("Mul", total, const(a.get("alpha", 1e-4) / size, X)),
+                const(a.get("bias", 1.0), X))
+    return [c.op("RealDiv", X, c.op("Pow", base, const(a.get("beta", 0.75), X)))]
 
 
 @rule("GlobalAveragePool", "Mean")
