@@ -34,7 +34,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
                 "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
-                "Trilu": {1}}
+                "Trilu": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -1239,6 +1239,193 @@ def _lrn(c, x, a):
     base = c.op("AddV2", c.op("Mul", total, const(a.get("alpha", 1e-4) / size, X)),
                 const(a.get("bias", 1.0), X))
     return [c.op("RealDiv", X, c.op("Pow", base, const(a.get("beta", 0.75), X)))]
+
+
+# ================================================================ resize
+
+def _resize_coeffs(mode, nearest_mode, ratio, scale, antialias, a_cubic):
+    """The taps of one output position at fractional offset `ratio` in (0, 1]."""
+    if mode == "nearest":
+        if float(ratio).is_integer():
+            return np.array([0.0, 1.0])
+        right = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+                 "floor": False, "ceil": True}[nearest_mode]
+        return np.array([0.0, 1.0]) if right else np.array([1.0, 0.0])
+    if mode == "linear":
+        if not antialias:
+            return np.array([1 - ratio, ratio])
+        s = min(scale, 1.0)
+        start = int(np.floor(-1 / s) + 1)
+        w = np.clip(1 - np.abs((np.arange(start, 2 - start) - ratio) * s), 0, 1)
+        return w / w.sum()
+    A = a_cubic
+    if not antialias:
+        r = ratio
+        return np.array([((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                         ((A + 2) * r - (A + 3)) * r * r + 1,
+                         ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1,
+                         ((A * (2 - r) - 5 * A) * (2 - r) + 8 * A) * (2 - r) - 4 * A])
+    s = min(scale, 1.0)
+    start = int(np.floor(-2 / s) + 1)
+    t = np.abs(s * (np.arange(start, 2 - start) - ratio))
+    w = np.where(t <= 1, (A + 2) * t ** 3 - (A + 3) * t ** 2 + 1,
+                 np.where(t < 2, A * t ** 3 - 5 * A * t ** 2 + 8 * A * t - 4 * A, 0.0))
+    return w / w.sum()
+
+
+def _resize_matrix(n_in, n_out, scale, roi, a):
+    """The [n_out, n_in] interpolation matrix of Resize along one axis and
+    the output positions that take the extrapolation value (onnx's
+    reference semantics: per axis, the taps nearest the source coordinate,
+    the input's edge repeated beyond it)."""
+    ctm = a["coordinate_transformation_mode"]
+    y = np.arange(n_out, dtype=np.float64)
+    width = scale * n_in
+    extra = np.zeros(n_out, bool)
+    if ctm == "align_corners":
+        x = np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        x = np.full(n_out, (roi[1] - roi[0]) * (n_in - 1) / 2) if width == 1 else \
+            y * (roi[1] - roi[0]) * (n_in - 1) / (width - 1)
+        x = x + roi[0] * (n_in - 1)
+        extra = (x < 0) | (x > n_in - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        x = n_in / 2 * (1 - n_out / width) + (y + 0.5) / scale - 0.5
+    else:
+        raise ValueError(f"coordinate_transformation_mode {ctm!r} is not one ONNX defines")
+    base = np.floor(x)
+    ratio = np.where(x == base, 1.0, x - base)
+    coeffs = np.stack([_resize_coeffs(a["mode"], a["nearest_mode"], float(r), scale,
+                                      a["antialias"], a["cubic_coeff_a"]) for r in ratio]) \
+        if n_out else np.zeros((0, 2))
+    n = coeffs.shape[1]
+    pad = int(np.ceil(n / 2))
+    xp = x + pad
+    p = np.floor(xp).astype(np.int64)
+    if n % 2 == 0:
+        off = np.where(xp - p == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        off = np.where(xp - p <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    idx = (p + off)[:, None] + np.arange(n)[None, :] - pad
+    if a["exclude_outside"]:
+        coeffs = np.where((idx < 0) | (idx >= n_in), 0.0, coeffs)
+        total = coeffs.sum(-1, keepdims=True)
+        coeffs = coeffs / np.where(total == 0, 1.0, total)
+    m = np.zeros((n_out, n_in))
+    np.add.at(m, (np.repeat(np.arange(n_out), n), np.clip(idx, 0, n_in - 1).reshape(-1)),
+              coeffs.reshape(-1))
+    return m, extra
+
+
+def _resize(c, X, scales, sizes, roi, a):
+    r = rank(X)
+    shape = list(X.shape)
+    axes = _axes(a.get("axes") or list(range(r)), r)
+    if sizes is not None:
+        sizes = [int(v) for v in sizes]
+        fac = [sizes[i] / shape[ax] for i, ax in enumerate(axes)]
+        policy = a.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            s = min(fac) if policy == "not_larger" else max(fac)
+            fac = [s] * len(axes)
+            sizes = [int(s * shape[ax] + 0.5) for ax in axes]
+    else:
+        fac = [float(v) for v in scales]
+        sizes = [int(f * shape[ax]) for f, ax in zip(fac, axes)]
+    if len(fac) != len(axes):
+        raise c.error(f"Resize has {len(fac)} scales or sizes for {len(axes)} axes")
+    if roi is not None and len(roi) == 2 * len(axes):
+        roi = {ax: (float(roi[i]), float(roi[len(axes) + i])) for i, ax in enumerate(axes)}
+    else:
+        roi = {ax: (0.0, 1.0) for ax in axes}
+    y, mask = X, None
+    for ax, f, n_out in zip(axes, fac, sizes):
+        n_in = shape[ax]
+        if np.isclose(f, 1.0) and n_out == n_in and roi[ax] == (0.0, 1.0):
+            continue
+        m, extra = _resize_matrix(n_in, n_out, f, roi[ax], a)
+        if a["mode"] == "nearest":   # one source per output: a gather, exact in any dtype
+            y = c.op("GatherV2", y, m.argmax(1).astype(np.int64), np.asarray(ax, np.int64))
+        else:
+            s = list(y.shape)
+            pre, post = int(np.prod(s[:ax], dtype=np.int64)), int(np.prod(s[ax + 1:],
+                                                                          dtype=np.int64))
+            yf = y if y.dtype.is_floating else c.op("Cast", y, DstT=dtypes.float32)
+            w = const(m, yf)
+            if pre == 1:
+                out = c.op("MatMul", w, reshape(c, yf, [n_in, post]))
+            else:
+                out = c.op("BatchMatMulV2", w[None], reshape(c, yf, [pre, n_in, post]))
+            out = reshape(c, out, s[:ax] + [n_out] + s[ax + 1:])
+            if out.dtype is not y.dtype:
+                info = np.iinfo(y.dtype.as_numpy_dtype)
+                out = c.op("Cast", c.op("Minimum", c.op("Maximum", c.op("Round", out),
+                                                         const(info.min, out)),
+                                        const(info.max, out)), DstT=y.dtype)
+            y = out
+        if extra.any():
+            e = extra.reshape([1] * ax + [n_out] + [1] * (r - ax - 1))
+            mask = e if mask is None else (mask | e)
+        shape[ax] = n_out
+    if mask is not None:
+        mask = np.broadcast_to(mask, shape).copy()
+        y = c.op("SelectV2", mask, const(a.get("extrapolation_value", 0.0), y), y)
+    return c.op("Identity", y)
+
+
+def _resize_attrs(a, **defaults):
+    out = dict(mode="nearest", coordinate_transformation_mode="half_pixel",
+               nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0,
+               antialias=0)
+    out.update(defaults)
+    out.update(a)
+    return out
+
+
+_RESIZE_OPS = "GatherV2 MatMul BatchMatMulV2 Reshape Cast Round Maximum Minimum SelectV2 Identity"
+
+
+@rule("Resize", _RESIZE_OPS, since=11)
+def _resize11(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    X, roi, scales, sizes = x[:4]
+    roi = c.value(roi)
+    scales, sizes = c.value(scales), c.value(sizes)
+    if sizes is not None and sizes.size:
+        scales = None
+    elif scales is None or not scales.size:
+        raise c.error("Resize needs constant scales or sizes")
+    return [_resize(c, X, None if scales is None else scales.reshape(-1),
+                    None if sizes is None else sizes.reshape(-1),
+                    None if roi is None else roi.reshape(-1), _resize_attrs(a))]
+
+
+def _upsample_attrs(a, scales):
+    """Resize-10 and Upsample: asymmetric coordinates; nearest takes the
+    floor upsampling and the ceiling downsampling (onnxruntime's rule)."""
+    mode = a.get("mode", "nearest")
+    mode = "linear" if mode in ("linear", "bilinear") else mode
+    down = any(s < 1 for s in scales)
+    return _resize_attrs({"mode": mode}, coordinate_transformation_mode="asymmetric",
+                         nearest_mode="ceil" if down else "floor")
+
+
+@rule("Resize", _RESIZE_OPS, since=10, until=10)
+def _resize10(c, x, a):
+    scales = c.need(x[1], "scales").reshape(-1)
+    return [_resize(c, x[0], scales, None, None, _upsample_attrs(a, scales))]
+
+
+@rule("Upsample", _RESIZE_OPS, since=7, until=9)
+def _upsample(c, x, a):
+    scales = np.asarray(a["scales"]) if "scales" in a else c.need(x[1], "scales").reshape(-1)
+    return [_resize(c, x[0], scales, None, None, _upsample_attrs(a, scales))]
 
 
 @rule("GlobalAveragePool", "Mean")
