@@ -34,7 +34,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
                 "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
-                "Trilu": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "Trilu": {1}, "Attention": {6}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -1593,19 +1593,52 @@ def _heads(c, t, n):
     return transpose(c, reshape(c, t, [b, s, n, hid // n]), [0, 2, 1, 3])
 
 
+def _attention_bias(L, S, batch, dt, causal, left, right, offset, nonpad):
+    """The additive bias (0 or -inf) of the causal, sliding-window and
+    key-padding constraints, [L, S] or [batch, 1, L, S]: a query at block
+    index i sits at absolute position i + offset (offset: the past keys, or
+    per batch the non-padded keys less L)."""
+    i = np.arange(L).reshape(L, 1)
+    j = np.arange(S).reshape(1, S)
+    off = np.asarray(offset).reshape(-1, 1, 1) if np.ndim(offset) else int(offset)
+    diff = i + off - j
+    ok = np.ones(np.shape(diff), bool)
+    if causal:
+        ok &= diff >= 0
+    if left >= 0:
+        ok &= diff <= left
+    if right >= 0:
+        ok &= -diff <= right
+    if ok.ndim == 3:
+        ok = ok.reshape(batch, 1, L, S)
+    if nonpad is not None:
+        ok = ok & (np.arange(S) < np.asarray(nonpad).reshape(-1, 1)).reshape(batch, 1, 1, S)
+    return np.where(ok, 0, -np.inf).astype(dt)
+
+
 @rule("Attention", "BatchMatMulV2 Softmax Mul AddV2 ConcatV2 Reshape Transpose Tile SelectV2 "
-      "Tanh RealDiv Cast", since=23)
+      "Tanh RealDiv Cast Max Equal Pad OnesLike Greater Identity", since=23)
 def _attention(c, x, a):
-    if a.get("qk_matmul_output_mode", 0) or c.n_outputs > 3:
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Attention's qk_matmul output "
-                                        "is not mapped")
-    x = list(x) + [None] * (6 - len(x))
+    """onnx's Attention (reference semantics): optional past keys and
+    values, a boolean or additive mask (shorter than the keys: padded with
+    -inf), causal masking aligned at the past keys, sliding windows,
+    key padding (nonpad_kv_seqlen, read when the graph is built), softcap,
+    grouped-query heads, fully-masked rows as zeros, and the qk_matmul
+    output of modes 0-3."""
+    mode = a.get("qk_matmul_output_mode", 0)
+    x = list(x) + [None] * (7 - len(x))
     Q, K, V, mask, past_k, past_v = x[:6]
+    nonpad = c.value(x[6])
+    if x[6] is not None and nonpad is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: nonpad_kv_seqlen must be a "
+                                        "constant or a graph input")
     three_d = rank(Q) == 3
     q = _heads(c, Q, a.get("q_num_heads", 1))
     k = _heads(c, K, a.get("kv_num_heads", 1))
     v = _heads(c, V, a.get("kv_num_heads", 1))
+    past = 0
     if past_k is not None:
+        past = past_k.shape[2]
         k = c.op("ConcatV2", past_k, k, np.asarray(2, np.int32), N=2)
         v = c.op("ConcatV2", past_v, v, np.asarray(2, np.int32), N=2)
     present_k, present_v = k, v
@@ -1621,24 +1654,48 @@ def _attention(c, x, a):
     scale = a.get("scale", 1.0 / np.sqrt(q.shape[-1]))
     w = c.op("Mul", c.op("BatchMatMulV2", q, k, adj_y=True), const(scale, q))
     L, S = w.shape[-2], w.shape[-1]
-    bias = None
-    if a.get("is_causal", 0):
-        causal = np.tril(np.ones((L, S), bool), S - L)
-        bias = np.where(causal, 0, -np.inf).astype(q.dtype.as_numpy_dtype)
+    if a.get("softcap", 0.0):
+        cap = const(a["softcap"], w)
+        w = c.op("Mul", c.op("Tanh", c.op("RealDiv", w, cap)), cap)
+    qk = w
+    dt = q.dtype.as_numpy_dtype
+    offset = np.asarray(nonpad).reshape(-1) - L if nonpad is not None and past_k is None \
+        else past
+    static = _attention_bias(L, S, q.shape[0], dt, a.get("is_causal", 0),
+                             a.get("left_window_size", -1), a.get("right_window_size", -1),
+                             offset, nonpad)
+    bias = static if static.any() else None
     if mask is not None:
         m = mask
         if m.dtype is dtypes.bool_:
             m = c.op("SelectV2", m, const(0, q), const(-np.inf, q))
-        if m.shape[-1] < S:  # a mask for the new keys only
-            raise errors.UnimplementedError(f"ONNX node {c.node!r}: a mask shorter than the keys")
+        if m.shape[-1] < S:  # a mask for the first keys only: the others are masked
+            p = np.zeros((rank(m), 2), np.int64)
+            p[-1, 1] = S - m.shape[-1]
+            m = _pad_value(c, m, p, -np.inf)
         bias = m if bias is None else c.op("AddV2", m, bias)
-    if a.get("softcap", 0.0):
-        cap = const(a["softcap"], w)
-        w = c.op("Mul", c.op("Tanh", c.op("RealDiv", w, cap)), cap)
     if bias is not None:
         w = c.op("AddV2", w, bias)
-    y = c.op("BatchMatMulV2", c.op("Softmax", w), v)
+    if mode == 2:
+        qk = w
+    sm_dt = ONNX_DTYPES.get(a.get("softmax_precision", 0))
+    ws = w if sm_dt is None or sm_dt is w.dtype else c.op("Cast", w, DstT=sm_dt)
+    p_ = c.op("Softmax", ws)
+    if bias is not None:   # a row whose every key is masked attends to nothing: zeros
+        if isinstance(bias, np.ndarray):
+            dead = np.isneginf(bias.max(-1, keepdims=True))
+            if dead.any():
+                p_ = c.op("SelectV2", dead, const(0, p_), p_)
+        else:
+            dead = c.op("Equal", c.op("Max", bias, np.asarray([-1], np.int32), keep_dims=True),
+                        const(-np.inf, bias))
+            p_ = c.op("SelectV2", dead, const(0, p_), p_)
+    if p_.dtype is not q.dtype:
+        p_ = c.op("Cast", p_, DstT=q.dtype)
+    if mode == 3:
+        qk = p_
+    y = c.op("BatchMatMulV2", p_, v)
     if three_d:
         b, h, s, d = y.shape
         y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, s, h * d])
-    return [y, present_k, present_v][:max(c.n_outputs, 1)]
+    return [y, present_k, present_v, qk][:max(c.n_outputs, 1)]
