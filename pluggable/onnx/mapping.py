@@ -1452,9 +1452,100 @@ def _gathernd(c, x, a):
     return [c.op("GatherNd", x[0], x[1])]
 
 
-@rule("ScatterND", "TensorScatterUpdate")
+_SCATTER = {"none": "TensorScatterUpdate", "add": "TensorScatterAdd"}
+
+
+def _scatter_op(c, a):
+    red = a.get("reduction", "none")
+    if red not in _SCATTER:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: scatter reduction {red!r} "
+                                        "is not mapped (none and add are)")
+    return _SCATTER[red]
+
+
+@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd")
 def _scatternd(c, x, a):
-    return [c.op("TensorScatterUpdate", x[0], x[1], x[2])]
+    return [c.op(_scatter_op(c, a), x[0], x[1], x[2])]
+
+
+def _element_coords(c, idx, X, ax):
+    """[..., rank] coordinates of GatherElements/ScatterElements indices
+    `idx` along axis `ax` of `X` (negative indices count from the end)."""
+    r = rank(X)
+    idx = c.op("Cast", _fix_indices(c, idx, X.shape[ax]), DstT=dtypes.int64)
+    grids = np.indices(tuple(idx.shape), dtype=np.int64)
+    parts = [c.op("ExpandDims", idx if d == ax else grids[d], np.asarray(-1, np.int32))
+             for d in range(r)]
+    return c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
+
+
+@rule("ScatterElements", "TensorScatterUpdate TensorScatterAdd SelectV2 Less AddV2 Cast "
+      "ExpandDims ConcatV2", since=11)
+def _scatter_elements(c, x, a):
+    X, idx, upd = x
+    ax = a.get("axis", 0)
+    ax = ax + rank(X) if ax < 0 else ax
+    return [c.op(_scatter_op(c, a), X, _element_coords(c, idx, X, ax), upd)]
+
+
+rule("Scatter", "TensorScatterUpdate SelectV2 Less AddV2 Cast ExpandDims ConcatV2",
+     since=9, until=10)(_scatter_elements)
+
+
+def _block_perm(c, X, b, mode, to_depth):
+    n, ch, h, w = X.shape
+    if to_depth:
+        y = reshape(c, X, [n, ch, h // b, b, w // b, b])
+        y = transpose(c, y, [0, 1, 3, 5, 2, 4] if mode == "CRD" else [0, 3, 5, 1, 2, 4])
+        return reshape(c, y, [n, ch * b * b, h // b, w // b])
+    if mode == "CRD":
+        y = transpose(c, reshape(c, X, [n, ch // (b * b), b, b, h, w]), [0, 1, 4, 2, 5, 3])
+    else:
+        y = transpose(c, reshape(c, X, [n, b, b, ch // (b * b), h, w]), [0, 3, 4, 1, 5, 2])
+    return reshape(c, y, [n, ch // (b * b), h * b, w * b])
+
+
+@rule("SpaceToDepth", "Reshape Transpose")
+def _space_to_depth(c, x, a):
+    return [_block_perm(c, x[0], int(a["blocksize"]), a.get("mode", "DCR"), True)]
+
+
+@rule("DepthToSpace", "Reshape Transpose")
+def _depth_to_space(c, x, a):
+    return [_block_perm(c, x[0], int(a["blocksize"]), a.get("mode", "DCR"), False)]
+
+
+@rule("Swish", "Mul Sigmoid", since=24)
+def _swish(c, x, a):
+    X = x[0]
+    return [c.op("Mul", X, c.op("Sigmoid", c.op("Mul", X, const(a.get("alpha", 1.0), X))))]
+
+
+@rule("MeanVarianceNormalization", "Mean Sub Mul Rsqrt AddV2", since=9)
+def _mvn(c, x, a):
+    axes = a.get("axes", [0, 2, 3])
+    return [_normalize(c, x[0], _axes(axes, rank(x[0])), 1e-9)]
+
+
+@rule("GroupNormalization", "Mean Sub Mul Rsqrt AddV2 Reshape Cast", since=18)
+def _groupnorm(c, x, a):
+    X, scale, bias = x
+    g = int(a["num_groups"])
+    s = list(X.shape)
+    xs = X if X.dtype is dtypes.float32 or not a.get("stash_type", 1) == 1 else \
+        c.op("Cast", X, DstT=dtypes.float32)
+    y = reshape(c, xs, [s[0], g, -1])
+    y = reshape(c, _normalize(c, y, [2], a.get("epsilon", 1e-5)), s)
+    if y.dtype is not X.dtype:
+        y = c.op("Cast", y, DstT=X.dtype)
+    if c.opset < 21 and scale.shape[0] == g:   # GroupNormalization-18: one scale per group
+        rep = s[1] // g
+        scale = reshape(c, c.op("Tile", reshape(c, scale, [g, 1]), np.asarray([1, rep],
+                                                                             np.int64)), [-1])
+        bias = reshape(c, c.op("Tile", reshape(c, bias, [g, 1]), np.asarray([1, rep],
+                                                                           np.int64)), [-1])
+    shp = [1, -1] + [1] * (len(s) - 2)
+    return [c.op("AddV2", c.op("Mul", y, reshape(c, scale, shp)), reshape(c, bias, shp))]
 
 
 @rule("Det", "MatrixDeterminant")
@@ -1499,7 +1590,7 @@ def _hardmax(c, x, a):
                  axis=ax)]
 
 
-@rule("LpNormalization", "Sum Abs Mul Sqrt RealDiv")
+@rule("LpNormalization", "Sum Abs Mul Sqrt RealDiv Equal SelectV2")
 def _lpnorm(c, x, a):
     X = x[0]
     ax = np.asarray([a.get("axis", -1)], np.int32)
@@ -1507,7 +1598,9 @@ def _lpnorm(c, x, a):
         n = c.op("Sum", c.op("Abs", X), ax, keep_dims=True)
     else:
         n = c.op("Sqrt", c.op("Sum", c.op("Mul", X, X), ax, keep_dims=True))
-    return [c.op("RealDiv", X, n)]
+    zero = c.op("Equal", n, const(0, n))   # a zero vector stays zero
+    return [c.op("SelectV2", zero, const(0, X),
+                 c.op("RealDiv", X, c.op("SelectV2", zero, const(1, n), n)))]
 
 
 @rule("Shrink", "SelectV2 Less Greater AddV2 Sub ZerosLike Cast")
