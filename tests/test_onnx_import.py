@@ -326,3 +326,102 @@ def test_a_node_without_a_kernel_on_the_device_is_soft_placed_with_copies():
     assert "soft placement" in nodes["Size"].note
     assert nodes["Mul"].assigned.device_type == "MY_DEVICE"
     assert "_Copy" in nodes
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("kind,gates", [("RNN", 1), ("GRU", 3), ("LSTM", 4)])
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+def test_recurrent_layers_match_onnxruntime(kind, gates, direction, dev):
+    # ragged sequence lengths, initial state and biases, on fresh random inputs
+    seq, batch, inp, hid = 5, 3, 4, 6
+    nd = 2 if direction == "bidirectional" else 1
+    inits = [("W", rnd(nd, gates * hid, inp)), ("R", rnd(nd, gates * hid, hid)),
+             ("B", rnd(nd, 2 * gates * hid)), ("lens", np.array([5, 2, 4], np.int32))]
+    ins = ["x", "W", "R", "B", "lens", "h0"]
+    feeds = {"x": rnd(seq, batch, inp), "h0": rnd(nd, batch, hid)}
+    vi = [h.make_tensor_value_info("x", T.FLOAT, [seq, batch, inp]),
+          h.make_tensor_value_info("h0", T.FLOAT, [nd, batch, hid])]
+    outs = ["Y", "Y_h"]
+    if kind == "LSTM":
+        ins.append("c0")
+        outs.append("Y_c")
+        feeds["c0"] = rnd(nd, batch, hid)
+        vi.append(h.make_tensor_value_info("c0", T.FLOAT, [nd, batch, hid]))
+    attrs = {"linear_before_reset": 1} if kind == "GRU" else {}
+    m = model([h.make_node(kind, ins, outs, hidden_size=hid, direction=direction, **attrs)],
+              vi, [h.make_tensor_value_info(o, T.FLOAT, None) for o in outs], inits)
+    pm = pg.onnx.import_model(m)
+    with pg.device(dev), pg.testing.expect_kernel("MatMul", dev.split(":")[0]):
+        got = pm(feeds)
+    ref = ort_run(m, feeds)
+    for o in outs:
+        np.testing.assert_allclose(got[o].numpy(), ref[o], rtol=1e-5, atol=1e-5, err_msg=o)
+
+
+def _one_node(op, x_shape, inits, **attrs):
+    names = ["x"] + [n for n, _ in inits]
+    return model([h.make_node(op, names, ["y"], **attrs)],
+                 [h.make_tensor_value_info("x", T.FLOAT, list(x_shape))],
+                 [h.make_tensor_value_info("y", T.FLOAT, None)], inits)
+
+
+SPATIAL = [
+    ("Conv", (2, 4, 11), lambda: [("W", rnd(6, 2, 3)), ("B", rnd(6))],
+     dict(group=2, strides=[2], dilations=[2], pads=[1, 2])),
+    ("Conv", (1, 2, 6, 7, 5), lambda: [("W", rnd(4, 2, 3, 2, 3)), ("B", rnd(4))],
+     dict(strides=[2, 1, 2], dilations=[1, 2, 1], pads=[1, 0, 1, 0, 1, 1])),
+    ("ConvTranspose", (2, 4, 5), lambda: [("W", rnd(4, 3, 3)), ("B", rnd(6))],
+     dict(group=2, strides=[3], output_padding=[1], pads=[1, 0])),
+    ("ConvTranspose", (1, 3, 4, 5), lambda: [("W", rnd(3, 2, 3, 2))],
+     dict(strides=[2, 3], dilations=[2, 1], pads=[1, 0, 0, 1])),
+    ("ConvTranspose", (1, 2, 3, 4, 3), lambda: [("W", rnd(2, 2, 2, 3, 2))],
+     dict(strides=[2, 2, 1], auto_pad="SAME_UPPER")),
+    ("MaxPool", (2, 3, 7, 8, 6), lambda: [],
+     dict(kernel_shape=[3, 2, 3], strides=[2, 2, 2], pads=[1, 0, 1, 1, 1, 0], ceil_mode=1)),
+    ("MaxPool", (2, 3, 9, 8), lambda: [],
+     dict(kernel_shape=[3, 3], dilations=[2, 2], strides=[1, 2], pads=[1, 1, 1, 1])),
+    ("AveragePool", (2, 3, 10), lambda: [],
+     dict(kernel_shape=[3], strides=[2], pads=[1, 1], ceil_mode=1)),
+    ("AveragePool", (1, 2, 5, 6, 7), lambda: [],
+     dict(kernel_shape=[2, 3, 3], strides=[2, 2, 3], pads=[1, 1, 0, 0, 1, 1],
+          count_include_pad=1)),
+    ("LpPool", (2, 3, 7, 6), lambda: [], dict(kernel_shape=[3, 2], strides=[2, 2], p=3)),
+    ("LRN", (2, 7, 4, 5), lambda: [], dict(size=3, alpha=2e-3, beta=0.6, bias=1.5)),
+]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("op,shape,inits,attrs", SPATIAL,
+                         ids=[f"{s[0]}-{len(s[1]) - 2}d-{i}" for i, s in enumerate(SPATIAL)])
+def test_spatial_ops_of_every_rank_match_onnxruntime(op, shape, inits, attrs, dev):
+    m = _one_node(op, shape, inits(), **attrs)
+    x = rnd(*shape)
+    pm = pg.onnx.import_model(m)
+    kind = dev.split(":")[0]
+    before = pg.testing.kernel_call_counts()
+    with pg.device(dev):
+        y = pm(x=x)["y"]
+    np.testing.assert_allclose(y.numpy(), ort_run(m, {"x": x})["y"], rtol=1e-4, atol=1e-5)
+    ran = {k for k, n in pg.testing.kernel_call_counts().items() if n > before.get(k, 0)}
+    heavy = {"Conv2D", "MaxPool", "AvgPool", "StridedSlice"}
+    assert {o for o, d in ran if d == kind} & heavy, ran
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("attrs,sizes", [
+    (dict(mode="linear"), [1, 2, 7, 5]),
+    (dict(mode="cubic", coordinate_transformation_mode="align_corners"), [1, 2, 9, 11]),
+    (dict(mode="linear", antialias=1), [1, 2, 3, 4]),
+    (dict(mode="nearest", nearest_mode="floor", coordinate_transformation_mode="asymmetric"),
+     [1, 2, 12, 3]),
+])
+def test_resize_matches_onnxruntime(attrs, sizes, dev):
+    m = model([h.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)],
+              [h.make_tensor_value_info("x", T.FLOAT, [1, 2, 6, 8])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)],
+              [("sizes", np.array(sizes, np.int64))], opset=19)
+    x = rnd(1, 2, 6, 8)
+    with pg.device(dev):
+        y = pg.onnx.import_model(m)(x=x)["y"]
+    assert dev.split(":")[0] in y.device
+    np.testing.assert_allclose(y.numpy(), ort_run(m, {"x": x})["y"], rtol=1e-4, atol=1e-5)

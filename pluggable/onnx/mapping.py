@@ -1428,6 +1428,183 @@ def _upsample(c, x, a):
     return [_resize(c, x[0], scales, None, None, _upsample_attrs(a, scales))]
 
 
+# ================================================================ recurrent
+
+def _rnn_activation(c, name, alpha, beta):
+    n = name.lower()
+    unary = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid"}
+    if n in unary:
+        return lambda t: c.op(unary[n], t)
+    if n == "affine":
+        return lambda t: c.op("AddV2", c.op("Mul", t, const(alpha, t)), const(beta, t))
+    if n == "leakyrelu":
+        return lambda t: c.op("SelectV2", c.op("Less", t, const(0, t)),
+                              c.op("Mul", t, const(alpha, t)), t)
+    if n == "thresholdedrelu":
+        return lambda t: c.op("SelectV2", c.op("Greater", t, const(alpha, t)), t,
+                              c.op("ZerosLike", t))
+    if n == "scaledtanh":
+        return lambda t: c.op("Mul", c.op("Tanh", c.op("Mul", t, const(beta, t))),
+                              const(alpha, t))
+    if n == "hardsigmoid":
+        return lambda t: _hard_sigmoid(c, t, alpha, beta)
+    if n == "elu":
+        return lambda t: _elu(c, t, alpha)
+    if n == "softsign":
+        return lambda t: c.op("RealDiv", t, c.op("AddV2", const(1, t), c.op("Abs", t)))
+    if n == "softplus":
+        return lambda t: _softplus(c, t)
+    raise c.error(f"recurrent activation {name!r} is not one ONNX defines")
+
+
+_RNN_ALPHA = {"affine": 1.0, "leakyrelu": 0.01, "thresholdedrelu": 1.0, "scaledtanh": 1.0,
+              "hardsigmoid": 0.2, "elu": 1.0}
+_RNN_BETA = {"affine": 0.0, "scaledtanh": 1.0, "hardsigmoid": 0.5}
+
+
+def _rnn_activations(c, a, defaults, n_dirs):
+    """The node's activation functions, per direction (alpha and beta taken
+    in order by the functions that have them)."""
+    names = list(a.get("activations") or defaults * n_dirs)
+    alphas, betas = list(a.get("activation_alpha") or []), list(a.get("activation_beta") or [])
+    fns = []
+    for name in names:
+        n = name.lower()
+        al = alphas.pop(0) if n in _RNN_ALPHA and alphas else _RNN_ALPHA.get(n, 0.0)
+        be = betas.pop(0) if n in _RNN_BETA and betas else _RNN_BETA.get(n, 0.0)
+        fns.append(_rnn_activation(c, name, al, be))
+    k = len(defaults)
+    return [fns[i * k:(i + 1) * k] for i in range(n_dirs)]
+
+
+def _recurrent(c, x, a, kind):
+    """RNN, GRU and LSTM, unrolled over the (static) sequence: the input
+    projection of every step in one MatMul, then per step the recurrent
+    MatMul and the gates; steps past a batch entry's sequence_lens keep its
+    state and output zeros."""
+    gates, defaults = {"RNN": (1, ["Tanh"]), "GRU": (3, ["Sigmoid", "Tanh"]),
+                       "LSTM": (4, ["Sigmoid", "Tanh", "Tanh"])}[kind]
+    x = list(x) + [None] * (8 - len(x))
+    X, W, R, B, lens, h0 = x[:6]
+    c0, P = (x[6], x[7]) if kind == "LSTM" else (None, None)
+    layout = a.get("layout", 0)
+    if layout:
+        X = transpose(c, X, [1, 0, 2])
+    seq, batch, _ = X.shape
+    hid = int(a.get("hidden_size") or R.shape[-1])
+    direction = a.get("direction", "forward")
+    dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+    acts = _rnn_activations(c, a, defaults, len(dirs))
+    clip = a.get("clip")
+    lin_before = a.get("linear_before_reset", 0)
+    zero_h = np.zeros((batch, hid), X.dtype.as_numpy_dtype)
+    lv = c.value(lens)
+    if lv is not None and (np.asarray(lv) == seq).all():
+        lens = None
+
+    def clipped(t):
+        if clip is None:
+            return t
+        return c.op("Minimum", c.op("Maximum", t, const(-clip, t)), const(clip, t))
+
+    def part(t, i, axis=1):
+        return _slice(c, t, [i * hid], [(i + 1) * hid], [axis], [1])
+
+    def pick(t, d):
+        return reshape(c, _slice(c, t, [d], [d + 1], [0], [1]), list(t.shape[1:]))
+
+    ys, hs, cs = [], [], []
+    flat = reshape(c, X, [seq * batch, X.shape[2]])
+    for d, name in enumerate(dirs):
+        f = acts[d]
+        w, r = pick(W, d), pick(R, d)                       # [G*hid, in], [G*hid, hid]
+        xw = c.op("MatMul", flat, w, transpose_b=True)
+        if B is not None:
+            b = pick(B, d)
+            wb, rb = _slice(c, b, [0], [gates * hid], [0], [1]), \
+                _slice(c, b, [gates * hid], [2 * gates * hid], [0], [1])
+            xw = c.op("AddV2", xw, wb if kind == "GRU" and lin_before else
+                      c.op("AddV2", wb, rb))
+        else:
+            rb = None
+        xw = reshape(c, xw, [seq, batch, gates * hid])
+        h = pick(h0, d) if h0 is not None else zero_h
+        cell = pick(c0, d) if c0 is not None else zero_h
+        p = pick(P, d) if P is not None else None
+        out = [None] * seq
+        steps = range(seq - 1, -1, -1) if name == "reverse" else range(seq)
+        for t in steps:
+            g = reshape(c, _slice(c, xw, [t], [t + 1], [0], [1]), [batch, gates * hid])
+            if kind == "GRU":
+                rz = c.op("MatMul", h, _slice(c, r, [0], [2 * hid], [0], [1]), transpose_b=True)
+                rh = _slice(c, r, [2 * hid], [3 * hid], [0], [1])
+                gz = c.op("AddV2", part(g, 0), part(rz, 0))
+                gr = c.op("AddV2", part(g, 1), part(rz, 1))
+                if lin_before and rb is not None:
+                    gz = c.op("AddV2", gz, part(rb, 0, 0))
+                    gr = c.op("AddV2", gr, part(rb, 1, 0))
+                z, rr = f[0](clipped(gz)), f[0](clipped(gr))
+                if lin_before:
+                    hr = c.op("MatMul", h, rh, transpose_b=True)
+                    if rb is not None:
+                        hr = c.op("AddV2", hr, part(rb, 2, 0))
+                    gh = c.op("AddV2", part(g, 2), c.op("Mul", rr, hr))
+                else:
+                    gh = c.op("AddV2", part(g, 2),
+                              c.op("MatMul", c.op("Mul", rr, h), rh, transpose_b=True))
+                hh = f[1](clipped(gh))
+                new_h = c.op("AddV2", c.op("Mul", c.op("Sub", const(1, z), z), hh),
+                             c.op("Mul", z, h))
+                new_c = cell
+            else:
+                g = c.op("AddV2", g, c.op("MatMul", h, r, transpose_b=True))
+                if kind == "RNN":
+                    new_h, new_c = f[0](clipped(g)), cell
+                else:
+                    gi, go, gf, gc = (part(g, i) for i in range(4))
+                    if p is not None:
+                        gi = c.op("AddV2", gi, c.op("Mul", part(p, 0, 0), cell))
+                        gf = c.op("AddV2", gf, c.op("Mul", part(p, 2, 0), cell))
+                    i_ = f[0](clipped(gi))
+                    f_ = c.op("Sub", const(1, i_), i_) if a.get("input_forget", 0) else \
+                        f[0](clipped(gf))
+                    new_c = c.op("AddV2", c.op("Mul", f_, cell), c.op("Mul", i_, f[1](clipped(gc))))
+                    if p is not None:
+                        go = c.op("AddV2", go, c.op("Mul", part(p, 1, 0), new_c))
+                    new_h = c.op("Mul", f[0](clipped(go)), f[2](new_c))
+            if lens is not None:    # past its length an entry keeps its state, outputs 0
+                live = reshape(c, c.op("Less", np.asarray(t, lens.dtype.as_numpy_dtype), lens),
+                               [batch, 1])
+                out[t] = c.op("SelectV2", live, new_h, zero_h)
+                new_h = c.op("SelectV2", live, new_h, h)
+                new_c = c.op("SelectV2", live, new_c, cell)
+            else:
+                out[t] = new_h
+            h, cell = new_h, new_c
+        ys.append(c.op("Pack", *out, axis=0, N=seq))                 # [seq, batch, hid]
+        hs.append(h)
+        cs.append(cell)
+    Y = c.op("Pack", *ys, axis=1, N=len(dirs))                       # [seq, dirs, batch, hid]
+    Yh = c.op("Pack", *[_as_graph(c, v) for v in hs], axis=0, N=len(dirs))
+    Yc = c.op("Pack", *[_as_graph(c, v) for v in cs], axis=0, N=len(dirs))
+    if layout:
+        Y, Yh, Yc = transpose(c, Y, [2, 0, 1, 3]), transpose(c, Yh, [1, 0, 2]), \
+            transpose(c, Yc, [1, 0, 2])
+    return [Y, Yh, Yc][:max(c.n_outputs, 1)]
+
+
+def _as_graph(c, v):
+    return c.op("Identity", v) if isinstance(v, np.ndarray) else v
+
+
+_RNN_OPS = "MatMul AddV2 Sub Mul Reshape StridedSlice Transpose Pack Less SelectV2 Minimum " \
+    "Maximum Relu Tanh Sigmoid Identity Greater ZerosLike RealDiv Abs Exp Log Neg"
+
+rule("RNN", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "RNN"))
+rule("GRU", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "GRU"))
+rule("LSTM", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "LSTM"))
+
+
 @rule("GlobalAveragePool", "Mean")
 def _gap(c, x, a):
     return [c.op("Mean", x[0], np.asarray(list(range(2, rank(x[0]))), np.int32),
