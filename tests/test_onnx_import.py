@@ -425,3 +425,67 @@ def test_resize_matches_onnxruntime(attrs, sizes, dev):
         y = pg.onnx.import_model(m)(x=x)["y"]
     assert dev.split(":")[0] in y.device
     np.testing.assert_allclose(y.numpy(), ort_run(m, {"x": x})["y"], rtol=1e-4, atol=1e-5)
+
+
+def _branch(name, op, out):
+    return h.make_graph([h.make_node(op, ["x", "x"], [out])], name, [],
+                        [h.make_tensor_value_info(out, T.FLOAT, [2, 3])])
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("cond_from", ["feed", "tensor"])
+def test_if_runs_the_branch_its_condition_selects(cond_from, dev):
+    # a fed condition is read when the graph is built (one graph per value);
+    # one computed from tensors runs both branches and selects
+    then_g, else_g = _branch("then", "Add", "t"), _branch("else", "Mul", "e")
+    nodes = [h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    vi = [h.make_tensor_value_info("x", T.FLOAT, [2, 3])]
+    if cond_from == "feed":
+        vi.append(h.make_tensor_value_info("c", T.BOOL, []))
+    else:
+        nodes.insert(0, h.make_node("ReduceSum", ["x"], ["s"], keepdims=0))
+        nodes.insert(1, h.make_node("Greater", ["s", "zero"], ["c"]))
+    m = model(nodes, vi, [h.make_tensor_value_info("y", T.FLOAT, [2, 3])],
+              [("zero", np.zeros((), np.float32))])
+    pm = pg.onnx.import_model(m)
+    for _ in range(3):
+        x = rnd(2, 3)
+        feeds = {"x": x}
+        if cond_from == "feed":
+            feeds["c"] = np.array(rng.random() < 0.5)
+        with pg.device(dev):
+            y = pm(feeds)["y"]
+        np.testing.assert_allclose(y.numpy(), ort_run(m, feeds)["y"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_loop_and_scan_are_unrolled(dev):
+    # Loop: 4 trips of acc += x * i, scanning acc; Scan: running sum over rows
+    body = h.make_graph(
+        [h.make_node("Cast", ["i"], ["fi"], to=T.FLOAT),
+         h.make_node("Mul", ["x", "fi"], ["xi"]), h.make_node("Add", ["acc", "xi"], ["acc2"]),
+         h.make_node("Identity", ["cond"], ["cond2"]), h.make_node("Identity", ["acc2"], ["s"])],
+        "body", [h.make_tensor_value_info("i", T.INT64, []),
+                 h.make_tensor_value_info("cond", T.BOOL, []),
+                 h.make_tensor_value_info("acc", T.FLOAT, [3])],
+        [h.make_tensor_value_info(n, t, s) for n, t, s in
+         [("cond2", T.BOOL, []), ("acc2", T.FLOAT, [3]), ("s", T.FLOAT, [3])]])
+    scan_body = h.make_graph(
+        [h.make_node("Add", ["st", "row"], ["st2"]), h.make_node("Identity", ["st2"], ["o"])],
+        "scan", [h.make_tensor_value_info("st", T.FLOAT, [3]),
+                 h.make_tensor_value_info("row", T.FLOAT, [3])],
+        [h.make_tensor_value_info("st2", T.FLOAT, [3]), h.make_tensor_value_info("o", T.FLOAT, [3])])
+    nodes = [h.make_node("Loop", ["M", "T", "x"], ["acc", "scanned"], body=body),
+             h.make_node("Scan", ["x", "rows"], ["total", "running"], body=scan_body,
+                         num_scan_inputs=1, scan_input_directions=[1])]
+    m = model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3]),
+                      h.make_tensor_value_info("rows", T.FLOAT, [5, 3])],
+              [h.make_tensor_value_info(n, T.FLOAT, None)
+               for n in ("acc", "scanned", "total", "running")],
+              [("M", np.array(4, np.int64)), ("T", np.array(True))])
+    feeds = {"x": rnd(3), "rows": rnd(5, 3)}
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(feeds)
+    for k, r in ort_run(m, feeds).items():
+        assert got[k].device.endswith(dev)
+        np.testing.assert_allclose(got[k].numpy(), r, rtol=1e-5, err_msg=k)

@@ -34,7 +34,9 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
                 "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
-                "Trilu": {1}, "Attention": {6}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "Trilu": {1}, "Attention": {6}, "If": {0}, "Loop": {0, 1},
+                "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
+                "SplitToSequence": {1}, "ReverseSequence": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -53,14 +55,16 @@ class Rule:
     until: int
     ops: tuple
     fn: Callable
+    raw: bool = False   # inputs as the importer holds them (sequences as lists), never folded
 
 
 RULES: list[Rule] = []
 
 
-def rule(op_type: str, ops: str, since: int = 1, until: int = 10_000, domain: str = ""):
+def rule(op_type: str, ops: str, since: int = 1, until: int = 10_000, domain: str = "",
+         raw: bool = False):
     def deco(fn):
-        RULES.append(Rule(domain, op_type, since, until, tuple(ops.split()), fn))
+        RULES.append(Rule(domain, op_type, since, until, tuple(ops.split()), fn, raw))
         return fn
     return deco
 
@@ -107,6 +111,7 @@ class Ctx:
         self.opset = opset
         self.node = node
         self.n_outputs = 1       # how many outputs the node names
+        self.subgraph = None     # set by the importer: subgraph(GraphProto, values) -> values
 
     def ops(self, name: str, *inputs: Any, **attrs: Any) -> list:
         od = registry.OPS.get(name)
@@ -1603,6 +1608,211 @@ _RNN_OPS = "MatMul AddV2 Sub Mul Reshape StridedSlice Transpose Pack Less Select
 rule("RNN", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "RNN"))
 rule("GRU", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "GRU"))
 rule("LSTM", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "LSTM"))
+
+
+# ================================================================ control flow and sequences
+# Subgraphs are lowered inline (Ctx.subgraph): If takes the branch its
+# condition (a constant, or a graph input read when the graph is built)
+# selects, or both branches and a SelectV2; Loop and Scan are unrolled.
+
+_MAX_UNROLL = 100_000
+
+
+def _selected(c, cond, a, b):
+    if isinstance(a, list) or isinstance(b, list):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: an If of sequences needs a "
+                                        "constant condition")
+    a, b = _tensorish(c, a), _tensorish(c, b)
+    if tuple(a.shape) != tuple(b.shape):
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: an If whose branches give shapes {tuple(a.shape)} and "
+            f"{tuple(b.shape)} needs a constant condition")
+    return c.op("SelectV2", cond, a, b)
+
+
+def _tensorish(c, v):
+    return c.op("Identity", v) if isinstance(v, np.ndarray) else v
+
+
+@rule("If", "SelectV2 Identity Reshape", raw=True)
+def _if(c, x, a):
+    cond = c.value(x[0])
+    if cond is not None:
+        return c.subgraph(a["then_branch"] if bool(np.asarray(cond).reshape(-1)[0])
+                          else a["else_branch"], [])
+    t = c.subgraph(a["then_branch"], [])
+    e = c.subgraph(a["else_branch"], [])
+    flag = reshape(c, x[0], [])
+    return [_selected(c, flag, u, v) for u, v in zip(t, e)]
+
+
+def _stack(c, items, axis):
+    items = [_tensorish(c, v) for v in items]
+    return c.op("Pack", *items, axis=axis, N=len(items))
+
+
+@rule("Loop", "Pack Identity", raw=True)
+def _loop(c, x, a):
+    x = list(x) + [None] * (2 - len(x))
+    m, cond, carried = c.value(x[0]), c.value(x[1]), list(x[2:])
+    if x[0] is not None and m is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Loop's trip count must be a "
+                                        "constant (or a graph input)")
+    if x[1] is not None and cond is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Loop's condition must be a "
+                                        "constant (or a graph input)")
+    trips = _MAX_UNROLL if m is None else int(np.asarray(m).reshape(-1)[0])
+    if m is None and cond is None:
+        raise c.error("a Loop without trip count or condition never ends")
+    go = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
+    body = a["body"]
+    n_scan = len(body.output) - 1 - len(carried)
+    scans = [[] for _ in range(n_scan)]
+    i = 0
+    while go and i < trips:
+        outs = c.subgraph(body, [np.asarray(i, np.int64), np.asarray(go)] + carried)
+        more = c.value(outs[0])
+        if more is None:
+            raise errors.UnimplementedError(
+                f"ONNX node {c.node!r}: the Loop's condition depends on tensor values; "
+                "only loops whose condition is known when the graph is built are unrolled")
+        go = bool(np.asarray(more).reshape(-1)[0])
+        carried = list(outs[1:1 + len(carried)])
+        for s, v in zip(scans, outs[1 + len(carried):]):
+            s.append(v)
+        i += 1
+    if i >= _MAX_UNROLL:
+        raise errors.ResourceExhaustedError(f"ONNX node {c.node!r}: the Loop runs more than "
+                                            f"{_MAX_UNROLL} iterations")
+    results = [_tensorish(c, v) if not isinstance(v, list) else v for v in carried]
+    for s in scans:
+        if not s:
+            raise errors.UnimplementedError(f"ONNX node {c.node!r}: a Loop that runs no "
+                                            "iteration has scan outputs of unknown shape")
+        results.append(_stack(c, s, 0))
+    return results
+
+
+@rule("Scan", "Pack StridedSlice Reshape Identity", since=9, raw=True)
+def _scan(c, x, a):
+    body = a["body"]
+    n_in = int(a["num_scan_inputs"])
+    states, seqs = list(x[:len(x) - n_in]), list(x[len(x) - n_in:])
+    in_axes = list(a.get("scan_input_axes") or [0] * n_in)
+    in_dirs = list(a.get("scan_input_directions") or [0] * n_in)
+    n_out = len(body.output) - len(states)
+    out_axes = list(a.get("scan_output_axes") or [0] * n_out)
+    out_dirs = list(a.get("scan_output_directions") or [0] * n_out)
+    seqs = [_tensorish(c, s) for s in seqs]
+    in_axes = [ax + rank(s) if ax < 0 else ax for ax, s in zip(in_axes, seqs)]
+    n = seqs[0].shape[in_axes[0]]
+    outs = [[] for _ in range(n_out)]
+    for t in range(n):
+        items = []
+        for s, ax, rev in zip(seqs, in_axes, in_dirs):
+            j = n - 1 - t if rev else t
+            sl = _slice(c, s, [j], [j + 1], [ax], [1])
+            items.append(reshape(c, sl, [d for i, d in enumerate(s.shape) if i != ax]))
+        res = c.subgraph(body, states + items)
+        states = list(res[:len(states)])
+        for o, v in zip(outs, res[len(states):]):
+            o.append(v)
+    results = [_tensorish(c, v) for v in states]
+    for o, ax, rev in zip(outs, out_axes, out_dirs):
+        o = o[::-1] if rev else o
+        r = rank(_tensorish(c, o[0])) + 1
+        results.append(_stack(c, o, ax + r if ax < 0 else ax))
+    return results
+
+
+def _pos(c, t, n, what, insert=False):
+    p = int(c.need(t, what).reshape(-1)[0])
+    p = p + n if p < 0 else p
+    if not 0 <= p <= (n if insert else n - 1):
+        raise c.error(f"{what} {p} is out of range for a sequence of {n}")
+    return p
+
+
+def _seq(c, s):
+    if not isinstance(s, list):
+        raise c.error("the input must be a sequence")
+    return s
+
+
+rule("SequenceEmpty", "", since=11, raw=True)(lambda c, x, a: [[]])
+rule("SequenceConstruct", "", since=11, raw=True)(lambda c, x, a: [list(x)])
+
+
+@rule("SequenceInsert", "", since=11, raw=True)
+def _seq_insert(c, x, a):
+    s = list(_seq(c, x[0]))
+    p = len(s) if len(x) < 3 or x[2] is None else _pos(c, x[2], len(s), "position", True)
+    s.insert(p, x[1])
+    return [s]
+
+
+@rule("SequenceErase", "", since=11, raw=True)
+def _seq_erase(c, x, a):
+    s = list(_seq(c, x[0]))
+    p = len(s) - 1 if len(x) < 2 or x[1] is None else _pos(c, x[1], len(s), "position")
+    del s[p]
+    return [s]
+
+
+@rule("SequenceAt", "Identity", since=11, raw=True)
+def _seq_at(c, x, a):
+    s = _seq(c, x[0])
+    return [_tensorish(c, s[_pos(c, x[1], len(s), "position")])]
+
+
+@rule("SequenceLength", "", since=11, raw=True)
+def _seq_len(c, x, a):
+    return [np.asarray(len(_seq(c, x[0])), np.int64)]
+
+
+@rule("ConcatFromSequence", "ConcatV2 Pack", since=11, raw=True)
+def _concat_seq(c, x, a):
+    s = [_tensorish(c, v) for v in _seq(c, x[0])]
+    ax = a["axis"]
+    if a.get("new_axis", 0):
+        return [_stack(c, s, ax + rank(s[0]) + 1 if ax < 0 else ax)]
+    return [c.op("ConcatV2", *s, np.asarray(ax, np.int32), N=len(s))]
+
+
+@rule("SplitToSequence", "StridedSlice Reshape", since=11, raw=True)
+def _split_seq(c, x, a):
+    X = _tensorish(c, x[0])
+    r = rank(X)
+    ax = a.get("axis", 0)
+    ax = ax + r if ax < 0 else ax
+    split = c.value(x[1]) if len(x) > 1 and x[1] is not None else None
+    d = X.shape[ax]
+    if split is None:
+        parts = _split(c, X, ax, [1] * d, d)
+        if not a.get("keepdims", 1):
+            parts = [reshape(c, p, [v for i, v in enumerate(X.shape) if i != ax])
+                     for p in parts]
+        return [parts]
+    split = np.asarray(split).reshape(-1)
+    if np.ndim(c.value(x[1])) == 0:   # a scalar: pieces of that size, the last one shorter
+        k = int(split[0])
+        split = [k] * (d // k) + ([d % k] if d % k else [])
+    return [_split(c, X, ax, [int(v) for v in split], len(split))]
+
+
+@rule("ReverseSequence", "GatherNd", since=10)
+def _reverse_sequence(c, x, a):
+    """Each batch entry's first sequence_lens[b] steps reversed: one GatherNd
+    of the (time, batch) coordinates, computed when the graph is built."""
+    X = x[0]
+    lens = c.need(x[1], "sequence_lens").reshape(-1).astype(np.int64)
+    ta, ba = a.get("time_axis", 0), a.get("batch_axis", 1)
+    T, Bn = X.shape[ta], X.shape[ba]
+    t = np.arange(T)[:, None]
+    src = np.where(t < lens[None, :], lens[None, :] - 1 - t, t)          # [T, B]
+    b = np.broadcast_to(np.arange(Bn)[None, :], (T, Bn))
+    coords = np.stack([src, b], -1) if ta == 0 else np.stack([b, src], -1).transpose(1, 0, 2)
+    return [c.op("GatherNd", X, coords.astype(np.int64))]
 
 
 @rule("GlobalAveragePool", "Mean")
