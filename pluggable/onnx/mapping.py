@@ -802,6 +802,36 @@ def _cumsum(c, x, a):
                  reverse=bool(a.get("reverse", 0)))]
 
 
+@rule("CumProd", "Cumprod", since=26)
+def _cumprod(c, x, a):
+    return [c.op("Cumprod", x[0], x[1], exclusive=bool(a.get("exclusive", 0)),
+                 reverse=bool(a.get("reverse", 0)))]
+
+
+for _o, _t in [("BitwiseAnd", "BitwiseAnd"), ("BitwiseOr", "BitwiseOr"),
+               ("BitwiseXor", "BitwiseXor")]:
+    rule(_o, _t, since=18)(lambda c, x, a, _t=_t: [c.op(_t, x[0], x[1])])
+rule("BitwiseNot", "Invert", since=18)(lambda c, x, a: [c.op("Invert", x[0])])
+
+
+@rule("BitShift", "LeftShift RightShift Less GreaterEqual LogicalOr SelectV2", since=11)
+def _bitshift(c, x, a):
+    """Shifts of the type's width or more give 0 (-1 shifting a negative
+    value right), as do negative shifts; the registry ops clamp instead."""
+    X, Y = x
+    bits = 8 * np.dtype(X.dtype.as_numpy_dtype).itemsize
+    left = a["direction"] == "LEFT"
+    y = c.op(("LeftShift" if left else "RightShift"), X, Y)
+    out = c.op("GreaterEqual", Y, const(bits, Y))
+    if X.dtype.name.startswith("int"):
+        out = c.op("LogicalOr", out, c.op("Less", Y, const(0, Y)))
+        fill = const(0, X) if left else c.op("SelectV2", c.op("Less", X, const(0, X)),
+                                             const(-1, X), const(0, X))
+    else:
+        fill = const(0, X)
+    return [c.op("SelectV2", out, fill, y)]
+
+
 @rule("TopK", "TopKV2 Neg Transpose", since=10)
 def _topk(c, x, a):
     k = int(c.need(x[1], "K").reshape(-1)[0])

@@ -229,7 +229,8 @@ def define_builtin_ops() -> None:
             [f"T: {_ALL}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
             [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
-    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL}"], _same)
+    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL[:-1]}, uint32, uint64}}"],
+            _same)
     _define("Conv2D", ["input: T", "filter: T"], ["output: T"],
             [f"T: {{half, bfloat16, float, double, int32}}", "strides: list(int)",
              "use_cudnn_on_gpu: bool = true",

@@ -14,6 +14,7 @@ from .op_util import (axis, define, err, index_array, sample, same_shape, same_s
 REAL = "{float, double, int32, uint8, int16, int8, int64, bfloat16, half, uint32, uint64}"
 NUMBER = REAL
 FLOAT = "{bfloat16, half, float, double}"
+BITS = "{int8, int16, int32, int64, uint8, uint32, uint64}"
 _IDX = "{int32, int64}"
 
 
@@ -266,6 +267,17 @@ def _ex_cumsum(rng, types):
             ({"x": sample(rng, T, (0, 2)), "axis": index_array(0, I)}, {"reverse": True})]
 
 
+def _ex_shift(rng, types):
+    """Shifts inside the type's width (TensorFlow leaves wider ones undefined)."""
+    T = types["T"]
+    bits = 8 * np.dtype(T.as_numpy_dtype).itemsize
+    out = []
+    for s1, s2 in _PAIRS:
+        y = rng.integers(0, bits, size=s2).astype(T.as_numpy_dtype)
+        out.append(({"x": sample(rng, T, s1), "y": y}, {}))
+    return out
+
+
 def _ex_top_k(rng, types):
     T, K = types["T"], types["Tk"]
     return [({"input": sample(rng, T, (3, 7)), "k": index_array(3, K)}, {}),
@@ -377,6 +389,16 @@ def define_math_ops() -> None:
     define("Cumsum", ["x: T", "axis: Tidx"], ["out: T"],
            ["exclusive: bool = false", "reverse: bool = false", f"T: {NUMBER}",
             f"Tidx: {_IDX} = DT_INT32"], _cumsum, host=["axis"], examples=_ex_cumsum)
+    define("Cumprod", ["x: T", "axis: Tidx"], ["out: T"],
+           ["exclusive: bool = false", "reverse: bool = false", f"T: {NUMBER}",
+            f"Tidx: {_IDX} = DT_INT32"], _cumsum, host=["axis"], examples=_ex_cumsum)
+    for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
+               examples=_ex_binary(), is_commutative=True)
+    define("Invert", ["x: T"], ["y: T"], [f"T: {BITS}"], same_shape, examples=_ex_unary())
+    for name in ("LeftShift", "RightShift"):
+        define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
+               examples=_ex_shift)
     define("TopKV2", ["input: T", "k: Tk"], ["values: T", "indices: index_type"],
            ["sorted: bool = true", f"T: {REAL}", "Tk: {int16, int32, int64} = DT_INT32",
             "index_type: {int16, int32, int64} = DT_INT32"], _top_k, host=["k"],
