@@ -36,7 +36,8 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
                 "Trilu": {1}, "Attention": {6}, "If": {0}, "Loop": {0, 1},
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
-                "SplitToSequence": {1}, "ReverseSequence": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "SplitToSequence": {1}, "ReverseSequence": {1},
+                "Compress": {1}, "CenterCropPad": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -1843,6 +1844,175 @@ def _reverse_sequence(c, x, a):
     b = np.broadcast_to(np.arange(Bn)[None, :], (T, Bn))
     coords = np.stack([src, b], -1) if ta == 0 else np.stack([b, src], -1).transpose(1, 0, 2)
     return [c.op("GatherNd", X, coords.astype(np.int64))]
+
+
+# ================================================================ quantization
+
+def _qparam(c, p, X, axis, block):
+    """Scale or zero point `p` shaped to broadcast against `X`: per tensor,
+    per `axis` (1-D), or per block of `block` elements along `axis`."""
+    r = rank(X)
+    ax = axis + r if axis < 0 else axis
+    if rank(p) == 0 or (rank(p) == 1 and p.shape[0] == 1 and X.shape[ax] != 1 and not block):
+        return p
+    if block:
+        idx = (np.arange(X.shape[ax]) // int(block)).astype(np.int64)
+        return c.op("GatherV2", p, idx, np.asarray(ax, np.int64))
+    return reshape(c, p, [1] * ax + [p.shape[0]] + [1] * (r - ax - 1))
+
+
+def _f32(c, t):
+    return t if t.dtype is dtypes.float32 else c.op("Cast", t, DstT=dtypes.float32)
+
+
+def _saturate(c, v, dt):
+    """float32 `v` rounded half to even, clipped to the range of integer
+    type `dt`, cast to it."""
+    info = np.iinfo(dt.as_numpy_dtype)
+    v = c.op("Minimum", c.op("Maximum", c.op("Round", v), const(info.min, v)), const(info.max, v))
+    return c.op("Cast", v, DstT=dt)
+
+
+def _dequantize(c, x, scale, zp, axis=1, block=0):
+    s = _qparam(c, scale, x, axis, block)
+    v = _f32(c, x)
+    if zp is not None:
+        v = c.op("Sub", v, _f32(c, _qparam(c, zp, x, axis, block)))
+    y = c.op("Mul", v, _f32(c, s))
+    return y if y.dtype is scale.dtype else c.op("Cast", y, DstT=scale.dtype)
+
+
+def _quantize(c, x, scale, zp, dt, axis=1, block=0):
+    if not dt.is_integer:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: quantizing to {dt.name} is "
+                                        "not mapped (integer types only)")
+    v = c.op("RealDiv", _f32(c, x), _f32(c, _qparam(c, scale, x, axis, block)))
+    v = c.op("Round", v)
+    if zp is not None:
+        v = c.op("AddV2", v, _f32(c, _qparam(c, zp, x, axis, block)))
+    return _saturate(c, v, dt)
+
+
+_Q_OPS = "Cast Sub Mul RealDiv Round AddV2 Maximum Minimum Reshape GatherV2"
+
+
+@rule("DequantizeLinear", _Q_OPS, since=10)
+def _dequantize_rule(c, x, a):
+    zp = x[2] if len(x) > 2 else None
+    return [_dequantize(c, x[0], x[1], zp, a.get("axis", 1), a.get("block_size", 0))]
+
+
+@rule("QuantizeLinear", _Q_OPS, since=10)
+def _quantize_rule(c, x, a):
+    zp = x[2] if len(x) > 2 else None
+    dt = zp.dtype if zp is not None else ONNX_DTYPES.get(a.get("output_dtype", 2) or 2)
+    if dt is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: QuantizeLinear to ONNX type "
+                                        f"{a.get('output_dtype')} has no pluggable dtype")
+    return [_quantize(c, x[0], x[1], zp, dt, a.get("axis", 1), a.get("block_size", 0))]
+
+
+@rule("DynamicQuantizeLinear", _Q_OPS + " Max Min", since=11)
+def _dynamic_quantize(c, x, a):
+    X = _f32(c, x[0])
+    every = np.asarray(list(range(rank(X))), np.int32)
+    hi = c.op("Maximum", c.op("Max", X, every), const(0, X))
+    lo = c.op("Minimum", c.op("Min", X, every), const(0, X))
+    scale = c.op("RealDiv", c.op("Sub", hi, lo), const(255, X))
+    zp = _saturate(c, c.op("RealDiv", c.op("Neg", lo), scale), dtypes.uint8)
+    return [_quantize(c, X, scale, zp, dtypes.uint8), scale, zp]
+
+
+@rule("QLinearMatMul", _Q_OPS + " MatMul BatchMatMulV2", since=10)
+def _qlinear_matmul(c, x, a):
+    A, sa, za, B, sb, zb, sy, zy = x
+    fa = _dequantize(c, A, _f32(c, sa), za, -2 if rank(sa) else 1)
+    fb = _dequantize(c, B, _f32(c, sb), zb, -1 if rank(sb) else 1)
+    y = _matmul(c, fa, fb)
+    return [_quantize(c, y, _f32(c, sy), zy, zy.dtype, -1 if rank(sy) else 1)]
+
+
+@rule("RotaryEmbedding", "Transpose Reshape StridedSlice GatherV2 Mul Sub AddV2 ConcatV2 Pack",
+      since=23)
+def _rotary(c, x, a):
+    """Rotates the first rotary_embedding_dim features of each head by the
+    angles of the cos/sin caches (rows picked by position_ids), halves or
+    interleaved pairs."""
+    x = list(x) + [None] * (4 - len(x))
+    X, cos, sin, pos = x[:4]
+    four = rank(X) == 4
+    h = transpose(c, X, [0, 2, 1, 3]) if four else X
+    b, s = h.shape[0], h.shape[1]
+    if not four:
+        n = int(a["num_heads"])
+        h = reshape(c, h, [b, s, n, h.shape[2] // n])
+    shape = list(h.shape)
+    d = shape[3]
+    rd = int(a.get("rotary_embedding_dim", 0)) or d
+    if pos is not None:
+        cos = c.op("GatherV2", cos, pos, np.asarray(0, np.int64))
+        sin = c.op("GatherV2", sin, pos, np.asarray(0, np.int64))
+    cos = reshape(c, cos, [cos.shape[0], cos.shape[1], 1, rd // 2])
+    sin = reshape(c, sin, [sin.shape[0], sin.shape[1], 1, rd // 2])
+    rot = _slice(c, h, [0], [rd], [3], [1])
+    if a.get("interleaved", 0):
+        x1, x2 = _slice(c, rot, [0], [rd], [3], [2]), _slice(c, rot, [1], [rd], [3], [2])
+    else:
+        x1, x2 = _slice(c, rot, [0], [rd // 2], [3], [1]), _slice(c, rot, [rd // 2], [rd], [3],
+                                                                   [1])
+    real = c.op("Sub", c.op("Mul", cos, x1), c.op("Mul", sin, x2))
+    imag = c.op("AddV2", c.op("Mul", sin, x1), c.op("Mul", cos, x2))
+    if a.get("interleaved", 0):
+        rot = reshape(c, c.op("Pack", real, imag, axis=4, N=2), list(rot.shape))
+    else:
+        rot = c.op("ConcatV2", real, imag, np.asarray(3, np.int32), N=2)
+    if rd < d:
+        rot = c.op("ConcatV2", rot, _slice(c, h, [rd], [d], [3], [1]), np.asarray(3, np.int32),
+                   N=2)
+    return [transpose(c, rot, [0, 2, 1, 3]) if four else reshape(c, rot, list(X.shape))]
+
+
+@rule("SwiGLU", "Mul Sigmoid", since=27)
+def _swiglu(c, x, a):
+    """swish_alpha(A) * B, A and B of one shape."""
+    A, B = x
+    if tuple(A.shape) != tuple(B.shape):
+        raise c.error(f"SwiGLU needs A and B of one shape, got {tuple(A.shape)} and "
+                      f"{tuple(B.shape)}")
+    al = a.get("alpha", 1.0)
+    return [c.op("Mul", c.op("Mul", A, c.op("Sigmoid", c.op("Mul", A, const(al, A)))), B)]
+
+
+@rule("Compress", "GatherV2 Reshape", since=9)
+def _compress(c, x, a):
+    cond = c.need(x[1], "condition").reshape(-1).astype(bool)
+    X = x[0]
+    if "axis" not in a:
+        X = reshape(c, X, [-1])
+        ax = 0
+    else:
+        ax = a["axis"] + rank(X) if a["axis"] < 0 else a["axis"]
+    idx = np.nonzero(cond[:X.shape[ax]])[0].astype(np.int64)
+    return [c.op("GatherV2", X, idx, np.asarray(ax, np.int64))]
+
+
+@rule("CenterCropPad", "StridedSlice Pad Identity", since=18)
+def _center_crop_pad(c, x, a):
+    X = x[0]
+    r = rank(X)
+    shape = [int(v) for v in c.need(x[1], "shape").reshape(-1)]
+    axes = _axes(a.get("axes") or list(range(r)), r)
+    y = X
+    for ax, want in zip(axes, shape):
+        have = y.shape[ax]
+        if want < have:       # crop: the extra element goes at the start's side
+            start = (have - want) // 2
+            y = _slice(c, y, [start], [start + want], [ax], [1])
+        elif want > have:     # pad: the extra element goes at the end
+            p = np.zeros((r, 2), np.int64)
+            p[ax] = ((want - have) // 2, want - have - (want - have) // 2)
+            y = c.op("Pad", y, p)
+    return [c.op("Identity", y)]
 
 
 @rule("GlobalAveragePool", "Mean")
