@@ -37,7 +37,8 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "Trilu": {1}, "Attention": {6}, "If": {0}, "Loop": {0, 1},
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
                 "SplitToSequence": {1}, "ReverseSequence": {1},
-                "Compress": {1}, "CenterCropPad": {1}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "Compress": {1}, "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3},
+                "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -2013,6 +2014,104 @@ def _center_crop_pad(c, x, a):
             p[ax] = ((want - have) // 2, want - have - (want - have) // 2)
             y = c.op("Pad", y, p)
     return [c.op("Identity", y)]
+
+
+# ================================================================ signal
+
+def _window(kind):
+    def fn(c, x, a):
+        size = int(c.need(x[0], "size").reshape(-1)[0])
+        dt = ONNX_DTYPES.get(a.get("output_datatype", 1), dtypes.float32)
+        n = np.arange(size, dtype=np.float64)
+        N = size if a.get("periodic", 1) else size - 1
+        if kind == "hann":
+            w = np.sin(n * np.pi / N) ** 2
+        elif kind == "hamming":
+            w = 25.0 / 46.0 - np.cos(n * np.pi * 2 / N) * (21.0 / 46.0)
+        else:
+            w = 0.42 - 0.5 * np.cos(n * np.pi * 2 / N) + 0.08 * np.cos(n * np.pi * 4 / N)
+        return [w.astype(dt.as_numpy_dtype)]
+    return fn
+
+
+rule("HannWindow", "", since=17)(_window("hann"))
+rule("HammingWindow", "", since=17)(_window("hamming"))
+rule("BlackmanWindow", "", since=17)(_window("blackman"))
+
+
+def _dft_matrices(n, length, inverse, onesided):
+    """Real matrices [n, out] of the DFT along one axis, as numpy's FFTs
+    define it (zero-padded or cut to `length`), for the real and for the
+    imaginary part of the input: (re->re, re->im, im->re, im->im)."""
+    eye = np.eye(n)
+
+    def f(z):
+        if inverse and onesided:
+            return np.fft.irfft(z, n=length, axis=1).astype(complex)
+        r = np.fft.ifft(z, n=length, axis=1) if inverse else np.fft.fft(z, n=length, axis=1)
+        return r[:, :length // 2 + 1] if onesided and not inverse else r
+    a, b = f(eye.astype(complex)), f(1j * eye)
+    return a.real, a.imag, b.real, b.imag
+
+
+def _dft(c, X, ax, length, inverse, onesided):
+    """DFT of `X` [..., 1 or 2] (real, or real and imaginary parts) along
+    `ax`: out [..., 2] (or [..., 1] for a one-sided inverse)."""
+    r = rank(X)
+    ax = ax % r
+    if ax == r - 1:
+        raise c.error("the DFT axis cannot be the last (real/imaginary) axis")
+    n = X.shape[ax]
+    if length is None:
+        length = 2 * (n - 1) if inverse and onesided else n
+    rr, ri, ir, ii = _dft_matrices(n, length, inverse, onesided)
+    parts = [reshape(c, _slice(c, X, [i], [i + 1], [r - 1], [1]), list(X.shape[:-1]))
+             for i in range(X.shape[-1])]
+    perm = [d for d in range(r - 1) if d != ax] + [ax]
+    back = list(np.argsort(perm))
+    flat = [reshape(c, transpose(c, p, perm), [-1, n]) for p in parts]
+    out_shape = [X.shape[d] for d in perm[:-1]]
+
+    def apply(m_re, m_im):
+        y = c.op("MatMul", flat[0], const(m_re, X))
+        if len(flat) > 1:
+            y = c.op("AddV2", y, c.op("MatMul", flat[1], const(m_im, X)))
+        return transpose(c, reshape(c, y, out_shape + [-1]), back)
+    re = apply(rr, ir)
+    if inverse and onesided:
+        return reshape(c, re, list(re.shape) + [1])
+    return c.op("Pack", re, apply(ri, ii), axis=r - 1, N=2)
+
+
+_DFT_OPS = "StridedSlice Reshape Transpose MatMul AddV2 Pack GatherV2 Mul"
+
+
+@rule("DFT", _DFT_OPS, since=17)
+def _dft_rule(c, x, a):
+    x = list(x) + [None] * (3 - len(x))
+    length = c.value(x[1])
+    length = None if length is None or not np.size(length) else int(np.asarray(length).reshape(-1)[0])
+    if c.opset >= 20:
+        ax = c.value(x[2])
+        ax = -2 if ax is None else int(np.asarray(ax).reshape(-1)[0])
+    else:
+        ax = a.get("axis", 1)
+    return [_dft(c, x[0], ax, length, bool(a.get("inverse", 0)), bool(a.get("onesided", 0)))]
+
+
+@rule("STFT", _DFT_OPS, since=17)
+def _stft(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    sig, window = x[0], x[2]
+    step = int(c.need(x[1], "frame_step").reshape(-1)[0])
+    fl = c.value(x[3])
+    fl = int(np.asarray(fl).reshape(-1)[0]) if fl is not None else window.shape[0]
+    frames = 1 + (sig.shape[1] - fl) // step
+    idx = (np.arange(frames)[:, None] * step + np.arange(fl)[None, :]).astype(np.int64)
+    y = c.op("GatherV2", sig, idx, np.asarray(1, np.int64))      # [B, frames, fl, 1|2]
+    if window is not None:
+        y = c.op("Mul", y, reshape(c, window, [1, 1, fl, 1]))
+    return [_dft(c, y, 2, fl, False, bool(a.get("onesided", 1)))]
 
 
 @rule("GlobalAveragePool", "Mean")
