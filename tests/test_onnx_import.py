@@ -489,3 +489,22 @@ def test_loop_and_scan_are_unrolled(dev):
     for k, r in ort_run(m, feeds).items():
         assert got[k].device.endswith(dev)
         np.testing.assert_allclose(got[k].numpy(), r, rtol=1e-5, err_msg=k)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("mode,padding,align", [("linear", "zeros", 0), ("cubic", "reflection", 0),
+                                                ("nearest", "border", 1)])
+def test_affine_grid_and_grid_sample_match_onnxruntime(mode, padding, align, dev):
+    # a random affine grid (reaching outside the image) sampling a random image
+    m = model([h.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align),
+               h.make_node("GridSample", ["x", "grid"], ["y"], mode=mode,
+                           padding_mode=padding, align_corners=align)],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 6, 7]),
+               h.make_tensor_value_info("theta", T.FLOAT, [2, 2, 3])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)],
+              [("size", np.array([2, 3, 5, 4], np.int64))], opset=20)
+    feeds = {"x": rnd(2, 3, 6, 7), "theta": rnd(2, 2, 3)}
+    pm = pg.onnx.import_model(m)
+    with pg.device(dev), pg.testing.expect_kernel("GatherNd", dev.split(":")[0]):
+        y = pm(feeds)["y"]
+    np.testing.assert_allclose(y.numpy(), ort_run(m, feeds)["y"], rtol=1e-4, atol=1e-5)

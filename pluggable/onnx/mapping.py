@@ -38,7 +38,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
                 "SplitToSequence": {1}, "ReverseSequence": {1},
                 "Compress": {1}, "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3},
-                "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "AffineGrid": {1}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -2112,6 +2112,129 @@ def _stft(c, x, a):
     if window is not None:
         y = c.op("Mul", y, reshape(c, window, [1, 1, fl, 1]))
     return [_dft(c, y, 2, fl, False, bool(a.get("onesided", 1)))]
+
+
+def _reflect(c, v, lo, hi):
+    """`v` reflected at `lo` and `hi` until inside [lo, hi] (onnx's rule)."""
+    rng = hi - lo
+    below, above = c.op("Less", v, const(lo, v)), c.op("Greater", v, const(hi, v))
+    dx = c.op("SelectV2", below, c.op("Sub", const(lo, v), v), c.op("Sub", v, const(hi, v)))
+    n = c.op("Floor", c.op("RealDiv", dx, const(rng, v)))
+    r = c.op("Sub", dx, c.op("Mul", n, const(rng, v)))
+    even = c.op("Equal", c.op("FloorMod", n, const(2, n)), const(0, n))
+    lo_r, hi_r = c.op("AddV2", const(lo, v), r), c.op("Sub", const(hi, v), r)
+    out = c.op("SelectV2", below, c.op("SelectV2", even, lo_r, hi_r),
+               c.op("SelectV2", even, hi_r, lo_r))
+    return c.op("SelectV2", c.op("LogicalOr", below, above), out, v)
+
+
+def _cubic_taps(c, t, A=-0.75):
+    one = const(1, t)
+    t1, u, u1 = c.op("AddV2", t, one), c.op("Sub", one, t), c.op("Sub", const(2, t), t)
+
+    def far(z):   # ((A z - 5A) z + 8A) z - 4A
+        return c.op("Sub", c.op("Mul", c.op("AddV2", c.op("Mul", c.op(
+            "Sub", c.op("Mul", z, const(A, z)), const(5 * A, z)), z), const(8 * A, z)), z),
+            const(4 * A, z))
+
+    def near(z):  # ((A + 2) z - (A + 3)) z z + 1
+        return c.op("AddV2", c.op("Mul", c.op("Mul", c.op("Sub", c.op("Mul", z, const(A + 2, z)),
+                                                          const(A + 3, z)), z), z), one)
+    return [far(t1), near(t), near(u), far(u1)]
+
+
+@rule("GridSample", "Transpose Reshape StridedSlice Mul AddV2 Sub RealDiv Floor Round Less "
+      "Greater LessEqual GreaterEqual LogicalOr LogicalAnd SelectV2 Equal FloorMod Maximum "
+      "Minimum Cast Pack GatherNd", since=16)
+def _grid_sample(c, x, a):
+    """Samples X [N, C, spatial...] at the grid's normalized coordinates
+    (last axis x, y[, z]): nearest, linear or cubic taps gathered with
+    GatherNd, padding zeros, border or reflection."""
+    X, grid = x
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(a.get("mode", "linear"),
+                                                          a.get("mode", "linear"))
+    pad = a.get("padding_mode", "zeros")
+    align = a.get("align_corners", 0)
+    r = rank(X)
+    k = r - 2
+    dims = list(X.shape[2:])
+    N, C = X.shape[:2]
+    out = list(grid.shape[1:-1])
+    g = grid if grid.dtype is X.dtype else c.op("Cast", grid, DstT=X.dtype)
+    coords = []
+    for i, d in enumerate(dims):
+        n = reshape(c, _slice(c, g, [k - 1 - i], [k - i], [r - 1], [1]), [N] + out)
+        if align:
+            v = c.op("Mul", c.op("AddV2", n, const(1, n)), const((d - 1) / 2.0, n))
+            lo, hi = 0.0, d - 1.0
+        else:
+            v = c.op("RealDiv", c.op("Sub", c.op("Mul", c.op("AddV2", n, const(1, n)),
+                                                 const(d, n)), const(1, n)), const(2, n))
+            lo, hi = -0.5, d - 0.5
+        if mode == "nearest":
+            v = c.op("Round", v)
+        if pad == "border":
+            v = c.op("Minimum", c.op("Maximum", v, const(0, v)), const(d - 1, v))
+        elif pad == "reflection":
+            v = _reflect(c, v, lo, hi)
+        coords.append((v, d, lo, hi))
+    taps = []   # per dim: [(index (float, integral), weight or None)]
+    for v, d, lo, hi in coords:
+        if mode == "nearest":
+            taps.append([(v, None)])
+            continue
+        f = c.op("Floor", v)
+        t = c.op("Sub", v, f)
+        if mode == "linear":
+            taps.append([(f, c.op("Sub", const(1, t), t)), (c.op("AddV2", f, const(1, f)), t)])
+        else:
+            w = _cubic_taps(c, t)
+            taps.append([(c.op("AddV2", f, const(o, f)), w[o + 1]) for o in (-1, 0, 1, 2)])
+    xt = transpose(c, X, [0] + list(range(2, r)) + [1])          # N spatial... C
+    batch = np.broadcast_to(np.arange(N).reshape([N] + [1] * len(out)), [N] + out)
+    y = None
+    for combo in itertools.product(*taps):
+        idx, weight, valid = [batch.astype(np.int64)], None, None
+        for (i, w), (_, d, lo, hi) in zip(combo, coords):
+            if pad == "zeros":
+                ok = c.op("LogicalAnd", c.op("GreaterEqual", i, const(0, i)),
+                          c.op("LessEqual", i, const(d - 1, i)))
+                valid = ok if valid is None else c.op("LogicalAnd", valid, ok)
+            elif pad == "reflection" and mode != "nearest":
+                i = _reflect(c, i, lo, hi)
+            i = c.op("Minimum", c.op("Maximum", i, const(0, i)), const(d - 1, i))
+            idx.append(c.op("Cast", i, DstT=dtypes.int64))
+            if w is not None:
+                weight = w if weight is None else c.op("Mul", weight, w)
+        px = c.op("GatherNd", xt, c.op("Pack", *idx, axis=len(out) + 1, N=len(idx)))
+        if valid is not None:
+            weight = c.op("Cast", valid, DstT=X.dtype) if weight is None else \
+                c.op("SelectV2", valid, weight, const(0, weight))
+        if weight is not None:
+            px = c.op("Mul", px, reshape(c, weight, [N] + out + [1]))
+        y = px if y is None else c.op("AddV2", y, px)
+    return [transpose(c, y, [0, len(out) + 1] + list(range(1, len(out) + 1)))]
+
+
+@rule("AffineGrid", "BatchMatMulV2 Reshape", since=20)
+def _affine_grid(c, x, a):
+    """grid[n, ..., :] = theta[n] @ (x, y[, z], 1) over the normalized
+    coordinates of the output size (a constant, or a graph input)."""
+    theta = x[0]
+    size = [int(v) for v in c.need(x[1], "size").reshape(-1)]
+    N, spatial = size[0], size[2:]
+    k = len(spatial)
+
+    def axis_coords(d):
+        if a.get("align_corners", 0):
+            return np.linspace(-1, 1, d) if d > 1 else np.zeros(1)
+        return (2 * np.arange(d) + 1) / d - 1
+    mesh = np.meshgrid(*[axis_coords(d) for d in spatial], indexing="ij")
+    base = np.stack([m for m in mesh[::-1]] + [np.ones(spatial)], -1).reshape(-1, k + 1)
+    base = const(base, theta)                                       # [P, k + 1]
+    g = c.op("BatchMatMulV2", np.broadcast_to(base, (N,) + base.shape).copy(), theta,
+             adj_y=True)                                            # [N, P, k]
+    return [reshape(c, g, [N] + spatial + [k])]
 
 
 @rule("GlobalAveragePool", "Mean")
