@@ -928,11 +928,23 @@ def _bn_shape(x, t):
     return [1, -1] + [1] * (rank(x) - 2)
 
 
-@rule("BatchNormalization", "Sub Mul AddV2 Rsqrt Reshape")
+@rule("BatchNormalization", "Sub Mul AddV2 Rsqrt Reshape Mean")
 def _bn(c, x, a):
     X, scale, bias, mean, var = x[:5]
     eps = a.get("epsilon", 1e-5)
     s = _bn_shape(X, scale)
+    if a.get("training_mode", 0) and c.opset >= 14:
+        # batch statistics normalize; the running ones are updated by momentum
+        axes = np.asarray([0] + list(range(2, rank(X))), np.int32)
+        bm = c.op("Mean", X, axes)
+        d = c.op("Sub", X, reshape(c, bm, s))
+        bv = c.op("Mean", c.op("Mul", d, d), axes)
+        mom = a.get("momentum", 0.9)
+        run_m = c.op("AddV2", c.op("Mul", mean, const(mom, mean)), c.op("Mul", bm, const(1 - mom, bm)))
+        run_v = c.op("AddV2", c.op("Mul", var, const(mom, var)), c.op("Mul", bv, const(1 - mom, bv)))
+        k = c.op("Mul", scale, c.op("Rsqrt", c.op("AddV2", bv, const(eps, bv))))
+        y = c.op("AddV2", c.op("Mul", d, reshape(c, k, s)), reshape(c, bias, s))
+        return [y, run_m, run_v]
     inv = c.op("Rsqrt", c.op("AddV2", var, const(eps, var)))
     k = c.op("Mul", scale, inv)
     y = c.op("AddV2", c.op("Mul", c.op("Sub", X, reshape(c, mean, s)), reshape(c, k, s)),
@@ -2252,13 +2264,26 @@ def _gmp(c, x, a):
 @rule("Einsum", "Einsum")
 def _einsum(c, x, a):
     eq = a["equation"]
-    return [c.op("Einsum", *x, equation=eq.decode() if isinstance(eq, bytes) else eq,
-                 N=len(x))]
+    eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
+    if "->" not in eq:   # implicit output: the labels used once, in alphabetical order
+        labels = eq.replace(",", "").replace("...", "")
+        eq += "->" + ("..." if "..." in eq else "") + "".join(
+            sorted(ch for ch in set(labels) if labels.count(ch) == 1))
+    return [c.op("Einsum", *x, equation=eq, N=len(x))]
 
 
-@rule("GatherND", "GatherNd")
+@rule("GatherND", "GatherNd Cast ConcatV2", since=11)
 def _gathernd(c, x, a):
-    return [c.op("GatherNd", x[0], x[1])]
+    X, idx = x
+    b = a.get("batch_dims", 0)
+    if b:   # the batch coordinates lead every index tuple
+        idx = c.op("Cast", idx, DstT=dtypes.int64)
+        grid = np.indices(tuple(idx.shape[:-1]), dtype=np.int64)[:b]
+        grid = np.moveaxis(grid, 0, -1)
+        idx = c.op("ConcatV2", grid, idx, np.asarray(-1, np.int32), N=2)
+        out = c.op("GatherNd", X, idx)
+        return [out]
+    return [c.op("GatherNd", X, idx)]
 
 
 _SCATTER = {"none": "TensorScatterUpdate", "add": "TensorScatterAdd"}
