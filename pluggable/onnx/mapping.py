@@ -2249,6 +2249,82 @@ def _affine_grid(c, x, a):
     return [reshape(c, g, [N] + spatial + [k])]
 
 
+@rule("CausalConvWithState", "ConcatV2 StridedSlice Mul AddV2 Reshape Sigmoid Identity Cast",
+      since=27)
+def _causal_conv(c, x, a):
+    """Depthwise causal 1-D convolution over [past_state, input]: the sum
+    of k shifted slices times the per-channel taps; present_state is the
+    last k - 1 steps."""
+    x = list(x) + [None] * (4 - len(x))
+    X, W, B, past = x[:4]
+    b, ch, L = X.shape
+    k = W.shape[2]
+    if past is None:
+        past = np.zeros((b, ch, k - 1), X.dtype.as_numpy_dtype)
+    padded = c.op("ConcatV2", past, X, np.asarray(2, np.int32), N=2) if k > 1 else X
+    wide = X.dtype in (dtypes.float16, dtypes.bfloat16)   # summed in float32, then rounded
+    src, w = (_f32(c, padded), _f32(c, W)) if wide else (padded, W)
+    y = None
+    for j in range(k):
+        tap = reshape(c, _slice(c, w, [j], [j + 1], [2], [1]), [1, ch, 1])
+        term = c.op("Mul", _slice(c, src, [j], [j + L], [2], [1]), tap)
+        y = term if y is None else c.op("AddV2", y, term)
+    if B is not None:
+        y = c.op("AddV2", y, reshape(c, _f32(c, B) if wide else B, [1, ch, 1]))
+    if wide:
+        y = c.op("Cast", y, DstT=X.dtype)
+    if a.get("activation", "none") in ("silu", "swish"):
+        yf = _f32(c, y)
+        y = c.op("Mul", yf, c.op("Sigmoid", yf))
+        if y.dtype is not X.dtype:
+            y = c.op("Cast", y, DstT=X.dtype)
+    total = L + k - 1
+    return [y, c.op("Identity", _slice(c, padded, [total - (k - 1)], [total], [2], [1]))]
+
+
+@rule("LinearAttention", "Reshape Transpose Cast StridedSlice Mul Exp Sub AddV2 "
+      "BatchMatMulV2 Tile ConcatV2", since=27)
+def _linear_attention(c, x, a):
+    """The recurrent linear-attention family (linear, gated, delta,
+    gated_delta), unrolled over the sequence in float32 as onnx defines it."""
+    x = list(x) + [None] * (6 - len(x))
+    Q, K, V, past, decay, beta = x[:6]
+    rule_ = a.get("update_rule", "gated_delta")
+    gating, delta = rule_ in ("gated", "gated_delta"), rule_ in ("delta", "gated_delta")
+    hq, hk = int(a["q_num_heads"]), int(a["kv_num_heads"])
+    b, t, _ = Q.shape
+    dk, dv = Q.shape[-1] // hq, V.shape[-1] // hk
+    q4, k4, v4 = (_f32(c, _heads(c, T_, n)) for T_, n in ((Q, hq), (K, hk), (V, hk)))
+    if gating:
+        g4 = _f32(c, transpose(c, reshape(c, decay, [b, t, hk, -1]), [0, 2, 1, 3]))
+    if delta:
+        b4 = _f32(c, transpose(c, reshape(c, beta, [b, t, beta.shape[-1], 1]), [0, 2, 1, 3]))
+    state = _f32(c, past) if past is not None else np.zeros((b, hk, dk, dv), np.float32)
+    scale = a.get("scale", 0.0) or 1.0 / np.sqrt(dk)
+    rep = hq // hk
+    outs = []
+    for i in range(t):
+        step = lambda T_: _slice(c, T_, [i], [i + 1], [2], [1])   # [B, H, 1, d]
+        q_t, k_t, v_t = step(q4), step(k4), step(v4)
+        if gating:
+            state = c.op("Mul", state, reshape(c, c.op("Exp", step(g4)), [b, hk, -1, 1]))
+        if delta:
+            got = c.op("BatchMatMulV2", k_t, state)                  # [B, H, 1, dv]
+            v_t = c.op("Mul", step(b4), c.op("Sub", v_t, got))
+        state = c.op("AddV2", state, c.op("BatchMatMulV2", k_t, v_t, adj_x=True))
+        read = state if rep == 1 else reshape(
+            c, c.op("Tile", reshape(c, state, [b, hk, 1, dk, dv]),
+                    np.asarray([1, 1, rep, 1, 1], np.int64)), [b, hq, dk, dv])
+        outs.append(c.op("Mul", c.op("BatchMatMulV2", q_t, read), const(scale, q_t)))
+    y = c.op("ConcatV2", *outs, np.asarray(2, np.int32), N=t) if t > 1 else outs[0]
+    y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, t, hq * dv])
+    if y.dtype is not Q.dtype:
+        y = c.op("Cast", y, DstT=Q.dtype)
+    sdt = past.dtype if past is not None else Q.dtype
+    state = _tensorish(c, state)
+    return [y, state if state.dtype is sdt else c.op("Cast", state, DstT=sdt)]
+
+
 @rule("GlobalAveragePool", "Mean")
 def _gap(c, x, a):
     return [c.op("Mean", x[0], np.asarray(list(range(2, rank(x[0]))), np.int32),
