@@ -10,7 +10,10 @@ anything (what an ONNX Runtime bridge asks). A converter is
 omitted optional input), `attrs` the node's attributes as Python values, and
 it calls registry ops through ``c.op(...)``. ONNX semantics are exact: NCHW
 layouts go through transposes, integer Div truncates, opset-dependent
-attributes-vs-inputs are separate rows.
+attributes-vs-inputs are separate rows. A ``raw`` row (If, Loop, Scan, the
+sequence ops) gets its inputs as the importer holds them (a sequence is a
+list) and lowers subgraphs through ``c.subgraph``; its ``ops`` are its own,
+the subgraph's nodes bring theirs.
 """
 from __future__ import annotations
 
