@@ -508,3 +508,23 @@ def test_affine_grid_and_grid_sample_match_onnxruntime(mode, padding, align, dev
     with pg.device(dev), pg.testing.expect_kernel("GatherNd", dev.split(":")[0]):
         y = pm(feeds)["y"]
     np.testing.assert_allclose(y.numpy(), ort_run(m, feeds)["y"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("order", [0, 1])
+def test_maxpool_indices_and_maxunpool_match_onnxruntime(order, dev):
+    m = model([h.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[3, 2], strides=[2, 2],
+                           pads=[1, 0, 1, 0], storage_order=order),
+               h.make_node("MaxUnpool", ["p", "i"], ["u"], kernel_shape=[3, 2],
+                           strides=[2, 2], pads=[1, 0, 1, 0])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 7, 6])],
+              [h.make_tensor_value_info(n, t, None) for n, t in
+               [("p", T.FLOAT), ("i", T.INT64), ("u", T.FLOAT)]])
+    x = rnd(2, 3, 7, 6)
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(x=x)
+    ref = ort_run(m, {"x": x})
+    np.testing.assert_allclose(got["p"].numpy(), ref["p"], rtol=1e-6)
+    np.testing.assert_array_equal(got["i"].numpy(), ref["i"])
+    if order == 0:   # column-major indices do not address the unpooled (row-major) tensor
+        np.testing.assert_allclose(got["u"].numpy(), ref["u"], rtol=1e-6)

@@ -41,7 +41,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
                 "SplitToSequence": {1}, "ReverseSequence": {1},
                 "Compress": {1}, "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3},
-                "AffineGrid": {1}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "AffineGrid": {1}, "MaxUnpool": {2}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -662,7 +662,10 @@ def _onehot(c, x, a):
     idx = _fix_indices(c, idx, depth)
     off = c.op("GatherV2", vals, np.asarray(0, np.int64), np.asarray(0, np.int64))
     on = c.op("GatherV2", vals, np.asarray(1, np.int64), np.asarray(0, np.int64))
-    return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=a.get("axis", -1))]
+    ax = a.get("axis", -1)
+    if ax < -1:   # counted from the end of the output, which has one axis more
+        ax += rank(x[0]) + 1
+    return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=ax)]
 
 
 @rule("Pad", "Pad OnesLike Greater SelectV2 GatherV2 StridedSlice Identity", since=11)
@@ -751,6 +754,10 @@ def _reduce_axes(c, x, a, input_since):
 def _reduce(c, tf, x, axes, keep):
     if axes is None:
         return c.op("Identity", x)
+    if x.dtype is dtypes.bool_ and tf in ("Max", "Min"):   # any / all, on uint8
+        y = c.op(tf, c.op("Cast", x, DstT=dtypes.uint8), np.asarray(axes, np.int32),
+                 keep_dims=bool(keep))
+        return c.op("Cast", y, DstT=dtypes.bool_)
     return c.op(tf, x, np.asarray(axes, np.int32), keep_dims=bool(keep))
 
 
@@ -1193,7 +1200,23 @@ def _window_counts(size, pb, pe, k, s, d, out, include_pad):
     return ((pos >= lo) & (pos < hi)).sum(1)
 
 
-def _pool(c, X, a, kind):
+def _flat_index(shape, spatial_pos, column_major):
+    """Flat indices into an [N, C, spatial...] tensor of `shape` of the
+    spatial positions `spatial_pos` ([N, C, out...] each, one per axis):
+    the spatial part row-major, or column-major (MaxPool storage_order=1)."""
+    n, ch = shape[:2]
+    dims = list(shape[2:])
+    lead = (np.arange(n).reshape([n, 1] + [1] * len(dims)) * ch +
+            np.arange(ch).reshape([1, ch] + [1] * len(dims))) * int(np.prod(dims))
+    axes = list(range(len(dims))) if column_major else list(range(len(dims)))[::-1]
+    flat, stride = np.zeros(np.shape(spatial_pos[0]), np.int64), 1
+    for i in axes:   # the fastest-varying axis first
+        flat = flat + spatial_pos[i] * stride
+        stride *= dims[i]
+    return lead + flat
+
+
+def _pool(c, X, a, kind, indices=False):
     """Max, average ("avg") or p-norm ("lp") pooling of [N, C, spatial...]:
     2-D (and 1-D, as 2-D of height 1) without dilations on MaxPool/AvgPool,
     any other rank or dilation as the maximum or sum of strided slices."""
@@ -1214,6 +1237,23 @@ def _pool(c, X, a, kind):
         xp = _pad_value(c, x, p_arr, lo) if p_arr.any() else x
     else:
         xp = c.op("Pad", x, p_arr) if p_arr.any() else x
+    if indices:   # max pooling and the flat index of each maximum (the first of ties)
+        y, idx = None, None
+        grids = np.meshgrid(*[np.arange(m) for m in out], indexing="ij")
+        for offs in itertools.product(*[range(v) for v in k]):
+            b = [o * d for o, d in zip(offs, dil)]
+            e = [v + (m - 1) * s + 1 for v, m, s in zip(b, out, strides)]
+            sl = _slice(c, xp, b, e, list(range(2, r)), strides)
+            pos = [np.broadcast_to(gi * s - p0 + bi, list(X.shape[:2]) + out)
+                   for gi, s, p0, bi in zip(grids, strides, pb, b)]
+            here = _flat_index(list(X.shape), pos, a.get("storage_order", 0))
+            if y is None:
+                y, idx = sl, here
+                continue
+            better = c.op("Greater", sl, y)
+            y = c.op("SelectV2", better, sl, y)
+            idx = c.op("SelectV2", better, here, idx)
+        return y, idx
     if n <= 2 and dil == [1] * n:
         x4 = xp if n == 2 else reshape(c, xp, list(xp.shape[:2]) + [1, xp.shape[2]])
         kk, ss = (k, strides) if n == 2 else ([1] + k, [1] + strides)
@@ -1256,12 +1296,29 @@ _POOL_OPS = "MaxPool AvgPool Transpose Pad Reshape OnesLike Greater SelectV2 Str
 @rule("MaxPool", _POOL_OPS)
 def _maxpool(c, x, a):
     if c.n_outputs > 1:
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: MaxPool Indices output "
-                                        "is not mapped")
-    if a.get("storage_order", 0):
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: MaxPool storage_order=1 is "
-                                        "not mapped")
+        return list(_pool(c, x[0], a, "max", indices=True))
     return [_pool(c, x[0], a, "max")]
+
+
+@rule("MaxUnpool", "Reshape TensorScatterUpdate Cast Pad", since=9)
+def _maxunpool(c, x, a):
+    """The values put back at MaxPool's flat indices (into the shape the
+    pooling implies), zeros elsewhere; an output_shape pads at the end."""
+    X, I = x[0], x[1]
+    n = rank(X) - 2
+    k = [int(v) for v in a["kernel_shape"]]
+    strides, pads = _spatial(a, "strides", n, 1), _spatial(a, "pads", 2 * n, 0)
+    inferred = list(X.shape[:2]) + [(i - 1) * s + kk - pads[j] - pads[n + j] for j, (i, s, kk)
+                                    in enumerate(zip(X.shape[2:], strides, k))]
+    flat = np.zeros(int(np.prod(inferred)), X.dtype.as_numpy_dtype)
+    idx = reshape(c, c.op("Cast", I, DstT=dtypes.int64), [-1, 1])
+    y = reshape(c, c.op("TensorScatterUpdate", flat, idx, reshape(c, X, [-1])), inferred)
+    shape = c.value(x[2]) if len(x) > 2 and x[2] is not None else None
+    if shape is not None:
+        extra = [int(w) - h for w, h in zip(np.asarray(shape).reshape(-1), inferred)]
+        if any(extra):
+            y = c.op("Pad", y, np.asarray([[0, e] for e in extra], np.int64))
+    return [y]
 
 
 @rule("AveragePool", _POOL_OPS)
@@ -2326,6 +2383,65 @@ def _linear_attention(c, x, a):
     sdt = past.dtype if past is not None else Q.dtype
     state = _tensorish(c, state)
     return [y, state if state.dtype is sdt else c.op("Cast", state, DstT=sdt)]
+
+
+# Optional values: an absent one is None while the graph is built.
+rule("Optional", "", since=15, raw=True)(
+    lambda c, x, a: [x[0] if x and x[0] is not None else None])
+
+
+@rule("OptionalHasElement", "", since=15, raw=True)
+def _optional_has(c, x, a):
+    return [np.asarray(bool(x) and x[0] is not None)]
+
+
+@rule("OptionalGetElement", "Identity", since=15, raw=True)
+def _optional_get(c, x, a):
+    if not x or x[0] is None:
+        raise c.error("OptionalGetElement of an empty optional")
+    return [x[0] if isinstance(x[0], list) else _tensorish(c, x[0])]
+
+
+def _minus_zero_point(c, t, zp, axis=None):
+    v = c.op("Cast", t, DstT=dtypes.int32)
+    if zp is None:
+        return v
+    z = c.op("Cast", zp, DstT=dtypes.int32)
+    if axis is not None and rank(zp) == 1 and zp.shape[0] > 1:
+        z = reshape(c, z, [1] * axis + [-1] + [1] * (rank(t) - axis - 1))
+    return c.op("Sub", v, z)
+
+
+@rule("MatMulInteger", "Cast Sub MatMul BatchMatMulV2 Reshape", since=10)
+def _matmul_integer(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    A, B, za, zb = x[:4]
+    return [_matmul(c, _minus_zero_point(c, A, za, rank(A) - 2),
+                    _minus_zero_point(c, B, zb, rank(B) - 1))]
+
+
+@rule("ConvInteger", "Cast Sub Conv2D Transpose Reshape ConcatV2 StridedSlice Pad AddV2",
+      since=10)
+def _conv_integer(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    X, W, zx, zw = x[:4]
+    # int32 is exact; the convolution runs in float64 (integers below 2**53 exactly)
+    xi = c.op("Cast", _minus_zero_point(c, X, zx), DstT=dtypes.float64)
+    wi = c.op("Cast", _minus_zero_point(c, W, zw, 0), DstT=dtypes.float64)
+    return [c.op("Cast", _conv_nd(c, xi, wi, None, a), DstT=dtypes.int32)]
+
+
+@rule("QLinearConv", _Q_OPS + " Conv2D Transpose ConcatV2 StridedSlice Pad", since=10)
+def _qlinear_conv(c, x, a):
+    x = list(x) + [None] * (9 - len(x))
+    X, sx, zx, W, sw, zw, sy, zy, B = x[:9]
+    fx = _dequantize(c, X, _f32(c, sx), zx)
+    fw = _dequantize(c, W, _f32(c, sw), zw, 0)
+    bias = None
+    if B is not None:   # int32, scaled by x_scale * w_scale
+        bias = c.op("Mul", _f32(c, B), c.op("Mul", _f32(c, sx), _f32(c, sw)))
+    y = _conv_nd(c, fx, fw, bias, a)
+    return [_quantize(c, y, _f32(c, sy), zy, zy.dtype)]
 
 
 @rule("GlobalAveragePool", "Mean")
