@@ -41,7 +41,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
                 "SplitToSequence": {1}, "ReverseSequence": {1},
                 "Compress": {1}, "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3},
-                "AffineGrid": {1}, "MaxUnpool": {2}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "AffineGrid": {1}, "MaxUnpool": {2}, "Col2Im": {1, 2}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -2442,6 +2442,111 @@ def _qlinear_conv(c, x, a):
         bias = c.op("Mul", _f32(c, B), c.op("Mul", _f32(c, sx), _f32(c, sw)))
     y = _conv_nd(c, fx, fw, bias, a)
     return [_quantize(c, y, _f32(c, sy), zy, zy.dtype)]
+
+
+# ================================================================ training (ai.onnx.preview.training)
+
+_TRAINING = "ai.onnx.preview.training"
+_OPT_OPS = "Cast Mul AddV2 Sub RealDiv Sqrt Pow Greater SelectV2"
+
+
+def _optimizer_groups(x, per):
+    """(R, T, [(X, G, state...) per tensor]) of an optimizer node's inputs."""
+    r, t, rest = x[0], x[1], list(x[2:])
+    n = len(rest) // per
+    return r, t, [tuple(rest[i + j * n] for j in range(per)) for i in range(n)]
+
+
+def _scalar_like(c, v, like):
+    return c.op("Cast", v, DstT=like.dtype) if v.dtype is not like.dtype else v
+
+
+@rule("Adagrad", _OPT_OPS, domain=_TRAINING)
+def _adagrad(c, x, a):
+    r, t, groups = _optimizer_groups(x, 3)
+    xs, hs = [], []
+    for X, G, H in groups:
+        rr, tt = _scalar_like(c, r, X), _scalar_like(c, t, X)
+        r_ = c.op("RealDiv", rr, c.op("AddV2", const(1, X), c.op("Mul", tt, const(
+            a.get("decay_factor", 0.0), X))))
+        g = c.op("AddV2", c.op("Mul", X, const(a.get("norm_coefficient", 0.0), X)), G)
+        h = c.op("AddV2", H, c.op("Mul", g, g))
+        xs.append(c.op("Sub", X, c.op("RealDiv", c.op("Mul", r_, g), c.op(
+            "AddV2", c.op("Sqrt", h), const(a.get("epsilon", 1e-6), X)))))
+        hs.append(h)
+    return xs + hs
+
+
+@rule("Momentum", _OPT_OPS, domain=_TRAINING)
+def _momentum(c, x, a):
+    r, t, groups = _optimizer_groups(x, 3)
+    xs, vs = [], []
+    for X, G, V in groups:
+        rr = _scalar_like(c, r, X)
+        g = c.op("AddV2", c.op("Mul", X, const(a.get("norm_coefficient", 0.0), X)), G)
+        beta = c.op("SelectV2", c.op("Greater", t, const(0, t)), const(a["beta"], X),
+                    const(1, X))
+        v = c.op("AddV2", c.op("Mul", V, const(a["alpha"], X)), c.op("Mul", beta, g))
+        step = v if a.get("mode", "standard") == "standard" else \
+            c.op("AddV2", g, c.op("Mul", v, const(a["alpha"], X)))
+        xs.append(c.op("Sub", X, c.op("Mul", rr, step)))
+        vs.append(v)
+    return xs + vs
+
+
+@rule("Adam", _OPT_OPS, domain=_TRAINING)
+def _adam(c, x, a):
+    r, t, groups = _optimizer_groups(x, 4)
+    al, be = a.get("alpha", 0.9), a.get("beta", 0.999)
+    xs, vs, hs = [], [], []
+    for X, G, V, H in groups:
+        rr, tt = _scalar_like(c, r, X), _scalar_like(c, t, X)
+        g = c.op("AddV2", c.op("Mul", X, const(a.get("norm_coefficient", 0.0), X)), G)
+        v = c.op("AddV2", c.op("Mul", V, const(al, X)), c.op("Mul", g, const(1 - al, X)))
+        h = c.op("AddV2", c.op("Mul", H, const(be, X)),
+                 c.op("Mul", c.op("Mul", g, g), const(1 - be, X)))
+        corr = c.op("RealDiv", c.op("Sqrt", c.op("Sub", const(1, X), c.op("Pow", const(be, X), tt))),
+                    c.op("Sub", const(1, X), c.op("Pow", const(al, X), tt)))
+        r_ = c.op("SelectV2", c.op("Greater", t, const(0, t)), c.op("Mul", rr, corr), rr)
+        xn = c.op("Sub", X, c.op("Mul", r_, c.op("RealDiv", v, c.op(
+            "AddV2", c.op("Sqrt", h), const(a.get("epsilon", 1e-6), X)))))
+        xs.append(c.op("Mul", xn, const(1 - a.get("norm_coefficient_post", 0.0), X)))
+        vs.append(v)
+        hs.append(h)
+    return xs + vs + hs
+
+
+@rule("Col2Im", "Reshape Transpose UnsortedSegmentSum", since=18)
+def _col2im(c, x, a):
+    """Columns [N, C * prod(block), L] summed back into images [N, C,
+    image...]: one UnsortedSegmentSum over output positions computed when
+    the graph is built (positions in the padding are dropped)."""
+    X = x[0]
+    image = [int(v) for v in c.need(x[1], "image_shape").reshape(-1)]
+    block = [int(v) for v in c.need(x[2], "block_shape").reshape(-1)]
+    n = len(image)
+    dil, strides = _spatial(a, "dilations", n, 1), _spatial(a, "strides", n, 1)
+    pads = _spatial(a, "pads", 2 * n, 0)
+    N, CK, L = X.shape
+    K = int(np.prod(block))
+    C = CK // K
+    blocks = [(image[i] + pads[i] + pads[n + i] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1
+              for i in range(n)]
+    if int(np.prod(blocks)) != L:
+        raise c.error(f"Col2Im: {L} columns, but the image, block and strides make "
+                      f"{int(np.prod(blocks))}")
+    kpos = np.indices(block).reshape(n, -1)              # [n, K]
+    bpos = np.indices(blocks).reshape(n, -1)             # [n, L]
+    pos = [kpos[i][:, None] * dil[i] + bpos[i][None, :] * strides[i] - pads[i] for i in range(n)]
+    inside = np.all([(p >= 0) & (p < image[i]) for i, p in enumerate(pos)], axis=0)
+    flat = np.ravel_multi_index([np.clip(p, 0, image[i] - 1) for i, p in enumerate(pos)], image)
+    seg = np.where(inside, flat, -1)                    # [K, L]
+    seg = np.broadcast_to(seg, (C, K, L)).reshape(-1).astype(np.int64)
+    cols = transpose(c, reshape(c, X, [N, C * K * L]), [1, 0])      # [C*K*L, N]
+    chan = np.repeat(np.arange(C), K * L) * int(np.prod(image))
+    ids = np.where(seg >= 0, seg + chan, -1).astype(np.int64)
+    out = c.op("UnsortedSegmentSum", cols, ids, np.asarray(C * int(np.prod(image)), np.int64))
+    return [reshape(c, transpose(c, out, [1, 0]), [N, C] + image)]
 
 
 @rule("GlobalAveragePool", "Mean")
