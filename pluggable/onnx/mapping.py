@@ -438,6 +438,20 @@ def _cast(c, x, a):
     return [c.op("Cast", x[0], DstT=to)]
 
 
+@rule("BitCast", "Bitcast Cast", since=26)
+def _bitcast_rule(c, x, a):
+    to = ONNX_DTYPES.get(a["to"])
+    X = x[0]
+    if to is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: BitCast to ONNX type "
+                                        f"{a['to']} has no pluggable dtype")
+    if np.dtype(to.as_numpy_dtype).itemsize != np.dtype(X.dtype.as_numpy_dtype).itemsize:
+        raise c.error(f"BitCast needs types of one size, got {X.dtype.name} and {to.name}")
+    if dtypes.bool_ in (X.dtype, to):   # a boolean is the byte 0 or 1
+        return [c.op("Cast", X, DstT=to)]
+    return [c.op("Bitcast", X, type=to)]
+
+
 @rule("CastLike", "Cast")
 def _castlike(c, x, a):
     return [c.op("Cast", x[0], DstT=x[1].dtype)]

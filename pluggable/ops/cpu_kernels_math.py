@@ -272,6 +272,20 @@ def _shift(fn):
     return kernel
 
 
+def _bitcast(ins, attrs):
+    """The bytes of the input read as `type` (a wider element takes the
+    input's last dimension, a narrower one adds it)."""
+    (x,) = ins
+    to = np.dtype(attrs["type"].as_numpy_dtype)
+    a, b = x.dtype.itemsize, to.itemsize
+    y = np.ascontiguousarray(x).view(to)
+    if a == b:
+        return [y.reshape(x.shape)]
+    if a > b:
+        return [y.reshape(x.shape + (a // b,))]
+    return [y.reshape(x.shape[:-1])]
+
+
 def _bitwise(fn):
     return lambda ins, attrs: [fn(*ins)]
 
@@ -360,7 +374,7 @@ KERNELS = {
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),
     "Cumsum": _cumsum, "Cumprod": _cumprod, "BitwiseAnd": _bitwise(np.bitwise_and),
     "BitwiseOr": _bitwise(np.bitwise_or), "BitwiseXor": _bitwise(np.bitwise_xor),
-    "Invert": _bitwise(np.invert), "LeftShift": _shift(np.left_shift),
+    "Invert": _bitwise(np.invert), "Bitcast": _bitcast, "LeftShift": _shift(np.left_shift),
     "RightShift": _shift(np.right_shift), "TopKV2": _top_k, "AddN": _add_n, "UnsortedSegmentSum": _segment_sum,
     "BatchMatMulV2": _batch_matmul, "Erfc": _erfc_kernel, "Round": _round,
     "LinSpace": _lin_space,

@@ -15,6 +15,7 @@ REAL = "{float, double, int32, uint8, int16, int8, int64, bfloat16, half, uint32
 NUMBER = REAL
 FLOAT = "{bfloat16, half, float, double}"
 BITS = "{int8, int16, int32, int64, uint8, uint32, uint64}"
+BITCAST = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint32, uint64}"
 _IDX = "{int32, int64}"
 
 
@@ -278,6 +279,33 @@ def _ex_shift(rng, types):
     return out
 
 
+def _itemsize(t) -> int:
+    return np.dtype(t.as_numpy_dtype).itemsize
+
+
+def _bitcast(shapes, attrs, values):
+    op = "Bitcast"
+    s = tuple(shapes[0])
+    a, b = _itemsize(attrs["T"]), _itemsize(attrs["type"])
+    if a == b:
+        return [s]
+    if a > b:
+        return [s + (a // b,)]
+    if not s or s[-1] != b // a:
+        raise err(op, f"casting {attrs['T'].name} to {attrs['type'].name} needs a last "
+                  f"dimension of {b // a}, got shape {list(s)}")
+    return [s[:-1]]
+
+
+def _ex_bitcast(rng, types):
+    T, U = types["T"], types["type"]
+    a, b = _itemsize(T), _itemsize(U)
+    to = {"type": U}
+    if a >= b:
+        return [({"input": sample(rng, T, (3, 4))}, to), ({"input": sample(rng, T, ())}, to)]
+    return [({"input": sample(rng, T, (3, b // a))}, to)]
+
+
 def _ex_top_k(rng, types):
     T, K = types["T"], types["Tk"]
     return [({"input": sample(rng, T, (3, 7)), "k": index_array(3, K)}, {}),
@@ -396,6 +424,8 @@ def define_math_ops() -> None:
         define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
                examples=_ex_binary(), is_commutative=True)
     define("Invert", ["x: T"], ["y: T"], [f"T: {BITS}"], same_shape, examples=_ex_unary())
+    define("Bitcast", ["input: T"], ["output: type"],
+           [f"T: {BITCAST}", f"type: {BITCAST}"], _bitcast, examples=_ex_bitcast)
     for name in ("LeftShift", "RightShift"):
         define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
                examples=_ex_shift)
