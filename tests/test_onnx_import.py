@@ -528,3 +528,22 @@ def test_maxpool_indices_and_maxunpool_match_onnxruntime(order, dev):
     np.testing.assert_array_equal(got["i"].numpy(), ref["i"])
     if order == 0:   # column-major indices do not address the unpooled (row-major) tensor
         np.testing.assert_allclose(got["u"].numpy(), ref["u"], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("mode,ctm", [("avg", "half_pixel"), ("avg", "output_half_pixel")])
+def test_roi_align_matches_onnxruntime(mode, ctm, dev):
+    # random regions, some reaching past the image
+    m = model([h.make_node("RoiAlign", ["x", "rois", "b"], ["y"], mode=mode, output_height=3,
+                           output_width=4, sampling_ratio=2, spatial_scale=0.5,
+                           coordinate_transformation_mode=ctm)],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 9, 8]),
+               h.make_tensor_value_info("rois", T.FLOAT, [5, 4]),
+               h.make_tensor_value_info("b", T.INT64, [5])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)], opset=16)
+    lo = rng.uniform(-2, 10, (5, 2))
+    feeds = {"x": rnd(2, 3, 9, 8), "b": rng.integers(0, 2, 5).astype(np.int64),
+             "rois": np.concatenate([lo, lo + rng.uniform(1, 10, (5, 2))], 1).astype(np.float32)}
+    with pg.device(dev), pg.testing.expect_kernel("GatherNd", dev.split(":")[0]):
+        y = pg.onnx.import_model(m)(feeds)["y"]
+    np.testing.assert_allclose(y.numpy(), ort_run(m, feeds)["y"], rtol=1e-4, atol=1e-5)

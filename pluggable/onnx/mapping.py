@@ -41,7 +41,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
                 "SplitToSequence": {1}, "ReverseSequence": {1},
                 "Compress": {1}, "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3},
-                "AffineGrid": {1}, "MaxUnpool": {2}, "Col2Im": {1, 2}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "AffineGrid": {1}, "MaxUnpool": {2}, "Col2Im": {1, 2}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -2125,6 +2125,33 @@ rule("HammingWindow", "", since=17)(_window("hamming"))
 rule("BlackmanWindow", "", since=17)(_window("blackman"))
 
 
+@rule("MelWeightMatrix", "", since=17)
+def _mel_weight_matrix(c, x, a):
+    """Triangular filters [dft_length // 2 + 1, num_mel_bins] on the mel
+    scale (onnx's definition), computed when the graph is built."""
+    n_mel, dft, rate = (int(c.need(t, w).reshape(-1)[0]) for t, w in
+                        zip(x[:3], ("num_mel_bins", "dft_length", "sample_rate")))
+    lo, hi = (float(c.need(t, w).reshape(-1)[0]) for t, w in
+              zip(x[3:5], ("lower_edge_hertz", "upper_edge_hertz")))
+    mel = lambda f: 2595 * np.log1p(f / 700) / np.log(10)
+    step = (mel(hi) - mel(lo)) / (n_mel + 2)
+    bins = np.arange(n_mel + 2) * step + mel(lo)
+    bins = (((dft + 1) * (700 * np.expm1(bins / 2595 * np.log(10)))) // rate).astype(int)
+    out = np.zeros((dft // 2 + 1, n_mel))
+    for i in range(n_mel):
+        left, centre, right = bins[i], bins[i + 1], bins[i + 2]
+        if centre == left:
+            out[centre, i] = 1
+        else:
+            j = np.arange(left, centre + 1)
+            out[j, i] = (j - left) / (centre - left)
+        if right > centre:
+            j = np.arange(centre, right)
+            out[j, i] = (right - j) / (right - centre)
+    dt = ONNX_DTYPES.get(a.get("output_datatype", 1), dtypes.float32)
+    return [out.astype(dt.as_numpy_dtype)]
+
+
 def _dft_matrices(n, length, inverse, onesided):
     """Real matrices [n, out] of the DFT along one axis, as numpy's FFTs
     define it (zero-padded or cut to `length`), for the real and for the
@@ -2561,6 +2588,78 @@ def _col2im(c, x, a):
     ids = np.where(seg >= 0, seg + chan, -1).astype(np.int64)
     out = c.op("UnsortedSegmentSum", cols, ids, np.asarray(C * int(np.prod(image)), np.int64))
     return [reshape(c, transpose(c, out, [1, 0]), [N, C] + image)]
+
+
+@rule("RoiAlign", "Cast StridedSlice Reshape Mul Sub AddV2 RealDiv Maximum Floor Less Greater "
+      "GreaterEqual LogicalOr LogicalNot LogicalAnd SelectV2 Transpose GatherNd Pack Sum Max",
+      since=10)
+def _roi_align(c, x, a):
+    """Each region's bins sampled on a sampling_ratio x sampling_ratio grid
+    (bilinear, onnx's edge rules), averaged or maxed, gathered with GatherNd."""
+    X, rois, bidx = x
+    sr = int(a.get("sampling_ratio", 0))
+    if sr <= 0:
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: RoiAlign with an adaptive sampling grid (sampling_ratio=0) "
+            "is not mapped")
+    oh, ow = int(a.get("output_height", 1)), int(a.get("output_width", 1))
+    scale = a.get("spatial_scale", 1.0)
+    half = a.get("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    N, C, H, W = X.shape
+    R = rois.shape[0]
+    rf = rois if rois.dtype is X.dtype else c.op("Cast", rois, DstT=X.dtype)
+    col = lambda i: reshape(c, _slice(c, rf, [i], [i + 1], [1], [1]), [R, 1, 1])
+    off = 0.5 if half else 0.0
+
+    def axis(lo_col, hi_col, n_out, size):
+        start = c.op("Sub", c.op("Mul", col(lo_col), const(scale, rf)), const(off, rf))
+        end = c.op("Sub", c.op("Mul", col(hi_col), const(scale, rf)), const(off, rf))
+        length = c.op("Sub", end, start)
+        if not half:
+            length = c.op("Maximum", length, const(1, length))
+        bin_ = c.op("RealDiv", length, const(n_out, length))
+        grid = (np.arange(n_out)[:, None] + (np.arange(sr)[None, :] + 0.5) / sr)[None]
+        v = c.op("AddV2", start, c.op("Mul", bin_, const(grid, rf)))     # [R, n_out, sr]
+        ok = c.op("LogicalNot", c.op("LogicalOr", c.op("Less", v, const(-1, v)),
+                                     c.op("Greater", v, const(size, v))))
+        v = c.op("Maximum", v, const(0, v))
+        low = c.op("Floor", v)
+        top = c.op("GreaterEqual", low, const(size - 1, low))
+        low = c.op("SelectV2", top, const(size - 1, low), low)
+        v = c.op("SelectV2", top, low, v)
+        high = c.op("SelectV2", top, low, c.op("AddV2", low, const(1, low)))
+        frac = c.op("Sub", v, low)
+        return low, high, c.op("Sub", const(1, frac), frac), frac, ok
+
+    ylo, yhi, hy, ly, yok = axis(1, 3, oh, H)
+    xlo, xhi, hx, lx, xok = axis(0, 2, ow, W)
+    ys = lambda t: reshape(c, t, [R, oh, 1, sr, 1])
+    xs = lambda t: reshape(c, t, [R, 1, ow, 1, sr])
+    ok = c.op("LogicalAnd", ys(yok), xs(xok))                          # [R, oh, ow, sr, sr]
+    shape = [R, oh, ow, sr, sr]
+    b = c.op("Mul", reshape(c, c.op("Cast", bidx, DstT=dtypes.int64), [R, 1, 1, 1, 1]),
+             np.ones(shape, np.int64))
+    xt = transpose(c, X, [0, 2, 3, 1])                                  # N H W C
+    vals = []
+    for yi, wy in ((ylo, hy), (yhi, ly)):
+        for xi, wx in ((xlo, hx), (xhi, lx)):
+            iy = c.op("Mul", c.op("Cast", ys(yi), DstT=dtypes.int64), np.ones(shape, np.int64))
+            ix = c.op("Mul", c.op("Cast", xs(xi), DstT=dtypes.int64), np.ones(shape, np.int64))
+            px = c.op("GatherNd", xt, c.op("Pack", b, iy, ix, axis=5, N=3))   # [..., C]
+            w = c.op("SelectV2", ok, c.op("Mul", ys(wy), xs(wx)), const(0, X))
+            vals.append(c.op("Mul", px, reshape(c, w, shape + [1])))
+    if a.get("mode", "avg") == "max":
+        m = vals[0]
+        for v in vals[1:]:
+            m = c.op("Maximum", m, v)
+        y = c.op("Max", m, np.asarray([3, 4], np.int32))
+    else:
+        total = vals[0]
+        for v in vals[1:]:
+            total = c.op("AddV2", total, v)
+        y = c.op("Mul", c.op("Sum", total, np.asarray([3, 4], np.int32)),
+                 const(1.0 / (sr * sr), X))
+    return [transpose(c, y, [0, 3, 1, 2])]
 
 
 @rule("GlobalAveragePool", "Mean")
