@@ -2662,6 +2662,56 @@ def _roi_align(c, x, a):
     return [transpose(c, y, [0, 3, 1, 2])]
 
 
+@rule("TfIdfVectorizer", "StridedSlice Equal LogicalAnd Cast Sum AddV2 Pack Greater Mul",
+      since=9)
+def _tfidf(c, x, a):
+    """n-gram counts of the pool's integer n-grams in each row (onnx's rule:
+    every skip distance up to max_skip_count + 1, unigrams once), weighted
+    by mode TF, IDF or TFIDF."""
+    X = x[0]
+    if "pool_int64s" not in a:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: TfIdfVectorizer of strings "
+                                        "is not mapped (no string dtype)")
+    pool = list(a["pool_int64s"])
+    starts = list(a["ngram_counts"]) + [len(pool)]
+    index = list(a["ngram_indexes"])
+    lo, hi = int(a["min_gram_length"]), int(a["max_gram_length"])
+    skips = int(a["max_skip_count"]) + 1
+    flat = X if rank(X) == 2 else reshape(c, X, [1, -1])
+    B, C = flat.shape
+    counts: dict[int, Any] = {}
+    k = 0
+    for n in range(1, len(starts)):
+        grams = pool[starts[n - 1]:starts[n]]
+        for g in range(len(grams) // n):
+            gram, out = grams[g * n:(g + 1) * n], index[k]
+            k += 1
+            if not lo <= n <= hi:
+                continue
+            for d in range(1, (1 if n == 1 else skips) + 1):
+                L = C - (n - 1) * d
+                if L <= 0:
+                    continue
+                hit = None
+                for j, v in enumerate(gram):
+                    e = c.op("Equal", _slice(c, flat, [j * d], [j * d + L], [1], [1]),
+                             const(v, flat))
+                    hit = e if hit is None else c.op("LogicalAnd", hit, e)
+                cnt = c.op("Sum", c.op("Cast", hit, DstT=dtypes.float32),
+                           np.asarray([1], np.int32))
+                counts[out] = cnt if out not in counts else c.op("AddV2", counts[out], cnt)
+    size = max(index) + 1 if index else 0
+    zero = np.zeros((B,), np.float32)
+    y = c.op("Pack", *[counts.get(i, zero) for i in range(size)], axis=1, N=size)
+    mode = a.get("mode", "TF")
+    w = np.asarray(a.get("weights") or [1.0] * size, np.float32)
+    if mode == "IDF":
+        y = c.op("Mul", c.op("Cast", c.op("Greater", y, const(0, y)), DstT=dtypes.float32), w)
+    elif mode == "TFIDF":
+        y = c.op("Mul", y, w)
+    return [y if rank(X) == 2 else reshape(c, y, [size])]
+
+
 @rule("GlobalAveragePool", "Mean")
 def _gap(c, x, a):
     return [c.op("Mean", x[0], np.asarray(list(range(2, rank(x[0]))), np.int32),
