@@ -2749,18 +2749,19 @@ def _gathernd(c, x, a):
     return [c.op("GatherNd", X, idx)]
 
 
-_SCATTER = {"none": "TensorScatterUpdate", "add": "TensorScatterAdd"}
+_SCATTER = {"none": "TensorScatterUpdate", "add": "TensorScatterAdd",
+            "max": "TensorScatterMax", "min": "TensorScatterMin"}
 
 
 def _scatter_op(c, a):
     red = a.get("reduction", "none")
     if red not in _SCATTER:
         raise errors.UnimplementedError(f"ONNX node {c.node!r}: scatter reduction {red!r} "
-                                        "is not mapped (none and add are)")
+                                        "is not mapped (none, add, max and min are)")
     return _SCATTER[red]
 
 
-@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd")
+@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd TensorScatterMax TensorScatterMin")
 def _scatternd(c, x, a):
     return [c.op(_scatter_op(c, a), x[0], x[1], x[2])]
 
@@ -2776,8 +2777,8 @@ def _element_coords(c, idx, X, ax):
     return c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
 
 
-@rule("ScatterElements", "TensorScatterUpdate TensorScatterAdd SelectV2 Less AddV2 Cast "
-      "ExpandDims ConcatV2", since=11)
+@rule("ScatterElements", "TensorScatterUpdate TensorScatterAdd TensorScatterMax "
+      "TensorScatterMin SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
 def _scatter_elements(c, x, a):
     X, idx, upd = x
     ax = a.get("axis", 0)
