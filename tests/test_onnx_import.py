@@ -310,20 +310,20 @@ def test_a_tensor_proto_feed_is_read_like_an_array():
 
 
 def test_a_node_without_a_kernel_on_the_device_is_soft_placed_with_copies():
-    # Size has no MY_DEVICE kernel: it runs on CPU, the rest on MY_DEVICE
-    m = model([h.make_node("Size", ["x"], ["n"]), h.make_node("Cast", ["n"], ["nf"], to=1),
-               h.make_node("Mul", ["x", "nf"], ["y"])],
+    # Einsum has no MY_DEVICE kernel: it runs on CPU, the rest on MY_DEVICE
+    m = model([h.make_node("Einsum", ["x", "x"], ["n"], equation="ij,ij->ij"),
+               h.make_node("Mul", ["x", "n"], ["y"])],
               [h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
               [h.make_tensor_value_info("y", T.FLOAT, [2, 3])])
     pm = pg.onnx.import_model(m)
     x = rnd(2, 3)
     with pg.device("MY_DEVICE:0"):
         y = pm(x=x)["y"]
-    np.testing.assert_allclose(y.numpy(), 6 * x, rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), x ** 3, rtol=1e-6)
     (cf,) = pm._cache.values()
     nodes = {n.op: n for n in cf.optimized_graph.nodes}
-    assert nodes["Size"].assigned.device_type == "CPU"
-    assert "soft placement" in nodes["Size"].note
+    assert nodes["Einsum"].assigned.device_type == "CPU"
+    assert "soft placement" in nodes["Einsum"].note
     assert nodes["Mul"].assigned.device_type == "MY_DEVICE"
     assert "_Copy" in nodes
 
@@ -547,3 +547,19 @@ def test_roi_align_matches_onnxruntime(mode, ctm, dev):
     with pg.device(dev), pg.testing.expect_kernel("GatherNd", dev.split(":")[0]):
         y = pg.onnx.import_model(m)(feeds)["y"]
     np.testing.assert_allclose(y.numpy(), ort_run(m, feeds)["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_a_value_computed_from_a_graph_input_is_read_when_the_graph_is_built():
+    # Reshape's shape = s + 0: s is read when the graph is built, one graph per value
+    m = model([h.make_node("Add", ["s", "zero"], ["shape"]),
+               h.make_node("Reshape", ["x", "shape"], ["y"])],
+              [h.make_tensor_value_info("x", T.FLOAT, [2, 6]),
+               h.make_tensor_value_info("s", T.INT64, [2])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)],
+              [("zero", np.zeros(2, np.int64))])
+    pm = pg.onnx.import_model(m)
+    x = rnd(2, 6)
+    for shape in ([3, 4], [4, 3], [3, 4]):
+        y = pm(x=x, s=np.array(shape, np.int64))["y"]
+        np.testing.assert_array_equal(y.numpy(), x.reshape(shape))
+    assert len(pm._cache) == 2

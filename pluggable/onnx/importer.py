@@ -252,15 +252,29 @@ class Model:
         return entry
 
     def _find_value_inputs(self) -> set:
-        """Graph inputs read where a converter needs a value (axes, shapes):
-        their values are part of the cache key and constants of the graph."""
-        names = {v.name for v in self.inputs}
-        out = set()
-        for node in self.proto.graph.node:
+        """Graph inputs whose values a converter needs (axes, shapes, a
+        condition), read there or through the nodes that compute such a
+        value from them (not through Shape or Size, which need only a
+        shape): their values are part of the cache key and constants of the
+        graph."""
+        nodes = list(_all_nodes(self.proto.graph, self._onnx))
+        needed = set()
+        for node in nodes:
             for i in mapping.VALUE_INPUTS.get(node.op_type, ()):
-                if i < len(node.input) and node.input[i] in names:
-                    out.add(node.input[i])
-        return out
+                if i < len(node.input) and node.input[i]:
+                    needed.add(node.input[i])
+        grew = True
+        while grew:   # a needed value needs the values it is computed from
+            grew = False
+            for node in reversed(nodes):
+                if node.op_type in ("Shape", "Size") or \
+                        not any(o in needed for o in node.output):
+                    continue
+                more = {n for n in node.input if n} - needed
+                if more:
+                    needed |= more
+                    grew = True
+        return needed & {v.name for v in self.inputs}
 
     def _check_wiring(self) -> None:
         known = set(self._inits) | {v.name for v in self.inputs} | {""}
@@ -438,6 +452,15 @@ class Model:
             ts = [None if x is None else constant(x) for x in ins]
             outs = self._lower(c, r, ts, attrs, type("N", (), {"op_type": r.op_type}))
             return [o if isinstance(o, np.ndarray) else o.numpy() for o in outs]
+
+
+def _all_nodes(graph, onnx):
+    """The nodes of `graph` and of its subgraphs (If, Loop, Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+                yield from _all_nodes(sub, onnx)
 
 
 def _as_tensor(g: Graph, x: Any):

@@ -472,6 +472,9 @@ def _shape(c, x, a):
 
 @rule("Size", "Size")
 def _size(c, x, a):
+    s = shape_of(c, x[0])
+    if isinstance(s, np.ndarray):   # a static shape: a constant
+        return [np.asarray(int(np.prod(s)), np.int64)]
     return [c.op("Size", x[0], out_type=dtypes.int64)]
 
 
