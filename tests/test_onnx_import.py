@@ -474,7 +474,8 @@ def test_loop_and_scan_are_unrolled(dev):
         [h.make_node("Add", ["st", "row"], ["st2"]), h.make_node("Identity", ["st2"], ["o"])],
         "scan", [h.make_tensor_value_info("st", T.FLOAT, [3]),
                  h.make_tensor_value_info("row", T.FLOAT, [3])],
-        [h.make_tensor_value_info("st2", T.FLOAT, [3]), h.make_tensor_value_info("o", T.FLOAT, [3])])
+        [h.make_tensor_value_info("st2", T.FLOAT, [3]),
+         h.make_tensor_value_info("o", T.FLOAT, [3])])
     nodes = [h.make_node("Loop", ["M", "T", "x"], ["acc", "scanned"], body=body),
              h.make_node("Scan", ["x", "rows"], ["total", "running"], body=scan_body,
                          num_scan_inputs=1, scan_input_directions=[1])]

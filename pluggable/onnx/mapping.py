@@ -39,9 +39,11 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
                 "Trilu": {1}, "Attention": {6}, "If": {0}, "Loop": {0, 1},
                 "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
-                "SplitToSequence": {1}, "ReverseSequence": {1},
-                "Compress": {1}, "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3},
-                "AffineGrid": {1}, "MaxUnpool": {2}, "Col2Im": {1, 2}, "MelWeightMatrix": {0, 1, 2, 3, 4}, "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0}, "Resize": {1, 2, 3}, "Upsample": {1}}
+                "SplitToSequence": {1}, "ReverseSequence": {1}, "Compress": {1},
+                "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3}, "AffineGrid": {1},
+                "MaxUnpool": {2}, "Col2Im": {1, 2}, "MelWeightMatrix": {0, 1, 2, 3, 4},
+                "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},
+                "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -967,8 +969,10 @@ def _bn(c, x, a):
         d = c.op("Sub", X, reshape(c, bm, s))
         bv = c.op("Mean", c.op("Mul", d, d), axes)
         mom = a.get("momentum", 0.9)
-        run_m = c.op("AddV2", c.op("Mul", mean, const(mom, mean)), c.op("Mul", bm, const(1 - mom, bm)))
-        run_v = c.op("AddV2", c.op("Mul", var, const(mom, var)), c.op("Mul", bv, const(1 - mom, bv)))
+        run_m = c.op("AddV2", c.op("Mul", mean, const(mom, mean)),
+                     c.op("Mul", bm, const(1 - mom, bm)))
+        run_v = c.op("AddV2", c.op("Mul", var, const(mom, var)),
+                     c.op("Mul", bv, const(1 - mom, bv)))
         k = c.op("Mul", scale, c.op("Rsqrt", c.op("AddV2", bv, const(eps, bv))))
         y = c.op("AddV2", c.op("Mul", d, reshape(c, k, s)), reshape(c, bias, s))
         return [y, run_m, run_v]
@@ -1711,16 +1715,12 @@ def _recurrent(c, x, a, kind):
         hs.append(h)
         cs.append(cell)
     Y = c.op("Pack", *ys, axis=1, N=len(dirs))                       # [seq, dirs, batch, hid]
-    Yh = c.op("Pack", *[_as_graph(c, v) for v in hs], axis=0, N=len(dirs))
-    Yc = c.op("Pack", *[_as_graph(c, v) for v in cs], axis=0, N=len(dirs))
+    Yh = c.op("Pack", *[_tensorish(c, v) for v in hs], axis=0, N=len(dirs))
+    Yc = c.op("Pack", *[_tensorish(c, v) for v in cs], axis=0, N=len(dirs))
     if layout:
         Y, Yh, Yc = transpose(c, Y, [2, 0, 1, 3]), transpose(c, Yh, [1, 0, 2]), \
             transpose(c, Yc, [1, 0, 2])
     return [Y, Yh, Yc][:max(c.n_outputs, 1)]
-
-
-def _as_graph(c, v):
-    return c.op("Identity", v) if isinstance(v, np.ndarray) else v
 
 
 _RNN_OPS = "MatMul AddV2 Sub Mul Reshape StridedSlice Transpose Pack Less SelectV2 Minimum " \
@@ -2206,7 +2206,8 @@ _DFT_OPS = "StridedSlice Reshape Transpose MatMul AddV2 Pack GatherV2 Mul"
 def _dft_rule(c, x, a):
     x = list(x) + [None] * (3 - len(x))
     length = c.value(x[1])
-    length = None if length is None or not np.size(length) else int(np.asarray(length).reshape(-1)[0])
+    if length is not None:
+        length = int(np.asarray(length).reshape(-1)[0]) if np.size(length) else None
     if c.opset >= 20:
         ax = c.value(x[2])
         ax = -2 if ax is None else int(np.asarray(ax).reshape(-1)[0])
@@ -2488,7 +2489,7 @@ def _qlinear_conv(c, x, a):
     return [_quantize(c, y, _f32(c, sy), zy, zy.dtype)]
 
 
-# ================================================================ training (ai.onnx.preview.training)
+# ================================================================ training (preview domain)
 
 _TRAINING = "ai.onnx.preview.training"
 _OPT_OPS = "Cast Mul AddV2 Sub RealDiv Sqrt Pow Greater SelectV2"
@@ -2549,7 +2550,8 @@ def _adam(c, x, a):
         v = c.op("AddV2", c.op("Mul", V, const(al, X)), c.op("Mul", g, const(1 - al, X)))
         h = c.op("AddV2", c.op("Mul", H, const(be, X)),
                  c.op("Mul", c.op("Mul", g, g), const(1 - be, X)))
-        corr = c.op("RealDiv", c.op("Sqrt", c.op("Sub", const(1, X), c.op("Pow", const(be, X), tt))),
+        corr = c.op("RealDiv",
+                    c.op("Sqrt", c.op("Sub", const(1, X), c.op("Pow", const(be, X), tt))),
                     c.op("Sub", const(1, X), c.op("Pow", const(al, X), tt)))
         r_ = c.op("SelectV2", c.op("Greater", t, const(0, t)), c.op("Mul", rr, corr), rr)
         xn = c.op("Sub", X, c.op("Mul", r_, c.op("RealDiv", v, c.op(
@@ -2926,16 +2928,9 @@ def _eyelike(c, x, a):
 @rule("GatherElements", "GatherNd SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
 def _gather_elements(c, x, a):
     X, idx = x
-    r = rank(X)
     ax = a.get("axis", 0)
-    ax = ax + r if ax < 0 else ax
-    idx = c.op("Cast", _fix_indices(c, idx, X.shape[ax]), DstT=dtypes.int64)
-    shape = tuple(idx.shape)
-    grids = np.indices(shape, dtype=np.int64)
-    parts = [c.op("ExpandDims", idx if d == ax else grids[d], np.asarray(-1, np.int32))
-             for d in range(r)]
-    coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
-    return [c.op("GatherNd", X, coords)]
+    ax = ax + rank(X) if ax < 0 else ax
+    return [c.op("GatherNd", X, _element_coords(c, idx, X, ax))]
 
 
 def _nll(c, logp, target, weight, a):
