@@ -1,5 +1,5 @@
 """Gradients of the N-dimensional index ops (GatherNd, ScatterNd,
-TensorScatterUpdate, TensorScatterAdd) and the linear algebra ops
+TensorScatterUpdate, TensorScatterAdd, TensorScatterMax, TensorScatterMin) and the linear algebra ops
 (MatrixInverse, MatrixSolve, Cholesky, MatrixDeterminant, Einsum), with
 TensorFlow's formulas."""
 from __future__ import annotations
@@ -44,6 +44,25 @@ def _tensor_scatter_update_grad(op, grad):
 def _tensor_scatter_add_grad(op, grad):
     indices = op.inputs[1]
     return grad, None, R.GatherNd(params=grad, indices=indices)
+
+
+def _tensor_scatter_extreme_grad(op, grad):
+    # TensorFlow's: the gradient goes to whichever of the element and its
+    # updates is the result, split evenly between ties
+    x, indices, y = op.inputs
+    out = op.outputs[0]
+    x_hit = R.Cast(x=R.Equal(x=x, y=out), DstT=grad.dtype)
+    y_hit = R.Cast(x=R.Equal(x=y, y=R.GatherNd(params=out, indices=indices)), DstT=grad.dtype)
+    hits = R.AddV2(x=x_hit, y=R.ScatterNd(indices=indices, updates=y_hit,
+                                          shape=_shape_of(x, indices.dtype)))
+    gx = R.RealDiv(x=mul(grad, x_hit), y=hits)
+    gy = mul(R.RealDiv(x=R.GatherNd(params=grad, indices=indices),
+                       y=R.GatherNd(params=hits, indices=indices)), y_hit)
+    return gx, None, gy
+
+
+RegisterGradient("TensorScatterMax")(_tensor_scatter_extreme_grad)
+RegisterGradient("TensorScatterMin")(_tensor_scatter_extreme_grad)
 
 
 # ------------------------------------------------------------ linear algebra

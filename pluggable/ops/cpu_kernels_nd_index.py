@@ -1,6 +1,6 @@
-"""CPU kernels (numpy) of GatherNd, ScatterNd, TensorScatterUpdate and
-TensorScatterAdd. Out-of-range indices are InvalidArgumentError, as on
-TensorFlow's CPU."""
+"""CPU kernels (numpy) of GatherNd, ScatterNd, TensorScatterUpdate,
+TensorScatterAdd, TensorScatterMax and TensorScatterMin. Out-of-range
+indices are InvalidArgumentError, as on TensorFlow's CPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,7 +56,26 @@ def _tensor_scatter_add(ins, attrs):
     return [_scatter("TensorScatterAdd", tensor, indices, updates, True)]
 
 
+def _tensor_scatter_extreme(name, better):
+    """TensorScatterMax / Min: an update replaces the element it beats
+    (`better(update, element)`); a NaN update never does, a NaN element
+    stays, as in TensorFlow's Eigen max and min."""
+    def kernel(ins, attrs):
+        tensor, indices, updates = ins
+        k, inner = nd_geometry(name, tensor.shape, indices.shape)
+        flat = flat_nd_indices(name, indices, tensor.shape, "")
+        out = tensor.copy()
+        rows = _slices(out, k)
+        u = updates.reshape((flat.size,) + inner)
+        for i, r in enumerate(flat):
+            rows[r] = np.where(better(u[i], rows[r]), u[i], rows[r])
+        return [out]
+    return kernel
+
+
 KERNELS = {
     "GatherNd": _gather_nd, "ScatterNd": _scatter_nd,
     "TensorScatterUpdate": _tensor_scatter_update, "TensorScatterAdd": _tensor_scatter_add,
+    "TensorScatterMax": _tensor_scatter_extreme("TensorScatterMax", np.greater),
+    "TensorScatterMin": _tensor_scatter_extreme("TensorScatterMin", np.less),
 }

@@ -117,7 +117,8 @@ def _ex_tensor_scatter(rng, types):
 
 
 def define_nd_index_ops() -> None:
-    """Registers GatherNd, ScatterNd, TensorScatterUpdate and TensorScatterAdd."""
+    """Registers GatherNd, ScatterNd, TensorScatterUpdate, TensorScatterAdd,
+    TensorScatterMax and TensorScatterMin."""
     define("GatherNd", ["params: Tparams", "indices: Tindices"], ["output: Tparams"],
            ["Tparams: type", _TINDICES, _POLICY], _gather_nd, examples=_ex_gather_nd)
     define("ScatterNd", ["indices: Tindices", "updates: T", "shape: Tindices"], ["output: T"],
@@ -129,3 +130,7 @@ def define_nd_index_ops() -> None:
     define("TensorScatterAdd", ["tensor: T", "indices: Tindices", "updates: T"],
            ["output: T"], ["T: type", "Tindices: {int32, int64}", _POLICY],
            _tensor_scatter("TensorScatterAdd"), examples=_ex_tensor_scatter)
+    for name in ("TensorScatterMax", "TensorScatterMin"):
+        define(name, ["tensor: T", "indices: Tindices", "updates: T"], ["output: T"],
+               ["T: type", "Tindices: {int32, int64}", _POLICY], _tensor_scatter(name),
+               examples=_ex_tensor_scatter)
