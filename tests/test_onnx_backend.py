@@ -8,8 +8,9 @@ strict expected failures, so a case that starts passing fails here until it
 leaves its list. The pass rate per suite and device is printed at the end of
 the session (``-s`` shows it) and written to $ONNX_BACKEND_REPORT when set.
 
-Measured with onnx 1.23.2, the same on CPU:0 and MY_DEVICE:0: node suite
-1578/1884; pytorch-converted 82/82; pytorch-operator 35/35; simple 15/23
+Measured with onnx 1.23.2: node suite 1579/1884 on CPU:0, 1578 on
+MY_DEVICE:0 (one float16 attention case rounds otherwise without the fused
+kernel); on both, pytorch-converted 82/82; pytorch-operator 35/35; simple 15/23
 (string and training graphs are left)."""
 import os
 import unittest
@@ -81,7 +82,7 @@ def _cases(tag: str, device: str) -> dict:
             if not case.startswith("test_"):
                 continue
             fn = _wrap(getattr(cls, case), case, (name, tag))
-            if case in xfail:
+            if case in xfail or f"{case}@{tag}" in xfail:   # (NAME@TAG: that device only)
                 fn = unittest.expectedFailure(fn)
             attrs[case] = fn
         new = type(f"Onnx{suite}_{tag}", (cls,), attrs)
