@@ -52,22 +52,23 @@ def _tensor_scatter_sub_grad(op, grad):
     return grad, None, neg(R.GatherNd(params=grad, indices=indices))
 
 
-def _tensor_scatter_min_or_max_grad(op, grad):
-    """TensorFlow's: the gradient goes to the elements equal to the output,
-    shared out where the tensor's and the updates' tie."""
+def _tensor_scatter_extreme_grad(op, grad):
+    # TensorFlow's: the gradient goes to whichever of the element and its
+    # updates is the result, split evenly between ties
     x, indices, y = op.inputs
     out = op.outputs[0]
-    x_ind = R.Cast(x=R.Equal(x=x, y=out), DstT=grad.dtype)
-    y_ind = R.Cast(x=R.Equal(x=y, y=R.GatherNd(params=out, indices=indices)), DstT=grad.dtype)
-    ind = R.AddV2(x=x_ind, y=R.ScatterNd(indices=indices, updates=y_ind,
-                                         shape=_shape_of(x, indices.dtype)))
-    x_grad = R.RealDiv(x=mul(grad, x_ind), y=ind)
-    y_grad = mul(R.GatherNd(params=R.RealDiv(x=grad, y=ind), indices=indices), y_ind)
-    return x_grad, None, y_grad
+    x_hit = R.Cast(x=R.Equal(x=x, y=out), DstT=grad.dtype)
+    y_hit = R.Cast(x=R.Equal(x=y, y=R.GatherNd(params=out, indices=indices)), DstT=grad.dtype)
+    hits = R.AddV2(x=x_hit, y=R.ScatterNd(indices=indices, updates=y_hit,
+                                          shape=_shape_of(x, indices.dtype)))
+    gx = R.RealDiv(x=mul(grad, x_hit), y=hits)
+    gy = mul(R.RealDiv(x=R.GatherNd(params=grad, indices=indices),
+                       y=R.GatherNd(params=hits, indices=indices)), y_hit)
+    return gx, None, gy
 
 
-RegisterGradient("TensorScatterMin")(_tensor_scatter_min_or_max_grad)
-RegisterGradient("TensorScatterMax")(_tensor_scatter_min_or_max_grad)
+RegisterGradient("TensorScatterMax")(_tensor_scatter_extreme_grad)
+RegisterGradient("TensorScatterMin")(_tensor_scatter_extreme_grad)
 
 
 # ------------------------------------------------------------ linear algebra

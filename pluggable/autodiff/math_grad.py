@@ -12,7 +12,9 @@ from .registration import NotDifferentiable, RegisterGradient
 
 for _op in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual",
             "LogicalAnd", "LogicalOr", "LogicalNot", "ArgMax", "ArgMin", "Floor",
-            "FloorDiv", "ZerosLike", "OnesLike", "Range", "Round", "Ceil"):
+            "FloorDiv", "ZerosLike", "OnesLike", "Range", "Round", "Ceil",
+            "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Invert", "LeftShift", "RightShift",
+            "Bitcast"):
     NotDifferentiable(_op)
 
 
@@ -317,6 +319,17 @@ def _prod_grad(op, grad):
 def _cumsum_grad(op, grad):
     return R.Cumsum(x=grad, axis=op.inputs[1], exclusive=op.get_attr("exclusive"),
                     reverse=not op.get_attr("reverse")), None
+
+
+@RegisterGradient("Cumprod")
+def _cumprod_grad(op, grad):
+    # TensorFlow's formula: the running products times the incoming gradient,
+    # summed the other way, over x (inputs must be nonzero, as there)
+    x, axis = op.inputs
+    ex, rev = op.get_attr("exclusive"), op.get_attr("reverse")
+    prod = R.Cumprod(x=x, axis=axis, exclusive=ex, reverse=rev)
+    out = R.Cumsum(x=mul(prod, grad), axis=axis, exclusive=ex, reverse=not rev)
+    return R.RealDiv(x=out, y=x), None
 
 
 @RegisterGradient("AddN")

@@ -38,7 +38,8 @@ class PluggableRep(BackendRep):
             feeds = {v.name: x for v, x in zip(self.model.inputs, inputs)}
         with placement.device(self.device):
             outs = self.model(feeds)
-        return tuple(outs[v.name].numpy() for v in self.model.outputs)
+        return tuple([t.numpy() for t in o] if isinstance(o, list) else o.numpy()
+                     for o in (outs[v.name] for v in self.model.outputs))
 
 
 class PluggableBackend(Backend):

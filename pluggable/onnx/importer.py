@@ -203,7 +203,8 @@ def _attrs(node, onnx) -> dict:
 
 class Model:
     """An imported ONNX model: ``m(**feeds)`` or ``m(feeds)`` returns
-    {output name: tensor}. ``inputs`` / ``outputs`` describe its values."""
+    {output name: tensor} (a list of tensors for a sequence output).
+    ``inputs`` / ``outputs`` describe its values."""
 
     def __init__(self, model, base: str | None, onnx):
         self._onnx = onnx
@@ -251,15 +252,29 @@ class Model:
         return entry
 
     def _find_value_inputs(self) -> set:
-        """Graph inputs read where a converter needs a value (axes, shapes):
-        their values are part of the cache key and constants of the graph."""
-        names = {v.name for v in self.inputs}
-        out = set()
-        for node in self.proto.graph.node:
+        """Graph inputs whose values a converter needs (axes, shapes, a
+        condition), read there or through the nodes that compute such a
+        value from them (not through Shape or Size, which need only a
+        shape): their values are part of the cache key and constants of the
+        graph."""
+        nodes = list(_all_nodes(self.proto.graph, self._onnx))
+        needed = set()
+        for node in nodes:
             for i in mapping.VALUE_INPUTS.get(node.op_type, ()):
-                if i < len(node.input) and node.input[i] in names:
-                    out.add(node.input[i])
-        return out
+                if i < len(node.input) and node.input[i]:
+                    needed.add(node.input[i])
+        grew = True
+        while grew:   # a needed value needs the values it is computed from
+            grew = False
+            for node in reversed(nodes):
+                if node.op_type in ("Shape", "Size") or \
+                        not any(o in needed for o in node.output):
+                    continue
+                more = {n for n in node.input if n} - needed
+                if more:
+                    needed |= more
+                    grew = True
+        return needed & {v.name for v in self.inputs}
 
     def _check_wiring(self) -> None:
         known = set(self._inits) | {v.name for v in self.inputs} | {""}
@@ -301,8 +316,14 @@ class Model:
                 cf = self._cache.get(key)
                 if cf is None:
                     cf = self._cache[key] = self._build_checked(tensors, values)
-        outs = cf._call_flat(cf._check_inputs(tensors))
-        return {v.name: t for v, t in zip(self.outputs, outs)}
+        flat = list(cf._call_flat(cf._check_inputs(tensors)))
+        out = {}
+        for v, n in zip(self.outputs, cf.onnx_layout):
+            if n is None:
+                out[v.name] = flat.pop(0)
+            else:
+                out[v.name], flat = flat[:n], flat[n:]
+        return out
 
     def _feed(self, v: ValueInfo, x: Any) -> Tensor:
         from ..runtime.tensors import convert_to_tensor
@@ -352,12 +373,17 @@ class Model:
                 env[name] = a
             for node, r in zip(self.proto.graph.node, self._rules):
                 self._emit(g, node, r, env)
-            outs = []
+            outs, layout = [], []
             for v in self.outputs:
-                t = _as_tensor(g, env[v.name])
-                outs.append(mapping.Ctx(0, v.name).op("Identity", t))
+                val = env[v.name]
+                items = val if isinstance(val, list) else [val]   # a sequence: its tensors
+                layout.append(len(items) if isinstance(val, list) else None)
+                outs.extend(mapping.Ctx(0, v.name).op("Identity", _as_tensor(g, t))
+                            for t in items)
         g.outputs = [t.ref for t in outs]
-        return ConcreteFunction(g, specs, list(range(len(outs))), self.name)
+        cf = ConcreteFunction(g, specs, list(range(len(outs))), self.name)
+        cf.onnx_layout = layout
+        return cf
 
     def _emit(self, g: Graph, node, r, env: dict) -> None:
         ins = [env[n] if n else None for n in node.input]
@@ -365,15 +391,44 @@ class Model:
         domain = "" if node.domain == "ai.onnx" else node.domain
         c = mapping.Ctx(self.opsets.get(domain, 1), node.name or node.op_type)
         c.n_outputs = len(node.output)
-        if all(x is None or isinstance(x, np.ndarray) for x in ins) and \
+        c.subgraph = lambda body, values: self._subgraph(g, body, env, values)
+        raw = isinstance(r, mapping.Rule) and r.raw
+        if raw:
+            outs = self._lower(c, r, ins, attrs, node)
+        elif all(x is None or isinstance(x, np.ndarray) for x in ins) and \
                 isinstance(r, mapping.Rule):
             outs = self._fold(c, r, ins, attrs, g)
         else:
+            if any(isinstance(x, list) for x in ins):
+                raise errors.UnimplementedError(
+                    f"ONNX node {c.node!r} ({node.op_type}) reads a sequence where it "
+                    "needs a tensor")
             outs = self._lower(c, r, [None if x is None else _as_tensor(g, x) for x in ins],
                                attrs, node)
         for name, t in zip(node.output, outs):
             if name:
                 env[name] = t
+
+    def _subgraph(self, g: Graph, body, outer: dict, values: list) -> list:
+        """Lowers subgraph `body` (of an If, Loop or Scan) into graph `g`
+        with its inputs bound to `values`; names of the enclosing scopes
+        are visible. Returns the values of its outputs."""
+        env = dict(outer)
+        if len(values) != len(body.input):
+            raise errors.InvalidArgumentError(
+                f"subgraph {body.name!r} takes {len(body.input)} inputs, given {len(values)}")
+        for v, x in zip(body.input, values):
+            env[v.name] = x
+        for t in body.initializer:
+            env[t.name] = _tensor_value(t, None, self._onnx)
+        for node in body.node:
+            for name in node.input:
+                if name and name not in env:
+                    raise errors.InvalidArgumentError(
+                        f"ONNX node {node.name!r} ({node.op_type}) of subgraph {body.name!r} "
+                        f"reads {name!r}, which nothing in scope produces")
+            self._emit(g, node, self._resolve(node), env)
+        return [env[v.name] for v in body.output]
 
     def _lower(self, c, r, ins, attrs, node) -> list:
         try:
@@ -397,6 +452,15 @@ class Model:
             ts = [None if x is None else constant(x) for x in ins]
             outs = self._lower(c, r, ts, attrs, type("N", (), {"op_type": r.op_type}))
             return [o if isinstance(o, np.ndarray) else o.numpy() for o in outs]
+
+
+def _all_nodes(graph, onnx):
+    """The nodes of `graph` and of its subgraphs (If, Loop, Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+                yield from _all_nodes(sub, onnx)
 
 
 def _as_tensor(g: Graph, x: Any):

@@ -10,11 +10,15 @@ anything (what an ONNX Runtime bridge asks). A converter is
 omitted optional input), `attrs` the node's attributes as Python values, and
 it calls registry ops through ``c.op(...)``. ONNX semantics are exact: NCHW
 layouts go through transposes, integer Div truncates, opset-dependent
-attributes-vs-inputs are separate rows.
+attributes-vs-inputs are separate rows. A ``raw`` row (If, Loop, Scan, the
+sequence ops) gets its inputs as the importer holds them (a sequence is a
+list) and lowers subgraphs through ``c.subgraph``; its ``ops`` are its own,
+the subgraph's nodes bring theirs.
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any, Callable
 
 import numpy as np
@@ -33,7 +37,13 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "ReduceMean": {1}, "ReduceMax": {1}, "ReduceMin": {1}, "ReduceProd": {1},
                 "ReduceSumSquare": {1}, "ReduceL1": {1}, "ReduceL2": {1},
                 "ReduceLogSum": {1}, "ReduceLogSumExp": {1}, "Tile": {1}, "CumSum": {1},
-                "Trilu": {1}}
+                "Trilu": {1}, "Attention": {6}, "If": {0}, "Loop": {0, 1},
+                "SequenceAt": {1}, "SequenceInsert": {2}, "SequenceErase": {1},
+                "SplitToSequence": {1}, "ReverseSequence": {1}, "Compress": {1},
+                "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3}, "AffineGrid": {1},
+                "MaxUnpool": {2}, "Col2Im": {1, 2}, "MelWeightMatrix": {0, 1, 2, 3, 4},
+                "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},
+                "Resize": {1, 2, 3}, "Upsample": {1}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -52,14 +62,16 @@ class Rule:
     until: int
     ops: tuple
     fn: Callable
+    raw: bool = False   # inputs as the importer holds them (sequences as lists), never folded
 
 
 RULES: list[Rule] = []
 
 
-def rule(op_type: str, ops: str, since: int = 1, until: int = 10_000, domain: str = ""):
+def rule(op_type: str, ops: str, since: int = 1, until: int = 10_000, domain: str = "",
+         raw: bool = False):
     def deco(fn):
-        RULES.append(Rule(domain, op_type, since, until, tuple(ops.split()), fn))
+        RULES.append(Rule(domain, op_type, since, until, tuple(ops.split()), fn, raw))
         return fn
     return deco
 
@@ -106,6 +118,7 @@ class Ctx:
         self.opset = opset
         self.node = node
         self.n_outputs = 1       # how many outputs the node names
+        self.subgraph = None     # set by the importer: subgraph(GraphProto, values) -> values
 
     def ops(self, name: str, *inputs: Any, **attrs: Any) -> list:
         od = registry.OPS.get(name)
@@ -326,6 +339,8 @@ def _leaky(c, x, a):
 @rule("PRelu", "Mul SelectV2 Less")
 def _prelu(c, x, a):
     x, s = x
+    if c.opset < 7 and rank(s) == 1 and rank(x) > 2 and s.shape[0] == x.shape[1]:
+        s = reshape(c, s, [s.shape[0]] + [1] * (rank(x) - 2))   # one slope per channel
     return [c.op("SelectV2", c.op("Less", x, const(0, x)), c.op("Mul", x, s), x)]
 
 
@@ -425,6 +440,20 @@ def _cast(c, x, a):
     return [c.op("Cast", x[0], DstT=to)]
 
 
+@rule("BitCast", "Bitcast Cast", since=26)
+def _bitcast_rule(c, x, a):
+    to = ONNX_DTYPES.get(a["to"])
+    X = x[0]
+    if to is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: BitCast to ONNX type "
+                                        f"{a['to']} has no pluggable dtype")
+    if np.dtype(to.as_numpy_dtype).itemsize != np.dtype(X.dtype.as_numpy_dtype).itemsize:
+        raise c.error(f"BitCast needs types of one size, got {X.dtype.name} and {to.name}")
+    if dtypes.bool_ in (X.dtype, to):   # a boolean is the byte 0 or 1
+        return [c.op("Cast", X, DstT=to)]
+    return [c.op("Bitcast", X, type=to)]
+
+
 @rule("CastLike", "Cast")
 def _castlike(c, x, a):
     return [c.op("Cast", x[0], DstT=x[1].dtype)]
@@ -445,6 +474,9 @@ def _shape(c, x, a):
 
 @rule("Size", "Size")
 def _size(c, x, a):
+    s = shape_of(c, x[0])
+    if isinstance(s, np.ndarray):   # a static shape: a constant
+        return [np.asarray(int(np.prod(s)), np.int64)]
     return [c.op("Size", x[0], out_type=dtypes.int64)]
 
 
@@ -649,10 +681,13 @@ def _onehot(c, x, a):
     idx = _fix_indices(c, idx, depth)
     off = c.op("GatherV2", vals, np.asarray(0, np.int64), np.asarray(0, np.int64))
     on = c.op("GatherV2", vals, np.asarray(1, np.int64), np.asarray(0, np.int64))
-    return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=a.get("axis", -1))]
+    ax = a.get("axis", -1)
+    if ax < -1:   # counted from the end of the output, which has one axis more
+        ax += rank(x[0]) + 1
+    return [c.op("OneHot", idx, np.asarray(depth, np.int32), on, off, axis=ax)]
 
 
-@rule("Pad", "Pad OnesLike Greater SelectV2", since=11)
+@rule("Pad", "Pad OnesLike Greater SelectV2 GatherV2 StridedSlice Identity", since=11)
 def _pad11(c, x, a):
     return [_pad(c, x[0], c.need(x[1], "pads").reshape(-1),
                  c.value(x[2]) if len(x) > 2 and x[2] is not None else None,
@@ -660,25 +695,47 @@ def _pad11(c, x, a):
                  a.get("mode", "constant"))]
 
 
-@rule("Pad", "Pad OnesLike Greater SelectV2", since=2, until=10)
+@rule("Pad", "Pad OnesLike Greater SelectV2 GatherV2 StridedSlice Identity", since=2, until=10)
 def _pad2(c, x, a):
     return [_pad(c, x[0], a["pads"], a.get("value", 0.0), None, a.get("mode", "constant"))]
+
+
+def _pad_index(mode, n, lo, hi):
+    """The source index of each output position along an axis of size `n`
+    padded by `lo` before and `hi` after, for Pad's edge, reflect and wrap."""
+    i = np.arange(-lo, n + hi)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return np.mod(i, n)
+    if n == 1:
+        return np.zeros_like(i)
+    period = 2 * (n - 1)
+    j = np.mod(np.abs(i), period)
+    return np.where(j >= n, period - j, j)
 
 
 def _pad(c, x, pads, value, axes, mode):
     if isinstance(mode, bytes):
         mode = mode.decode()
-    if mode != "constant":
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Pad mode {mode!r} is not "
-                                        "mapped (only 'constant')")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise c.error(f"Pad mode {mode!r} is not one of constant, edge, reflect, wrap")
     r = rank(x)
     axes = list(range(r)) if axes is None else _axes(axes.reshape(-1), r)
     n = len(axes)
     p = np.zeros((r, 2), np.int64)
     for i, ax in enumerate(axes):
         p[ax] = (int(pads[i]), int(pads[i + n]))
-    if (p < 0).any():
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: negative pads are not mapped")
+    if mode != "constant":   # one gather of computed indices per padded axis
+        for ax in range(r):
+            if p[ax].any():
+                idx = _pad_index(mode, x.shape[ax], int(p[ax, 0]), int(p[ax, 1]))
+                x = c.op("GatherV2", x, idx.astype(np.int64), np.asarray(ax, np.int64))
+        return c.op("Identity", x)
+    if (p < 0).any():   # negative pads crop
+        x = _slice(c, x, [max(-b, 0) for b in p[:, 0]],
+                   [d - max(-e, 0) for d, e in zip(x.shape, p[:, 1])], list(range(r)), [1] * r)
+        p = np.maximum(p, 0)
     v = 0 if value is None else np.asarray(value).reshape(-1)[0]
     if v == 0:
         return c.op("Pad", x, p)
@@ -716,6 +773,10 @@ def _reduce_axes(c, x, a, input_since):
 def _reduce(c, tf, x, axes, keep):
     if axes is None:
         return c.op("Identity", x)
+    if x.dtype is dtypes.bool_ and tf in ("Max", "Min"):   # any / all, on uint8
+        y = c.op(tf, c.op("Cast", x, DstT=dtypes.uint8), np.asarray(axes, np.int32),
+                 keep_dims=bool(keep))
+        return c.op("Cast", y, DstT=dtypes.bool_)
     return c.op(tf, x, np.asarray(axes, np.int32), keep_dims=bool(keep))
 
 
@@ -770,6 +831,36 @@ rule("ArgMin", "ArgMin Reshape StridedSlice Sub")(_arg("ArgMin"))
 def _cumsum(c, x, a):
     return [c.op("Cumsum", x[0], x[1], exclusive=bool(a.get("exclusive", 0)),
                  reverse=bool(a.get("reverse", 0)))]
+
+
+@rule("CumProd", "Cumprod", since=26)
+def _cumprod(c, x, a):
+    return [c.op("Cumprod", x[0], x[1], exclusive=bool(a.get("exclusive", 0)),
+                 reverse=bool(a.get("reverse", 0)))]
+
+
+for _o, _t in [("BitwiseAnd", "BitwiseAnd"), ("BitwiseOr", "BitwiseOr"),
+               ("BitwiseXor", "BitwiseXor")]:
+    rule(_o, _t, since=18)(lambda c, x, a, _t=_t: [c.op(_t, x[0], x[1])])
+rule("BitwiseNot", "Invert", since=18)(lambda c, x, a: [c.op("Invert", x[0])])
+
+
+@rule("BitShift", "LeftShift RightShift Less GreaterEqual LogicalOr SelectV2", since=11)
+def _bitshift(c, x, a):
+    """Shifts of the type's width or more give 0 (-1 shifting a negative
+    value right), as do negative shifts; the registry ops clamp instead."""
+    X, Y = x
+    bits = 8 * np.dtype(X.dtype.as_numpy_dtype).itemsize
+    left = a["direction"] == "LEFT"
+    y = c.op(("LeftShift" if left else "RightShift"), X, Y)
+    out = c.op("GreaterEqual", Y, const(bits, Y))
+    if X.dtype.name.startswith("int"):
+        out = c.op("LogicalOr", out, c.op("Less", Y, const(0, Y)))
+        fill = const(0, X) if left else c.op("SelectV2", c.op("Less", X, const(0, X)),
+                                             const(-1, X), const(0, X))
+    else:
+        fill = const(0, X)
+    return [c.op("SelectV2", out, fill, y)]
 
 
 @rule("TopK", "TopKV2 Neg Transpose", since=10)
@@ -866,11 +957,25 @@ def _bn_shape(x, t):
     return [1, -1] + [1] * (rank(x) - 2)
 
 
-@rule("BatchNormalization", "Sub Mul AddV2 Rsqrt Reshape")
+@rule("BatchNormalization", "Sub Mul AddV2 Rsqrt Reshape Mean")
 def _bn(c, x, a):
     X, scale, bias, mean, var = x[:5]
     eps = a.get("epsilon", 1e-5)
     s = _bn_shape(X, scale)
+    if a.get("training_mode", 0) and c.opset >= 14:
+        # batch statistics normalize; the running ones are updated by momentum
+        axes = np.asarray([0] + list(range(2, rank(X))), np.int32)
+        bm = c.op("Mean", X, axes)
+        d = c.op("Sub", X, reshape(c, bm, s))
+        bv = c.op("Mean", c.op("Mul", d, d), axes)
+        mom = a.get("momentum", 0.9)
+        run_m = c.op("AddV2", c.op("Mul", mean, const(mom, mean)),
+                     c.op("Mul", bm, const(1 - mom, bm)))
+        run_v = c.op("AddV2", c.op("Mul", var, const(mom, var)),
+                     c.op("Mul", bv, const(1 - mom, bv)))
+        k = c.op("Mul", scale, c.op("Rsqrt", c.op("AddV2", bv, const(eps, bv))))
+        y = c.op("AddV2", c.op("Mul", d, reshape(c, k, s)), reshape(c, bias, s))
+        return [y, run_m, run_v]
     inv = c.op("Rsqrt", c.op("AddV2", var, const(eps, var)))
     k = c.op("Mul", scale, inv)
     y = c.op("AddV2", c.op("Mul", c.op("Sub", X, reshape(c, mean, s)), reshape(c, k, s)),
@@ -920,6 +1025,11 @@ def _to_nchw(c, x):
     return transpose(c, x, [0, 3, 1, 2])
 
 
+def _spatial(a, name, n, default):
+    v = a.get(name)
+    return [default] * n if not v else [int(t) for t in v]
+
+
 def _conv_pads(a, in_hw, k_hw, strides, dil):
     auto = a.get("auto_pad", "NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
@@ -942,79 +1052,1669 @@ def _explicit(pads):
     return [0, 0] + [v for i in range(n) for v in (pads[i], pads[i + n])] + [0, 0]
 
 
-@rule("Conv", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice")
-def _conv(c, x, a):
-    X, W = x[0], x[1]
-    if rank(X) != 4:
-        raise errors.UnimplementedError(
-            f"ONNX node {c.node!r}: Conv of rank {rank(X)} is not mapped (2-D only)")
-    k_hw = list(W.shape[2:])
-    strides = list(a.get("strides", [1, 1]))
-    dil = list(a.get("dilations", [1, 1]))
-    pads = _conv_pads(a, X.shape[2:], k_hw, strides, dil)
-    g = a.get("group", 1)
-    xh = _to_nhwc(c, X)
-    wh = transpose(c, W, [2, 3, 1, 0])   # [kh, kw, cin/g, cout]
-    attrs = dict(strides=[1] + strides + [1], dilations=[1] + dil + [1],
+def _conv2d_nhwc(c, xh, wh, strides, dil, pads, g):
+    """Conv2D of NHWC `xh` with HWIO `wh` ([kh, kw, cin/g, cout]), ONNX
+    `pads` (begins, then ends) and `g` groups; NHWC out."""
+    attrs = dict(strides=[1] + list(strides) + [1], dilations=[1] + list(dil) + [1],
                  padding="EXPLICIT", explicit_paddings=_explicit(pads))
     if g == 1:
-        y = c.op("Conv2D", xh, wh, **attrs)
+        return c.op("Conv2D", xh, wh, **attrs)
+    cin, cout = xh.shape[3] // g, wh.shape[3] // g
+    parts = [c.op("Conv2D", _slice(c, xh, [i * cin], [(i + 1) * cin], [3], [1]),
+                  _slice(c, wh, [i * cout], [(i + 1) * cout], [3], [1]), **attrs)
+             for i in range(g)]
+    return c.op("ConcatV2", *parts, np.asarray(3, np.int32), N=g)
+
+
+def _conv_nd(c, X, W, B, a, pads=None, strides=None):
+    """ONNX Conv of an [N, C, spatial...] input of 1, 2 or 3 spatial
+    dimensions, on Conv2D: 1-D as 2-D of height 1, 3-D as the sum over the
+    kernel's depth of 2-D convolutions of depth slices (each batched over
+    the output depths)."""
+    r = rank(X)
+    n = r - 2
+    if n not in (1, 2, 3):
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: Conv of rank {r} is not mapped (1-D, 2-D and 3-D only)")
+    k = list(W.shape[2:])
+    strides = strides or _spatial(a, "strides", n, 1)
+    dil = _spatial(a, "dilations", n, 1)
+    if pads is None:
+        pads = _conv_pads(a, X.shape[2:], k, strides, dil)
+    g = a.get("group", 1)
+    N, C, O = X.shape[0], X.shape[1], W.shape[0]
+    if n == 1:
+        xh = transpose(c, reshape(c, X, [N, C, 1, X.shape[2]]), [0, 2, 3, 1])
+        wh = transpose(c, reshape(c, W, [O, W.shape[1], 1, k[0]]), [2, 3, 1, 0])
+        y = _conv2d_nhwc(c, xh, wh, [1] + strides, [1] + dil, [0, pads[0], 0, pads[1]], g)
+        y = reshape(c, y, [N, y.shape[2], O])
+    elif n == 2:
+        y = _conv2d_nhwc(c, _to_nhwc(c, X), transpose(c, W, [2, 3, 1, 0]), strides, dil,
+                         pads, g)
     else:
-        cin, cout = X.shape[1] // g, W.shape[0] // g
-        parts = [c.op("Conv2D", _slice(c, xh, [i * cin], [(i + 1) * cin], [3], [1]),
-                      _slice(c, wh, [i * cout], [(i + 1) * cout], [3], [1]), **attrs)
+        xt = transpose(c, X, [0, 2, 3, 4, 1])               # N D H W C
+        if pads[0] or pads[3]:
+            xt = c.op("Pad", xt, np.asarray([[0, 0], [pads[0], pads[3]], [0, 0], [0, 0],
+                                             [0, 0]], np.int64))
+        depth = xt.shape[1]
+        od = (depth - (k[0] - 1) * dil[0] - 1) // strides[0] + 1
+        wt = transpose(c, W, [2, 3, 4, 1, 0])               # kd kh kw I O
+        H, Wd = X.shape[3], X.shape[4]
+        y = None
+        for i in range(k[0]):
+            b = i * dil[0]
+            xs = _slice(c, xt, [b], [b + (od - 1) * strides[0] + 1], [1], [strides[0]])
+            wi = reshape(c, _slice(c, wt, [i], [i + 1], [0], [1]), list(W.shape[3:]) +
+                         [W.shape[1], O])
+            yi = _conv2d_nhwc(c, reshape(c, xs, [N * od, H, Wd, C]), wi, strides[1:],
+                              dil[1:], [pads[1], pads[2], pads[4], pads[5]], g)
+            y = yi if y is None else c.op("AddV2", y, yi)
+        y = reshape(c, y, [N, od] + list(y.shape[1:]))
+    if B is not None:
+        y = c.op("AddV2", y, B)
+    return transpose(c, y, [0, r - 1] + list(range(1, r - 1)))
+
+
+@rule("Conv", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice Pad")
+def _conv(c, x, a):
+    return [_conv_nd(c, x[0], x[1], x[2] if len(x) > 2 else None, a)]
+
+
+def _flip(c, w, axes):
+    v = c.value(w)
+    if v is not None:
+        return np.flip(v, axis=tuple(axes)).copy()
+    return _slice(c, w, [-1] * len(axes), [-_BIG] * len(axes), axes, [-1] * len(axes))
+
+
+@rule("ConvTranspose", "Conv2D Transpose AddV2 Reshape ConcatV2 StridedSlice Pad")
+def _conv_transpose(c, x, a):
+    """ConvTranspose as the Conv of the input spread by the strides (zeros
+    between its values) with the flipped kernel, its channel axes swapped."""
+    X, W = x[0], x[1]
+    B = x[2] if len(x) > 2 else None
+    r = rank(X)
+    n = r - 2
+    k = list(W.shape[2:])
+    strides, dil = _spatial(a, "strides", n, 1), _spatial(a, "dilations", n, 1)
+    outpad = _spatial(a, "output_padding", n, 0)
+    g = a.get("group", 1)
+    ins = list(X.shape[2:])
+    full = [s * (i - 1) + o + (kk - 1) * d + 1
+            for s, i, o, kk, d in zip(strides, ins, outpad, k, dil)]
+    auto = a.get("auto_pad", "NOTSET")
+    shape = a.get("output_shape")
+    if shape or auto in ("SAME_UPPER", "SAME_LOWER"):
+        shape = list(shape)[-n:] if shape else [i * s for i, s in zip(ins, strides)]
+        total = [f - o for f, o in zip(full, shape)]
+        upper = auto == "SAME_UPPER"
+        pb = [t // 2 if upper else t - t // 2 for t in total]
+        pads = pb + [t - b for t, b in zip(total, pb)]
+    elif auto == "VALID":
+        pads = [0] * (2 * n)
+    else:
+        pads = _spatial(a, "pads", 2 * n, 0)
+    # spread: zeros between the input's values along each strided axis
+    N, C = X.shape[0], X.shape[1]
+    y = X
+    for i, s in enumerate(strides):
+        if s == 1:
+            continue
+        ax = 2 + i
+        sh = list(y.shape)
+        y = reshape(c, y, sh[:ax + 1] + [1] + sh[ax + 1:])
+        p = np.zeros((len(sh) + 1, 2), np.int64)
+        p[ax + 1, 1] = s - 1
+        y = reshape(c, c.op("Pad", y, p), sh[:ax] + [sh[ax] * s] + sh[ax + 1:])
+        y = _slice(c, y, [0], [(sh[ax] - 1) * s + 1], [ax], [1])
+    # the full padding (k - 1) * d less the node's pads, plus output_padding at the end
+    lo = [(kk - 1) * d - pads[i] for i, (kk, d) in enumerate(zip(k, dil))]
+    hi = [(kk - 1) * d - pads[n + i] + outpad[i] for i, (kk, d) in enumerate(zip(k, dil))]
+    crop_b, crop_e = [max(-v, 0) for v in lo], [max(-v, 0) for v in hi]
+    if any(crop_b) or any(crop_e):
+        y = _slice(c, y, crop_b, [y.shape[2 + i] - e for i, e in enumerate(crop_e)],
+                   list(range(2, r)), [1] * n)
+    # W [C, O/g, k...] -> per group [O/g, C/g, k...], flipped
+    cg, og = C // g, W.shape[1]
+    wt = _flip(c, W, list(range(2, r)))
+    if isinstance(wt, np.ndarray):
+        wt = np.concatenate([np.swapaxes(wt[i * cg:(i + 1) * cg], 0, 1) for i in range(g)], 0)
+    else:
+        perm = [1, 0] + list(range(2, r))
+        parts = [transpose(c, _slice(c, wt, [i * cg], [(i + 1) * cg], [0], [1]), perm)
                  for i in range(g)]
-        y = c.op("ConcatV2", *parts, np.asarray(3, np.int32), N=g)
-    if len(x) > 2 and x[2] is not None:
-        y = c.op("AddV2", y, x[2])
-    return [_to_nchw(c, y)]
+        wt = parts[0] if g == 1 else c.op("ConcatV2", *parts, np.asarray(0, np.int32), N=g)
+    if not isinstance(wt, np.ndarray) and og * g != wt.shape[0]:
+        raise c.error("ConvTranspose weight does not match the groups")
+    conv_pads = [max(v, 0) for v in lo] + [max(v, 0) for v in hi]
+    return [_conv_nd(c, y, wt, B, dict(group=g, dilations=dil), pads=conv_pads,
+                     strides=[1] * n)]
 
 
-def _pool_common(c, x, a):
-    X = x[0]
-    if rank(X) != 4:
-        raise errors.UnimplementedError(
-            f"ONNX node {c.node!r}: pooling of rank {rank(X)} is not mapped (2-D only)")
-    k = list(a["kernel_shape"])
-    strides = list(a.get("strides", [1, 1]))
-    dil = list(a.get("dilations", [1, 1]))
-    if dil != [1, 1] or a.get("ceil_mode", 0):
-        raise errors.UnimplementedError(
-            f"ONNX node {c.node!r}: pooling with dilations or ceil_mode is not mapped")
+def _pool_geometry(c, X, a, k):
+    """(strides, dilations, begin pads, end pads, output sizes) of an ONNX
+    pooling node; the end pads include what ceil_mode adds."""
+    n = len(k)
+    strides, dil = _spatial(a, "strides", n, 1), _spatial(a, "dilations", n, 1)
     pads = _conv_pads(a, X.shape[2:], k, strides, dil)
-    return X, k, strides, pads
+    ceil = a.get("ceil_mode", 0)
+    pb, pe, out = list(pads[:n]), [], []
+    for i in range(n):
+        size, w, s = X.shape[2 + i], (k[i] - 1) * dil[i] + 1, strides[i]
+        span = size + pads[i] + pads[n + i] - w
+        if span < 0:
+            raise c.error(f"the pooling window ({w}) is larger than the padded input "
+                          f"({size + pads[i] + pads[n + i]})")
+        o = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (o - 1) * s >= size + pads[i]:
+            o -= 1   # the last window starts inside the input or its begin pad
+        out.append(o)
+        pe.append(max((o - 1) * s + w - size - pads[i], pads[n + i]))
+    return strides, dil, pb, pe, out, pads
 
 
-@rule("MaxPool", "MaxPool Transpose Pad OnesLike Greater SelectV2", since=1)
+def _window_counts(size, pb, pe, k, s, d, out, include_pad):
+    """How many positions of each of `out` windows along one axis lie in
+    the input (or, with `include_pad`, in the input and its pads)."""
+    lo, hi = (-pb, size + pe) if include_pad else (0, size)
+    pos = (np.arange(out) * s - pb)[:, None] + np.arange(k)[None, :] * d
+    return ((pos >= lo) & (pos < hi)).sum(1)
+
+
+def _flat_index(shape, spatial_pos, column_major):
+    """Flat indices into an [N, C, spatial...] tensor of `shape` of the
+    spatial positions `spatial_pos` ([N, C, out...] each, one per axis):
+    the spatial part row-major, or column-major (MaxPool storage_order=1)."""
+    n, ch = shape[:2]
+    dims = list(shape[2:])
+    lead = (np.arange(n).reshape([n, 1] + [1] * len(dims)) * ch +
+            np.arange(ch).reshape([1, ch] + [1] * len(dims))) * int(np.prod(dims))
+    axes = list(range(len(dims))) if column_major else list(range(len(dims)))[::-1]
+    flat, stride = np.zeros(np.shape(spatial_pos[0]), np.int64), 1
+    for i in axes:   # the fastest-varying axis first
+        flat = flat + spatial_pos[i] * stride
+        stride *= dims[i]
+    return lead + flat
+
+
+def _pool(c, X, a, kind, indices=False):
+    """Max, average ("avg") or p-norm ("lp") pooling of [N, C, spatial...]:
+    2-D (and 1-D, as 2-D of height 1) without dilations on MaxPool/AvgPool,
+    any other rank or dilation as the maximum or sum of strided slices."""
+    r = rank(X)
+    if r < 3:
+        raise c.error(f"pooling needs an input of rank 3 or more, got rank {r}")
+    k = [int(v) for v in a["kernel_shape"]]
+    n = len(k)
+    strides, dil, pb, pe, out, pads = _pool_geometry(c, X, a, k)
+    x = X
+    if kind == "lp":
+        p = a.get("p", 2)
+        x = c.op("Mul", X, X) if p == 2 else c.op("Pow", c.op("Abs", X), const(p, X))
+    p_arr = np.zeros((r, 2), np.int64)
+    p_arr[2:, 0], p_arr[2:, 1] = pb, pe
+    if kind == "max":
+        lo = -np.inf if X.dtype.is_floating else np.iinfo(X.dtype.as_numpy_dtype).min
+        xp = _pad_value(c, x, p_arr, lo) if p_arr.any() else x
+    else:
+        xp = c.op("Pad", x, p_arr) if p_arr.any() else x
+    if indices:   # max pooling and the flat index of each maximum (the first of ties)
+        y, idx = None, None
+        grids = np.meshgrid(*[np.arange(m) for m in out], indexing="ij")
+        for offs in itertools.product(*[range(v) for v in k]):
+            b = [o * d for o, d in zip(offs, dil)]
+            e = [v + (m - 1) * s + 1 for v, m, s in zip(b, out, strides)]
+            sl = _slice(c, xp, b, e, list(range(2, r)), strides)
+            pos = [np.broadcast_to(gi * s - p0 + bi, list(X.shape[:2]) + out)
+                   for gi, s, p0, bi in zip(grids, strides, pb, b)]
+            here = _flat_index(list(X.shape), pos, a.get("storage_order", 0))
+            if y is None:
+                y, idx = sl, here
+                continue
+            better = c.op("Greater", sl, y)
+            y = c.op("SelectV2", better, sl, y)
+            idx = c.op("SelectV2", better, here, idx)
+        return y, idx
+    if n <= 2 and dil == [1] * n:
+        x4 = xp if n == 2 else reshape(c, xp, list(xp.shape[:2]) + [1, xp.shape[2]])
+        kk, ss = (k, strides) if n == 2 else ([1] + k, [1] + strides)
+        y = c.op("MaxPool" if kind == "max" else "AvgPool", _to_nhwc(c, x4),
+                 ksize=[1] + kk + [1], strides=[1] + ss + [1], padding="VALID")
+        y = _to_nchw(c, y)
+        if n == 1:
+            y = reshape(c, y, list(X.shape[:2]) + out)
+        scale = float(np.prod(k))   # AvgPool divided by the window size
+    else:
+        y = None
+        for offs in itertools.product(*[range(v) for v in k]):
+            b = [o * d for o, d in zip(offs, dil)]
+            e = [v + (m - 1) * s + 1 for v, m, s in zip(b, out, strides)]
+            sl = _slice(c, xp, b, e, list(range(2, r)), strides)
+            y = sl if y is None else c.op("Maximum" if kind == "max" else "AddV2", y, sl)
+        scale = 1.0
+    if kind == "max":
+        return y
+    if kind == "avg":
+        counts = np.ones((), np.float64)
+        for i in range(n):
+            w = _window_counts(X.shape[2 + i], pads[i], pads[n + i], k[i], strides[i],
+                               dil[i], out[i], a.get("count_include_pad", 0))
+            counts = np.multiply.outer(counts, w)
+        factor = scale / counts
+        if not np.allclose(factor, 1.0):
+            y = c.op("Mul", y, const(factor, y))
+        return y
+    if scale != 1.0:
+        y = c.op("Mul", y, const(scale, y))
+    p = a.get("p", 2)
+    return c.op("Sqrt", y) if p == 2 else c.op("Pow", y, const(1.0 / p, y))
+
+
+_POOL_OPS = "MaxPool AvgPool Transpose Pad Reshape OnesLike Greater SelectV2 StridedSlice " \
+    "Maximum AddV2 Mul"
+
+
+@rule("MaxPool", _POOL_OPS)
 def _maxpool(c, x, a):
-    X, k, strides, pads = _pool_common(c, x, a)
     if c.n_outputs > 1:
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: MaxPool Indices output "
-                                        "is not mapped")
-    xh = _to_nhwc(c, X)
-    attrs = dict(ksize=[1] + k + [1], strides=[1] + strides + [1])
-    if any(pads):
-        lo = np.finfo(X.dtype.as_numpy_dtype).min if X.dtype.is_floating else \
-            np.iinfo(X.dtype.as_numpy_dtype).min
-        p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
-        xh = _pad_value(c, xh, p, lo)
-    return [_to_nchw(c, c.op("MaxPool", xh, padding="VALID", **attrs))]
+        return list(_pool(c, x[0], a, "max", indices=True))
+    return [_pool(c, x[0], a, "max")]
 
 
-@rule("AveragePool", "AvgPool Transpose Pad Mul RealDiv OnesLike")
+@rule("MaxUnpool", "Reshape TensorScatterUpdate Cast Pad", since=9)
+def _maxunpool(c, x, a):
+    """The values put back at MaxPool's flat indices (into the shape the
+    pooling implies), zeros elsewhere; an output_shape pads at the end."""
+    X, I = x[0], x[1]
+    n = rank(X) - 2
+    k = [int(v) for v in a["kernel_shape"]]
+    strides, pads = _spatial(a, "strides", n, 1), _spatial(a, "pads", 2 * n, 0)
+    inferred = list(X.shape[:2]) + [(i - 1) * s + kk - pads[j] - pads[n + j] for j, (i, s, kk)
+                                    in enumerate(zip(X.shape[2:], strides, k))]
+    flat = np.zeros(int(np.prod(inferred)), X.dtype.as_numpy_dtype)
+    idx = reshape(c, c.op("Cast", I, DstT=dtypes.int64), [-1, 1])
+    y = reshape(c, c.op("TensorScatterUpdate", flat, idx, reshape(c, X, [-1])), inferred)
+    shape = c.value(x[2]) if len(x) > 2 and x[2] is not None else None
+    if shape is not None:
+        extra = [int(w) - h for w, h in zip(np.asarray(shape).reshape(-1), inferred)]
+        if any(extra):
+            y = c.op("Pad", y, np.asarray([[0, e] for e in extra], np.int64))
+    return [y]
+
+
+@rule("AveragePool", _POOL_OPS)
 def _avgpool(c, x, a):
-    X, k, strides, pads = _pool_common(c, x, a)
-    xh = _to_nhwc(c, X)
-    attrs = dict(ksize=[1] + k + [1], strides=[1] + strides + [1], padding="VALID")
-    if not any(pads):
-        return [_to_nchw(c, c.op("AvgPool", xh, **attrs))]
-    p = np.asarray(_explicit(pads), np.int64).reshape(4, 2)
-    s = c.op("AvgPool", c.op("Pad", xh, p), **attrs)
-    if a.get("count_include_pad", 0):
-        return [_to_nchw(c, s)]
-    ones = c.op("Pad", c.op("OnesLike", xh), p)
-    n = c.op("AvgPool", ones, **attrs)
-    return [_to_nchw(c, c.op("RealDiv", s, n))]
+    return [_pool(c, x[0], a, "avg")]
+
+
+@rule("LpPool", _POOL_OPS + " Abs Pow Sqrt", since=11)
+def _lppool(c, x, a):
+    return [_pool(c, x[0], a, "lp")]
+
+
+@rule("LRN", "Mul Pad StridedSlice AddV2 Pow RealDiv")
+def _lrn(c, x, a):
+    """x / (bias + alpha / size * (sum of x**2 over `size` neighbouring channels))**beta"""
+    X = x[0]
+    size = int(a["size"])
+    lo = (size - 1) // 2
+    p = np.zeros((rank(X), 2), np.int64)
+    p[1] = (lo, size - 1 - lo)
+    sq = c.op("Pad", c.op("Mul", X, X), p)
+    C = X.shape[1]
+    total = None
+    for i in range(size):
+        sl = _slice(c, sq, [i], [i + C], [1], [1])
+        total = sl if total is None else c.op("AddV2", total, sl)
+    base = c.op("AddV2", c.op("Mul", total, const(a.get("alpha", 1e-4) / size, X)),
+                const(a.get("bias", 1.0), X))
+    return [c.op("RealDiv", X, c.op("Pow", base, const(a.get("beta", 0.75), X)))]
+
+
+# ================================================================ resize
+
+def _resize_coeffs(mode, nearest_mode, ratio, scale, antialias, a_cubic):
+    """The taps of one output position at fractional offset `ratio` in (0, 1]."""
+    if mode == "nearest":
+        if float(ratio).is_integer():
+            return np.array([0.0, 1.0])
+        right = {"round_prefer_floor": ratio > 0.5, "round_prefer_ceil": ratio >= 0.5,
+                 "floor": False, "ceil": True}[nearest_mode]
+        return np.array([0.0, 1.0]) if right else np.array([1.0, 0.0])
+    if mode == "linear":
+        if not antialias:
+            return np.array([1 - ratio, ratio])
+        s = min(scale, 1.0)
+        start = int(np.floor(-1 / s) + 1)
+        w = np.clip(1 - np.abs((np.arange(start, 2 - start) - ratio) * s), 0, 1)
+        return w / w.sum()
+    A = a_cubic
+    if not antialias:
+        r = ratio
+        return np.array([((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                         ((A + 2) * r - (A + 3)) * r * r + 1,
+                         ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1,
+                         ((A * (2 - r) - 5 * A) * (2 - r) + 8 * A) * (2 - r) - 4 * A])
+    s = min(scale, 1.0)
+    start = int(np.floor(-2 / s) + 1)
+    t = np.abs(s * (np.arange(start, 2 - start) - ratio))
+    w = np.where(t <= 1, (A + 2) * t ** 3 - (A + 3) * t ** 2 + 1,
+                 np.where(t < 2, A * t ** 3 - 5 * A * t ** 2 + 8 * A * t - 4 * A, 0.0))
+    return w / w.sum()
+
+
+def _resize_matrix(n_in, n_out, scale, roi, a):
+    """The [n_out, n_in] interpolation matrix of Resize along one axis and
+    the output positions that take the extrapolation value (onnx's
+    reference semantics: per axis, the taps nearest the source coordinate,
+    the input's edge repeated beyond it)."""
+    ctm = a["coordinate_transformation_mode"]
+    y = np.arange(n_out, dtype=np.float64)
+    width = scale * n_in
+    extra = np.zeros(n_out, bool)
+    if ctm == "align_corners":
+        x = np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        x = np.full(n_out, (roi[1] - roi[0]) * (n_in - 1) / 2) if width == 1 else \
+            y * (roi[1] - roi[0]) * (n_in - 1) / (width - 1)
+        x = x + roi[0] * (n_in - 1)
+        extra = (x < 0) | (x > n_in - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        x = n_in / 2 * (1 - n_out / width) + (y + 0.5) / scale - 0.5
+    else:
+        raise ValueError(f"coordinate_transformation_mode {ctm!r} is not one ONNX defines")
+    base = np.floor(x)
+    ratio = np.where(x == base, 1.0, x - base)
+    coeffs = np.stack([_resize_coeffs(a["mode"], a["nearest_mode"], float(r), scale,
+                                      a["antialias"], a["cubic_coeff_a"]) for r in ratio]) \
+        if n_out else np.zeros((0, 2))
+    n = coeffs.shape[1]
+    pad = int(np.ceil(n / 2))
+    xp = x + pad
+    p = np.floor(xp).astype(np.int64)
+    if n % 2 == 0:
+        off = np.where(xp - p == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        off = np.where(xp - p <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    idx = (p + off)[:, None] + np.arange(n)[None, :] - pad
+    if a["exclude_outside"]:
+        coeffs = np.where((idx < 0) | (idx >= n_in), 0.0, coeffs)
+        total = coeffs.sum(-1, keepdims=True)
+        coeffs = coeffs / np.where(total == 0, 1.0, total)
+    m = np.zeros((n_out, n_in))
+    np.add.at(m, (np.repeat(np.arange(n_out), n), np.clip(idx, 0, n_in - 1).reshape(-1)),
+              coeffs.reshape(-1))
+    return m, extra
+
+
+def _resize(c, X, scales, sizes, roi, a):
+    r = rank(X)
+    shape = list(X.shape)
+    axes = _axes(a.get("axes") or list(range(r)), r)
+    if sizes is not None:
+        sizes = [int(v) for v in sizes]
+        fac = [sizes[i] / shape[ax] for i, ax in enumerate(axes)]
+        policy = a.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            s = min(fac) if policy == "not_larger" else max(fac)
+            fac = [s] * len(axes)
+            sizes = [int(s * shape[ax] + 0.5) for ax in axes]
+    else:
+        fac = [float(v) for v in scales]
+        sizes = [int(f * shape[ax]) for f, ax in zip(fac, axes)]
+    if len(fac) != len(axes):
+        raise c.error(f"Resize has {len(fac)} scales or sizes for {len(axes)} axes")
+    if roi is not None and len(roi) == 2 * len(axes):
+        roi = {ax: (float(roi[i]), float(roi[len(axes) + i])) for i, ax in enumerate(axes)}
+    else:
+        roi = {ax: (0.0, 1.0) for ax in axes}
+    y, mask = X, None
+    for ax, f, n_out in zip(axes, fac, sizes):
+        n_in = shape[ax]
+        if np.isclose(f, 1.0) and n_out == n_in and roi[ax] == (0.0, 1.0):
+            continue
+        m, extra = _resize_matrix(n_in, n_out, f, roi[ax], a)
+        if a["mode"] == "nearest":   # one source per output: a gather, exact in any dtype
+            y = c.op("GatherV2", y, m.argmax(1).astype(np.int64), np.asarray(ax, np.int64))
+        else:
+            s = list(y.shape)
+            pre, post = int(np.prod(s[:ax], dtype=np.int64)), int(np.prod(s[ax + 1:],
+                                                                          dtype=np.int64))
+            yf = y if y.dtype.is_floating else c.op("Cast", y, DstT=dtypes.float32)
+            w = const(m, yf)
+            if pre == 1:
+                out = c.op("MatMul", w, reshape(c, yf, [n_in, post]))
+            else:
+                out = c.op("BatchMatMulV2", w[None], reshape(c, yf, [pre, n_in, post]))
+            out = reshape(c, out, s[:ax] + [n_out] + s[ax + 1:])
+            if out.dtype is not y.dtype:
+                info = np.iinfo(y.dtype.as_numpy_dtype)
+                out = c.op("Cast", c.op("Minimum", c.op("Maximum", c.op("Round", out),
+                                                         const(info.min, out)),
+                                        const(info.max, out)), DstT=y.dtype)
+            y = out
+        if extra.any():
+            e = extra.reshape([1] * ax + [n_out] + [1] * (r - ax - 1))
+            mask = e if mask is None else (mask | e)
+        shape[ax] = n_out
+    if mask is not None:
+        mask = np.broadcast_to(mask, shape).copy()
+        y = c.op("SelectV2", mask, const(a.get("extrapolation_value", 0.0), y), y)
+    return c.op("Identity", y)
+
+
+def _resize_attrs(a, **defaults):
+    out = dict(mode="nearest", coordinate_transformation_mode="half_pixel",
+               nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=0,
+               antialias=0)
+    out.update(defaults)
+    out.update(a)
+    return out
+
+
+_RESIZE_OPS = "GatherV2 MatMul BatchMatMulV2 Reshape Cast Round Maximum Minimum SelectV2 Identity"
+
+
+@rule("Resize", _RESIZE_OPS, since=11)
+def _resize11(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    X, roi, scales, sizes = x[:4]
+    roi = c.value(roi)
+    scales, sizes = c.value(scales), c.value(sizes)
+    if sizes is not None and sizes.size:
+        scales = None
+    elif scales is None or not scales.size:
+        raise c.error("Resize needs constant scales or sizes")
+    return [_resize(c, X, None if scales is None else scales.reshape(-1),
+                    None if sizes is None else sizes.reshape(-1),
+                    None if roi is None else roi.reshape(-1), _resize_attrs(a))]
+
+
+def _upsample_attrs(a, scales):
+    """Resize-10 and Upsample: asymmetric coordinates; nearest takes the
+    floor upsampling and the ceiling downsampling (onnxruntime's rule)."""
+    mode = a.get("mode", "nearest")
+    mode = "linear" if mode in ("linear", "bilinear") else mode
+    down = any(s < 1 for s in scales)
+    return _resize_attrs({"mode": mode}, coordinate_transformation_mode="asymmetric",
+                         nearest_mode="ceil" if down else "floor")
+
+
+@rule("Resize", _RESIZE_OPS, since=10, until=10)
+def _resize10(c, x, a):
+    scales = c.need(x[1], "scales").reshape(-1)
+    return [_resize(c, x[0], scales, None, None, _upsample_attrs(a, scales))]
+
+
+@rule("Upsample", _RESIZE_OPS, since=7, until=9)
+def _upsample(c, x, a):
+    scales = np.asarray(a["scales"]) if "scales" in a else c.need(x[1], "scales").reshape(-1)
+    return [_resize(c, x[0], scales, None, None, _upsample_attrs(a, scales))]
+
+
+# ================================================================ recurrent
+
+def _rnn_activation(c, name, alpha, beta):
+    n = name.lower()
+    unary = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid"}
+    if n in unary:
+        return lambda t: c.op(unary[n], t)
+    if n == "affine":
+        return lambda t: c.op("AddV2", c.op("Mul", t, const(alpha, t)), const(beta, t))
+    if n == "leakyrelu":
+        return lambda t: c.op("SelectV2", c.op("Less", t, const(0, t)),
+                              c.op("Mul", t, const(alpha, t)), t)
+    if n == "thresholdedrelu":
+        return lambda t: c.op("SelectV2", c.op("Greater", t, const(alpha, t)), t,
+                              c.op("ZerosLike", t))
+    if n == "scaledtanh":
+        return lambda t: c.op("Mul", c.op("Tanh", c.op("Mul", t, const(beta, t))),
+                              const(alpha, t))
+    if n == "hardsigmoid":
+        return lambda t: _hard_sigmoid(c, t, alpha, beta)
+    if n == "elu":
+        return lambda t: _elu(c, t, alpha)
+    if n == "softsign":
+        return lambda t: c.op("RealDiv", t, c.op("AddV2", const(1, t), c.op("Abs", t)))
+    if n == "softplus":
+        return lambda t: _softplus(c, t)
+    raise c.error(f"recurrent activation {name!r} is not one ONNX defines")
+
+
+_RNN_ALPHA = {"affine": 1.0, "leakyrelu": 0.01, "thresholdedrelu": 1.0, "scaledtanh": 1.0,
+              "hardsigmoid": 0.2, "elu": 1.0}
+_RNN_BETA = {"affine": 0.0, "scaledtanh": 1.0, "hardsigmoid": 0.5}
+
+
+def _rnn_activations(c, a, defaults, n_dirs):
+    """The node's activation functions, per direction (alpha and beta taken
+    in order by the functions that have them)."""
+    names = list(a.get("activations") or defaults * n_dirs)
+    alphas, betas = list(a.get("activation_alpha") or []), list(a.get("activation_beta") or [])
+    fns = []
+    for name in names:
+        n = name.lower()
+        al = alphas.pop(0) if n in _RNN_ALPHA and alphas else _RNN_ALPHA.get(n, 0.0)
+        be = betas.pop(0) if n in _RNN_BETA and betas else _RNN_BETA.get(n, 0.0)
+        fns.append(_rnn_activation(c, name, al, be))
+    k = len(defaults)
+    return [fns[i * k:(i + 1) * k] for i in range(n_dirs)]
+
+
+def _recurrent(c, x, a, kind):
+    """RNN, GRU and LSTM, unrolled over the (static) sequence: the input
+    projection of every step in one MatMul, then per step the recurrent
+    MatMul and the gates; steps past a batch entry's sequence_lens keep its
+    state and output zeros."""
+    gates, defaults = {"RNN": (1, ["Tanh"]), "GRU": (3, ["Sigmoid", "Tanh"]),
+                       "LSTM": (4, ["Sigmoid", "Tanh", "Tanh"])}[kind]
+    x = list(x) + [None] * (8 - len(x))
+    X, W, R, B, lens, h0 = x[:6]
+    c0, P = (x[6], x[7]) if kind == "LSTM" else (None, None)
+    layout = a.get("layout", 0)
+    if layout:
+        X = transpose(c, X, [1, 0, 2])
+    seq, batch, _ = X.shape
+    hid = int(a.get("hidden_size") or R.shape[-1])
+    direction = a.get("direction", "forward")
+    dirs = ["forward", "reverse"] if direction == "bidirectional" else [direction]
+    acts = _rnn_activations(c, a, defaults, len(dirs))
+    clip = a.get("clip")
+    lin_before = a.get("linear_before_reset", 0)
+    zero_h = np.zeros((batch, hid), X.dtype.as_numpy_dtype)
+    lv = c.value(lens)
+    if lv is not None and (np.asarray(lv) == seq).all():
+        lens = None
+
+    def clipped(t):
+        if clip is None:
+            return t
+        return c.op("Minimum", c.op("Maximum", t, const(-clip, t)), const(clip, t))
+
+    def part(t, i, axis=1):
+        return _slice(c, t, [i * hid], [(i + 1) * hid], [axis], [1])
+
+    def pick(t, d):
+        return reshape(c, _slice(c, t, [d], [d + 1], [0], [1]), list(t.shape[1:]))
+
+    ys, hs, cs = [], [], []
+    flat = reshape(c, X, [seq * batch, X.shape[2]])
+    for d, name in enumerate(dirs):
+        f = acts[d]
+        w, r = pick(W, d), pick(R, d)                       # [G*hid, in], [G*hid, hid]
+        xw = c.op("MatMul", flat, w, transpose_b=True)
+        if B is not None:
+            b = pick(B, d)
+            wb, rb = _slice(c, b, [0], [gates * hid], [0], [1]), \
+                _slice(c, b, [gates * hid], [2 * gates * hid], [0], [1])
+            xw = c.op("AddV2", xw, wb if kind == "GRU" and lin_before else
+                      c.op("AddV2", wb, rb))
+        else:
+            rb = None
+        xw = reshape(c, xw, [seq, batch, gates * hid])
+        h = pick(h0, d) if h0 is not None else zero_h
+        cell = pick(c0, d) if c0 is not None else zero_h
+        p = pick(P, d) if P is not None else None
+        out = [None] * seq
+        steps = range(seq - 1, -1, -1) if name == "reverse" else range(seq)
+        for t in steps:
+            g = reshape(c, _slice(c, xw, [t], [t + 1], [0], [1]), [batch, gates * hid])
+            if kind == "GRU":
+                rz = c.op("MatMul", h, _slice(c, r, [0], [2 * hid], [0], [1]), transpose_b=True)
+                rh = _slice(c, r, [2 * hid], [3 * hid], [0], [1])
+                gz = c.op("AddV2", part(g, 0), part(rz, 0))
+                gr = c.op("AddV2", part(g, 1), part(rz, 1))
+                if lin_before and rb is not None:
+                    gz = c.op("AddV2", gz, part(rb, 0, 0))
+                    gr = c.op("AddV2", gr, part(rb, 1, 0))
+                z, rr = f[0](clipped(gz)), f[0](clipped(gr))
+                if lin_before:
+                    hr = c.op("MatMul", h, rh, transpose_b=True)
+                    if rb is not None:
+                        hr = c.op("AddV2", hr, part(rb, 2, 0))
+                    gh = c.op("AddV2", part(g, 2), c.op("Mul", rr, hr))
+                else:
+                    gh = c.op("AddV2", part(g, 2),
+                              c.op("MatMul", c.op("Mul", rr, h), rh, transpose_b=True))
+                hh = f[1](clipped(gh))
+                new_h = c.op("AddV2", c.op("Mul", c.op("Sub", const(1, z), z), hh),
+                             c.op("Mul", z, h))
+                new_c = cell
+            else:
+                g = c.op("AddV2", g, c.op("MatMul", h, r, transpose_b=True))
+                if kind == "RNN":
+                    new_h, new_c = f[0](clipped(g)), cell
+                else:
+                    gi, go, gf, gc = (part(g, i) for i in range(4))
+                    if p is not None:
+                        gi = c.op("AddV2", gi, c.op("Mul", part(p, 0, 0), cell))
+                        gf = c.op("AddV2", gf, c.op("Mul", part(p, 2, 0), cell))
+                    i_ = f[0](clipped(gi))
+                    f_ = c.op("Sub", const(1, i_), i_) if a.get("input_forget", 0) else \
+                        f[0](clipped(gf))
+                    new_c = c.op("AddV2", c.op("Mul", f_, cell), c.op("Mul", i_, f[1](clipped(gc))))
+                    if p is not None:
+                        go = c.op("AddV2", go, c.op("Mul", part(p, 1, 0), new_c))
+                    new_h = c.op("Mul", f[0](clipped(go)), f[2](new_c))
+            if lens is not None:    # past its length an entry keeps its state, outputs 0
+                live = reshape(c, c.op("Less", np.asarray(t, lens.dtype.as_numpy_dtype), lens),
+                               [batch, 1])
+                out[t] = c.op("SelectV2", live, new_h, zero_h)
+                new_h = c.op("SelectV2", live, new_h, h)
+                new_c = c.op("SelectV2", live, new_c, cell)
+            else:
+                out[t] = new_h
+            h, cell = new_h, new_c
+        ys.append(c.op("Pack", *out, axis=0, N=seq))                 # [seq, batch, hid]
+        hs.append(h)
+        cs.append(cell)
+    Y = c.op("Pack", *ys, axis=1, N=len(dirs))                       # [seq, dirs, batch, hid]
+    Yh = c.op("Pack", *[_tensorish(c, v) for v in hs], axis=0, N=len(dirs))
+    Yc = c.op("Pack", *[_tensorish(c, v) for v in cs], axis=0, N=len(dirs))
+    if layout:
+        Y, Yh, Yc = transpose(c, Y, [2, 0, 1, 3]), transpose(c, Yh, [1, 0, 2]), \
+            transpose(c, Yc, [1, 0, 2])
+    return [Y, Yh, Yc][:max(c.n_outputs, 1)]
+
+
+_RNN_OPS = "MatMul AddV2 Sub Mul Reshape StridedSlice Transpose Pack Less SelectV2 Minimum " \
+    "Maximum Relu Tanh Sigmoid Identity Greater ZerosLike RealDiv Abs Exp Log Neg"
+
+rule("RNN", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "RNN"))
+rule("GRU", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "GRU"))
+rule("LSTM", _RNN_OPS, since=7)(lambda c, x, a: _recurrent(c, x, a, "LSTM"))
+
+
+# ================================================================ control flow and sequences
+# Subgraphs are lowered inline (Ctx.subgraph): If takes the branch its
+# condition (a constant, or a graph input read when the graph is built)
+# selects, or both branches and a SelectV2; Loop and Scan are unrolled.
+
+_MAX_UNROLL = 100_000
+
+
+def _selected(c, cond, a, b):
+    if isinstance(a, list) or isinstance(b, list):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: an If of sequences needs a "
+                                        "constant condition")
+    a, b = _tensorish(c, a), _tensorish(c, b)
+    if tuple(a.shape) != tuple(b.shape):
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: an If whose branches give shapes {tuple(a.shape)} and "
+            f"{tuple(b.shape)} needs a constant condition")
+    return c.op("SelectV2", cond, a, b)
+
+
+def _tensorish(c, v):
+    return c.op("Identity", v) if isinstance(v, np.ndarray) else v
+
+
+@rule("If", "SelectV2 Identity Reshape", raw=True)
+def _if(c, x, a):
+    cond = c.value(x[0])
+    if cond is not None:
+        return c.subgraph(a["then_branch"] if bool(np.asarray(cond).reshape(-1)[0])
+                          else a["else_branch"], [])
+    t = c.subgraph(a["then_branch"], [])
+    e = c.subgraph(a["else_branch"], [])
+    flag = reshape(c, x[0], [])
+    return [_selected(c, flag, u, v) for u, v in zip(t, e)]
+
+
+def _stack(c, items, axis):
+    items = [_tensorish(c, v) for v in items]
+    return c.op("Pack", *items, axis=axis, N=len(items))
+
+
+@rule("Loop", "Pack Identity", raw=True)
+def _loop(c, x, a):
+    x = list(x) + [None] * (2 - len(x))
+    m, cond, carried = c.value(x[0]), c.value(x[1]), list(x[2:])
+    if x[0] is not None and m is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Loop's trip count must be a "
+                                        "constant (or a graph input)")
+    if x[1] is not None and cond is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Loop's condition must be a "
+                                        "constant (or a graph input)")
+    trips = _MAX_UNROLL if m is None else int(np.asarray(m).reshape(-1)[0])
+    if m is None and cond is None:
+        raise c.error("a Loop without trip count or condition never ends")
+    go = True if cond is None else bool(np.asarray(cond).reshape(-1)[0])
+    body = a["body"]
+    n_scan = len(body.output) - 1 - len(carried)
+    scans = [[] for _ in range(n_scan)]
+    i = 0
+    while go and i < trips:
+        outs = c.subgraph(body, [np.asarray(i, np.int64), np.asarray(go)] + carried)
+        more = c.value(outs[0])
+        if more is None:
+            raise errors.UnimplementedError(
+                f"ONNX node {c.node!r}: the Loop's condition depends on tensor values; "
+                "only loops whose condition is known when the graph is built are unrolled")
+        go = bool(np.asarray(more).reshape(-1)[0])
+        carried = list(outs[1:1 + len(carried)])
+        for s, v in zip(scans, outs[1 + len(carried):]):
+            s.append(v)
+        i += 1
+    if i >= _MAX_UNROLL:
+        raise errors.ResourceExhaustedError(f"ONNX node {c.node!r}: the Loop runs more than "
+                                            f"{_MAX_UNROLL} iterations")
+    results = [_tensorish(c, v) if not isinstance(v, list) else v for v in carried]
+    for s in scans:
+        if not s:
+            raise errors.UnimplementedError(f"ONNX node {c.node!r}: a Loop that runs no "
+                                            "iteration has scan outputs of unknown shape")
+        results.append(_stack(c, s, 0))
+    return results
+
+
+@rule("Scan", "Pack StridedSlice Reshape Identity", since=9, raw=True)
+def _scan(c, x, a):
+    body = a["body"]
+    n_in = int(a["num_scan_inputs"])
+    states, seqs = list(x[:len(x) - n_in]), list(x[len(x) - n_in:])
+    in_axes = list(a.get("scan_input_axes") or [0] * n_in)
+    in_dirs = list(a.get("scan_input_directions") or [0] * n_in)
+    n_out = len(body.output) - len(states)
+    out_axes = list(a.get("scan_output_axes") or [0] * n_out)
+    out_dirs = list(a.get("scan_output_directions") or [0] * n_out)
+    seqs = [_tensorish(c, s) for s in seqs]
+    in_axes = [ax + rank(s) if ax < 0 else ax for ax, s in zip(in_axes, seqs)]
+    n = seqs[0].shape[in_axes[0]]
+    outs = [[] for _ in range(n_out)]
+    for t in range(n):
+        items = []
+        for s, ax, rev in zip(seqs, in_axes, in_dirs):
+            j = n - 1 - t if rev else t
+            sl = _slice(c, s, [j], [j + 1], [ax], [1])
+            items.append(reshape(c, sl, [d for i, d in enumerate(s.shape) if i != ax]))
+        res = c.subgraph(body, states + items)
+        states = list(res[:len(states)])
+        for o, v in zip(outs, res[len(states):]):
+            o.append(v)
+    results = [_tensorish(c, v) for v in states]
+    for o, ax, rev in zip(outs, out_axes, out_dirs):
+        o = o[::-1] if rev else o
+        r = rank(_tensorish(c, o[0])) + 1
+        results.append(_stack(c, o, ax + r if ax < 0 else ax))
+    return results
+
+
+def _pos(c, t, n, what, insert=False):
+    p = int(c.need(t, what).reshape(-1)[0])
+    p = p + n if p < 0 else p
+    if not 0 <= p <= (n if insert else n - 1):
+        raise c.error(f"{what} {p} is out of range for a sequence of {n}")
+    return p
+
+
+def _seq(c, s):
+    if not isinstance(s, list):
+        raise c.error("the input must be a sequence")
+    return s
+
+
+rule("SequenceEmpty", "", since=11, raw=True)(lambda c, x, a: [[]])
+rule("SequenceConstruct", "", since=11, raw=True)(lambda c, x, a: [list(x)])
+
+
+@rule("SequenceInsert", "", since=11, raw=True)
+def _seq_insert(c, x, a):
+    s = list(_seq(c, x[0]))
+    p = len(s) if len(x) < 3 or x[2] is None else _pos(c, x[2], len(s), "position", True)
+    s.insert(p, x[1])
+    return [s]
+
+
+@rule("SequenceErase", "", since=11, raw=True)
+def _seq_erase(c, x, a):
+    s = list(_seq(c, x[0]))
+    p = len(s) - 1 if len(x) < 2 or x[1] is None else _pos(c, x[1], len(s), "position")
+    del s[p]
+    return [s]
+
+
+@rule("SequenceAt", "Identity", since=11, raw=True)
+def _seq_at(c, x, a):
+    s = _seq(c, x[0])
+    return [_tensorish(c, s[_pos(c, x[1], len(s), "position")])]
+
+
+@rule("SequenceLength", "", since=11, raw=True)
+def _seq_len(c, x, a):
+    return [np.asarray(len(_seq(c, x[0])), np.int64)]
+
+
+@rule("ConcatFromSequence", "ConcatV2 Pack", since=11, raw=True)
+def _concat_seq(c, x, a):
+    s = [_tensorish(c, v) for v in _seq(c, x[0])]
+    ax = a["axis"]
+    if a.get("new_axis", 0):
+        return [_stack(c, s, ax + rank(s[0]) + 1 if ax < 0 else ax)]
+    return [c.op("ConcatV2", *s, np.asarray(ax, np.int32), N=len(s))]
+
+
+@rule("SplitToSequence", "StridedSlice Reshape", since=11, raw=True)
+def _split_seq(c, x, a):
+    X = _tensorish(c, x[0])
+    r = rank(X)
+    ax = a.get("axis", 0)
+    ax = ax + r if ax < 0 else ax
+    split = c.value(x[1]) if len(x) > 1 and x[1] is not None else None
+    d = X.shape[ax]
+    if split is None:
+        parts = _split(c, X, ax, [1] * d, d)
+        if not a.get("keepdims", 1):
+            parts = [reshape(c, p, [v for i, v in enumerate(X.shape) if i != ax])
+                     for p in parts]
+        return [parts]
+    split = np.asarray(split).reshape(-1)
+    if np.ndim(c.value(x[1])) == 0:   # a scalar: pieces of that size, the last one shorter
+        k = int(split[0])
+        split = [k] * (d // k) + ([d % k] if d % k else [])
+    return [_split(c, X, ax, [int(v) for v in split], len(split))]
+
+
+@rule("ReverseSequence", "GatherNd", since=10)
+def _reverse_sequence(c, x, a):
+    """Each batch entry's first sequence_lens[b] steps reversed: one GatherNd
+    of the (time, batch) coordinates, computed when the graph is built."""
+    X = x[0]
+    lens = c.need(x[1], "sequence_lens").reshape(-1).astype(np.int64)
+    ta, ba = a.get("time_axis", 0), a.get("batch_axis", 1)
+    T, Bn = X.shape[ta], X.shape[ba]
+    t = np.arange(T)[:, None]
+    src = np.where(t < lens[None, :], lens[None, :] - 1 - t, t)          # [T, B]
+    b = np.broadcast_to(np.arange(Bn)[None, :], (T, Bn))
+    coords = np.stack([src, b], -1) if ta == 0 else np.stack([b, src], -1).transpose(1, 0, 2)
+    return [c.op("GatherNd", X, coords.astype(np.int64))]
+
+
+# ================================================================ quantization
+
+def _qparam(c, p, X, axis, block):
+    """Scale or zero point `p` shaped to broadcast against `X`: per tensor,
+    per `axis` (1-D), or per block of `block` elements along `axis`."""
+    r = rank(X)
+    ax = axis + r if axis < 0 else axis
+    if rank(p) == 0 or (rank(p) == 1 and p.shape[0] == 1 and X.shape[ax] != 1 and not block):
+        return p
+    if block:
+        idx = (np.arange(X.shape[ax]) // int(block)).astype(np.int64)
+        return c.op("GatherV2", p, idx, np.asarray(ax, np.int64))
+    return reshape(c, p, [1] * ax + [p.shape[0]] + [1] * (r - ax - 1))
+
+
+def _f32(c, t):
+    return t if t.dtype is dtypes.float32 else c.op("Cast", t, DstT=dtypes.float32)
+
+
+def _saturate(c, v, dt):
+    """float32 `v` rounded half to even, clipped to the range of integer
+    type `dt`, cast to it."""
+    info = np.iinfo(dt.as_numpy_dtype)
+    v = c.op("Minimum", c.op("Maximum", c.op("Round", v), const(info.min, v)), const(info.max, v))
+    return c.op("Cast", v, DstT=dt)
+
+
+def _dequantize(c, x, scale, zp, axis=1, block=0):
+    s = _qparam(c, scale, x, axis, block)
+    v = _f32(c, x)
+    if zp is not None:
+        v = c.op("Sub", v, _f32(c, _qparam(c, zp, x, axis, block)))
+    y = c.op("Mul", v, _f32(c, s))
+    return y if y.dtype is scale.dtype else c.op("Cast", y, DstT=scale.dtype)
+
+
+def _quantize(c, x, scale, zp, dt, axis=1, block=0):
+    if not dt.is_integer:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: quantizing to {dt.name} is "
+                                        "not mapped (integer types only)")
+    v = c.op("RealDiv", _f32(c, x), _f32(c, _qparam(c, scale, x, axis, block)))
+    v = c.op("Round", v)
+    if zp is not None:
+        v = c.op("AddV2", v, _f32(c, _qparam(c, zp, x, axis, block)))
+    return _saturate(c, v, dt)
+
+
+_Q_OPS = "Cast Sub Mul RealDiv Round AddV2 Maximum Minimum Reshape GatherV2"
+
+
+@rule("DequantizeLinear", _Q_OPS, since=10)
+def _dequantize_rule(c, x, a):
+    zp = x[2] if len(x) > 2 else None
+    return [_dequantize(c, x[0], x[1], zp, a.get("axis", 1), a.get("block_size", 0))]
+
+
+@rule("QuantizeLinear", _Q_OPS, since=10)
+def _quantize_rule(c, x, a):
+    zp = x[2] if len(x) > 2 else None
+    dt = zp.dtype if zp is not None else ONNX_DTYPES.get(a.get("output_dtype", 2) or 2)
+    if dt is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: QuantizeLinear to ONNX type "
+                                        f"{a.get('output_dtype')} has no pluggable dtype")
+    return [_quantize(c, x[0], x[1], zp, dt, a.get("axis", 1), a.get("block_size", 0))]
+
+
+@rule("DynamicQuantizeLinear", _Q_OPS + " Max Min", since=11)
+def _dynamic_quantize(c, x, a):
+    X = _f32(c, x[0])
+    every = np.asarray(list(range(rank(X))), np.int32)
+    hi = c.op("Maximum", c.op("Max", X, every), const(0, X))
+    lo = c.op("Minimum", c.op("Min", X, every), const(0, X))
+    scale = c.op("RealDiv", c.op("Sub", hi, lo), const(255, X))
+    zp = _saturate(c, c.op("RealDiv", c.op("Neg", lo), scale), dtypes.uint8)
+    return [_quantize(c, X, scale, zp, dtypes.uint8), scale, zp]
+
+
+@rule("QLinearMatMul", _Q_OPS + " MatMul BatchMatMulV2", since=10)
+def _qlinear_matmul(c, x, a):
+    A, sa, za, B, sb, zb, sy, zy = x
+    fa = _dequantize(c, A, _f32(c, sa), za, -2 if rank(sa) else 1)
+    fb = _dequantize(c, B, _f32(c, sb), zb, -1 if rank(sb) else 1)
+    y = _matmul(c, fa, fb)
+    return [_quantize(c, y, _f32(c, sy), zy, zy.dtype, -1 if rank(sy) else 1)]
+
+
+@rule("RotaryEmbedding", "Transpose Reshape StridedSlice GatherV2 Mul Sub AddV2 ConcatV2 Pack",
+      since=23)
+def _rotary(c, x, a):
+    """Rotates the first rotary_embedding_dim features of each head by the
+    angles of the cos/sin caches (rows picked by position_ids), halves or
+    interleaved pairs."""
+    x = list(x) + [None] * (4 - len(x))
+    X, cos, sin, pos = x[:4]
+    four = rank(X) == 4
+    h = transpose(c, X, [0, 2, 1, 3]) if four else X
+    b, s = h.shape[0], h.shape[1]
+    if not four:
+        n = int(a["num_heads"])
+        h = reshape(c, h, [b, s, n, h.shape[2] // n])
+    shape = list(h.shape)
+    d = shape[3]
+    rd = int(a.get("rotary_embedding_dim", 0)) or d
+    if pos is not None:
+        cos = c.op("GatherV2", cos, pos, np.asarray(0, np.int64))
+        sin = c.op("GatherV2", sin, pos, np.asarray(0, np.int64))
+    cos = reshape(c, cos, [cos.shape[0], cos.shape[1], 1, rd // 2])
+    sin = reshape(c, sin, [sin.shape[0], sin.shape[1], 1, rd // 2])
+    rot = _slice(c, h, [0], [rd], [3], [1])
+    if a.get("interleaved", 0):
+        x1, x2 = _slice(c, rot, [0], [rd], [3], [2]), _slice(c, rot, [1], [rd], [3], [2])
+    else:
+        x1, x2 = _slice(c, rot, [0], [rd // 2], [3], [1]), _slice(c, rot, [rd // 2], [rd], [3],
+                                                                   [1])
+    real = c.op("Sub", c.op("Mul", cos, x1), c.op("Mul", sin, x2))
+    imag = c.op("AddV2", c.op("Mul", sin, x1), c.op("Mul", cos, x2))
+    if a.get("interleaved", 0):
+        rot = reshape(c, c.op("Pack", real, imag, axis=4, N=2), list(rot.shape))
+    else:
+        rot = c.op("ConcatV2", real, imag, np.asarray(3, np.int32), N=2)
+    if rd < d:
+        rot = c.op("ConcatV2", rot, _slice(c, h, [rd], [d], [3], [1]), np.asarray(3, np.int32),
+                   N=2)
+    return [transpose(c, rot, [0, 2, 1, 3]) if four else reshape(c, rot, list(X.shape))]
+
+
+@rule("SwiGLU", "Mul Sigmoid", since=27)
+def _swiglu(c, x, a):
+    """swish_alpha(A) * B, A and B of one shape."""
+    A, B = x
+    if tuple(A.shape) != tuple(B.shape):
+        raise c.error(f"SwiGLU needs A and B of one shape, got {tuple(A.shape)} and "
+                      f"{tuple(B.shape)}")
+    al = a.get("alpha", 1.0)
+    return [c.op("Mul", c.op("Mul", A, c.op("Sigmoid", c.op("Mul", A, const(al, A)))), B)]
+
+
+@rule("Compress", "GatherV2 Reshape", since=9)
+def _compress(c, x, a):
+    cond = c.need(x[1], "condition").reshape(-1).astype(bool)
+    X = x[0]
+    if "axis" not in a:
+        X = reshape(c, X, [-1])
+        ax = 0
+    else:
+        ax = a["axis"] + rank(X) if a["axis"] < 0 else a["axis"]
+    idx = np.nonzero(cond[:X.shape[ax]])[0].astype(np.int64)
+    return [c.op("GatherV2", X, idx, np.asarray(ax, np.int64))]
+
+
+@rule("CenterCropPad", "StridedSlice Pad Identity", since=18)
+def _center_crop_pad(c, x, a):
+    X = x[0]
+    r = rank(X)
+    shape = [int(v) for v in c.need(x[1], "shape").reshape(-1)]
+    axes = _axes(a.get("axes") or list(range(r)), r)
+    y = X
+    for ax, want in zip(axes, shape):
+        have = y.shape[ax]
+        if want < have:       # crop: the extra element goes at the start's side
+            start = (have - want) // 2
+            y = _slice(c, y, [start], [start + want], [ax], [1])
+        elif want > have:     # pad: the extra element goes at the end
+            p = np.zeros((r, 2), np.int64)
+            p[ax] = ((want - have) // 2, want - have - (want - have) // 2)
+            y = c.op("Pad", y, p)
+    return [c.op("Identity", y)]
+
+
+# ================================================================ signal
+
+def _window(kind):
+    def fn(c, x, a):
+        size = int(c.need(x[0], "size").reshape(-1)[0])
+        dt = ONNX_DTYPES.get(a.get("output_datatype", 1), dtypes.float32)
+        n = np.arange(size, dtype=np.float64)
+        N = size if a.get("periodic", 1) else size - 1
+        if kind == "hann":
+            w = np.sin(n * np.pi / N) ** 2
+        elif kind == "hamming":
+            w = 25.0 / 46.0 - np.cos(n * np.pi * 2 / N) * (21.0 / 46.0)
+        else:
+            w = 0.42 - 0.5 * np.cos(n * np.pi * 2 / N) + 0.08 * np.cos(n * np.pi * 4 / N)
+        return [w.astype(dt.as_numpy_dtype)]
+    return fn
+
+
+rule("HannWindow", "", since=17)(_window("hann"))
+rule("HammingWindow", "", since=17)(_window("hamming"))
+rule("BlackmanWindow", "", since=17)(_window("blackman"))
+
+
+@rule("MelWeightMatrix", "", since=17)
+def _mel_weight_matrix(c, x, a):
+    """Triangular filters [dft_length // 2 + 1, num_mel_bins] on the mel
+    scale (onnx's definition), computed when the graph is built."""
+    n_mel, dft, rate = (int(c.need(t, w).reshape(-1)[0]) for t, w in
+                        zip(x[:3], ("num_mel_bins", "dft_length", "sample_rate")))
+    lo, hi = (float(c.need(t, w).reshape(-1)[0]) for t, w in
+              zip(x[3:5], ("lower_edge_hertz", "upper_edge_hertz")))
+    mel = lambda f: 2595 * np.log1p(f / 700) / np.log(10)
+    step = (mel(hi) - mel(lo)) / (n_mel + 2)
+    bins = np.arange(n_mel + 2) * step + mel(lo)
+    bins = (((dft + 1) * (700 * np.expm1(bins / 2595 * np.log(10)))) // rate).astype(int)
+    out = np.zeros((dft // 2 + 1, n_mel))
+    for i in range(n_mel):
+        left, centre, right = bins[i], bins[i + 1], bins[i + 2]
+        if centre == left:
+            out[centre, i] = 1
+        else:
+            j = np.arange(left, centre + 1)
+            out[j, i] = (j - left) / (centre - left)
+        if right > centre:
+            j = np.arange(centre, right)
+            out[j, i] = (right - j) / (right - centre)
+    dt = ONNX_DTYPES.get(a.get("output_datatype", 1), dtypes.float32)
+    return [out.astype(dt.as_numpy_dtype)]
+
+
+def _dft_matrices(n, length, inverse, onesided):
+    """Real matrices [n, out] of the DFT along one axis, as numpy's FFTs
+    define it (zero-padded or cut to `length`), for the real and for the
+    imaginary part of the input: (re->re, re->im, im->re, im->im)."""
+    eye = np.eye(n)
+
+    def f(z):
+        if inverse and onesided:
+            return np.fft.irfft(z, n=length, axis=1).astype(complex)
+        r = np.fft.ifft(z, n=length, axis=1) if inverse else np.fft.fft(z, n=length, axis=1)
+        return r[:, :length // 2 + 1] if onesided and not inverse else r
+    a, b = f(eye.astype(complex)), f(1j * eye)
+    return a.real, a.imag, b.real, b.imag
+
+
+def _dft(c, X, ax, length, inverse, onesided):
+    """DFT of `X` [..., 1 or 2] (real, or real and imaginary parts) along
+    `ax`: out [..., 2] (or [..., 1] for a one-sided inverse)."""
+    r = rank(X)
+    ax = ax % r
+    if ax == r - 1:
+        raise c.error("the DFT axis cannot be the last (real/imaginary) axis")
+    n = X.shape[ax]
+    if length is None:
+        length = 2 * (n - 1) if inverse and onesided else n
+    rr, ri, ir, ii = _dft_matrices(n, length, inverse, onesided)
+    parts = [reshape(c, _slice(c, X, [i], [i + 1], [r - 1], [1]), list(X.shape[:-1]))
+             for i in range(X.shape[-1])]
+    perm = [d for d in range(r - 1) if d != ax] + [ax]
+    back = list(np.argsort(perm))
+    flat = [reshape(c, transpose(c, p, perm), [-1, n]) for p in parts]
+    out_shape = [X.shape[d] for d in perm[:-1]]
+
+    def apply(m_re, m_im):
+        y = c.op("MatMul", flat[0], const(m_re, X))
+        if len(flat) > 1:
+            y = c.op("AddV2", y, c.op("MatMul", flat[1], const(m_im, X)))
+        return transpose(c, reshape(c, y, out_shape + [-1]), back)
+    re = apply(rr, ir)
+    if inverse and onesided:
+        return reshape(c, re, list(re.shape) + [1])
+    return c.op("Pack", re, apply(ri, ii), axis=r - 1, N=2)
+
+
+_DFT_OPS = "StridedSlice Reshape Transpose MatMul AddV2 Pack GatherV2 Mul"
+
+
+@rule("DFT", _DFT_OPS, since=17)
+def _dft_rule(c, x, a):
+    x = list(x) + [None] * (3 - len(x))
+    length = c.value(x[1])
+    if length is not None:
+        length = int(np.asarray(length).reshape(-1)[0]) if np.size(length) else None
+    if c.opset >= 20:
+        ax = c.value(x[2])
+        ax = -2 if ax is None else int(np.asarray(ax).reshape(-1)[0])
+    else:
+        ax = a.get("axis", 1)
+    return [_dft(c, x[0], ax, length, bool(a.get("inverse", 0)), bool(a.get("onesided", 0)))]
+
+
+@rule("STFT", _DFT_OPS, since=17)
+def _stft(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    sig, window = x[0], x[2]
+    step = int(c.need(x[1], "frame_step").reshape(-1)[0])
+    fl = c.value(x[3])
+    fl = int(np.asarray(fl).reshape(-1)[0]) if fl is not None else window.shape[0]
+    frames = 1 + (sig.shape[1] - fl) // step
+    idx = (np.arange(frames)[:, None] * step + np.arange(fl)[None, :]).astype(np.int64)
+    y = c.op("GatherV2", sig, idx, np.asarray(1, np.int64))      # [B, frames, fl, 1|2]
+    if window is not None:
+        y = c.op("Mul", y, reshape(c, window, [1, 1, fl, 1]))
+    return [_dft(c, y, 2, fl, False, bool(a.get("onesided", 1)))]
+
+
+def _reflect(c, v, lo, hi):
+    """`v` reflected at `lo` and `hi` until inside [lo, hi] (onnx's rule)."""
+    rng = hi - lo
+    below, above = c.op("Less", v, const(lo, v)), c.op("Greater", v, const(hi, v))
+    dx = c.op("SelectV2", below, c.op("Sub", const(lo, v), v), c.op("Sub", v, const(hi, v)))
+    n = c.op("Floor", c.op("RealDiv", dx, const(rng, v)))
+    r = c.op("Sub", dx, c.op("Mul", n, const(rng, v)))
+    even = c.op("Equal", c.op("FloorMod", n, const(2, n)), const(0, n))
+    lo_r, hi_r = c.op("AddV2", const(lo, v), r), c.op("Sub", const(hi, v), r)
+    out = c.op("SelectV2", below, c.op("SelectV2", even, lo_r, hi_r),
+               c.op("SelectV2", even, hi_r, lo_r))
+    return c.op("SelectV2", c.op("LogicalOr", below, above), out, v)
+
+
+def _cubic_taps(c, t, A=-0.75):
+    one = const(1, t)
+    t1, u, u1 = c.op("AddV2", t, one), c.op("Sub", one, t), c.op("Sub", const(2, t), t)
+
+    def far(z):   # ((A z - 5A) z + 8A) z - 4A
+        return c.op("Sub", c.op("Mul", c.op("AddV2", c.op("Mul", c.op(
+            "Sub", c.op("Mul", z, const(A, z)), const(5 * A, z)), z), const(8 * A, z)), z),
+            const(4 * A, z))
+
+    def near(z):  # ((A + 2) z - (A + 3)) z z + 1
+        return c.op("AddV2", c.op("Mul", c.op("Mul", c.op("Sub", c.op("Mul", z, const(A + 2, z)),
+                                                          const(A + 3, z)), z), z), one)
+    return [far(t1), near(t), near(u), far(u1)]
+
+
+@rule("GridSample", "Transpose Reshape StridedSlice Mul AddV2 Sub RealDiv Floor Round Less "
+      "Greater LessEqual GreaterEqual LogicalOr LogicalAnd SelectV2 Equal FloorMod Maximum "
+      "Minimum Cast Pack GatherNd", since=16)
+def _grid_sample(c, x, a):
+    """Samples X [N, C, spatial...] at the grid's normalized coordinates
+    (last axis x, y[, z]): nearest, linear or cubic taps gathered with
+    GatherNd, padding zeros, border or reflection."""
+    X, grid = x
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(a.get("mode", "linear"),
+                                                          a.get("mode", "linear"))
+    pad = a.get("padding_mode", "zeros")
+    align = a.get("align_corners", 0)
+    r = rank(X)
+    k = r - 2
+    dims = list(X.shape[2:])
+    N, C = X.shape[:2]
+    out = list(grid.shape[1:-1])
+    g = grid if grid.dtype is X.dtype else c.op("Cast", grid, DstT=X.dtype)
+    coords = []
+    for i, d in enumerate(dims):
+        n = reshape(c, _slice(c, g, [k - 1 - i], [k - i], [r - 1], [1]), [N] + out)
+        if align:
+            v = c.op("Mul", c.op("AddV2", n, const(1, n)), const((d - 1) / 2.0, n))
+            lo, hi = 0.0, d - 1.0
+        else:
+            v = c.op("RealDiv", c.op("Sub", c.op("Mul", c.op("AddV2", n, const(1, n)),
+                                                 const(d, n)), const(1, n)), const(2, n))
+            lo, hi = -0.5, d - 0.5
+        if mode == "nearest":
+            v = c.op("Round", v)
+        if pad == "border":
+            v = c.op("Minimum", c.op("Maximum", v, const(0, v)), const(d - 1, v))
+        elif pad == "reflection":
+            v = _reflect(c, v, lo, hi)
+        coords.append((v, d, lo, hi))
+    taps = []   # per dim: [(index (float, integral), weight or None)]
+    for v, d, lo, hi in coords:
+        if mode == "nearest":
+            taps.append([(v, None)])
+            continue
+        f = c.op("Floor", v)
+        t = c.op("Sub", v, f)
+        if mode == "linear":
+            taps.append([(f, c.op("Sub", const(1, t), t)), (c.op("AddV2", f, const(1, f)), t)])
+        else:
+            w = _cubic_taps(c, t)
+            taps.append([(c.op("AddV2", f, const(o, f)), w[o + 1]) for o in (-1, 0, 1, 2)])
+    xt = transpose(c, X, [0] + list(range(2, r)) + [1])          # N spatial... C
+    batch = np.broadcast_to(np.arange(N).reshape([N] + [1] * len(out)), [N] + out)
+    y = None
+    for combo in itertools.product(*taps):
+        idx, weight, valid = [batch.astype(np.int64)], None, None
+        for (i, w), (_, d, lo, hi) in zip(combo, coords):
+            if pad == "zeros":
+                ok = c.op("LogicalAnd", c.op("GreaterEqual", i, const(0, i)),
+                          c.op("LessEqual", i, const(d - 1, i)))
+                valid = ok if valid is None else c.op("LogicalAnd", valid, ok)
+            elif pad == "reflection" and mode != "nearest":
+                i = _reflect(c, i, lo, hi)
+            i = c.op("Minimum", c.op("Maximum", i, const(0, i)), const(d - 1, i))
+            idx.append(c.op("Cast", i, DstT=dtypes.int64))
+            if w is not None:
+                weight = w if weight is None else c.op("Mul", weight, w)
+        px = c.op("GatherNd", xt, c.op("Pack", *idx, axis=len(out) + 1, N=len(idx)))
+        if valid is not None:
+            weight = c.op("Cast", valid, DstT=X.dtype) if weight is None else \
+                c.op("SelectV2", valid, weight, const(0, weight))
+        if weight is not None:
+            px = c.op("Mul", px, reshape(c, weight, [N] + out + [1]))
+        y = px if y is None else c.op("AddV2", y, px)
+    return [transpose(c, y, [0, len(out) + 1] + list(range(1, len(out) + 1)))]
+
+
+@rule("AffineGrid", "BatchMatMulV2 Reshape", since=20)
+def _affine_grid(c, x, a):
+    """grid[n, ..., :] = theta[n] @ (x, y[, z], 1) over the normalized
+    coordinates of the output size (a constant, or a graph input)."""
+    theta = x[0]
+    size = [int(v) for v in c.need(x[1], "size").reshape(-1)]
+    N, spatial = size[0], size[2:]
+    k = len(spatial)
+
+    def axis_coords(d):
+        if a.get("align_corners", 0):
+            return np.linspace(-1, 1, d) if d > 1 else np.zeros(1)
+        return (2 * np.arange(d) + 1) / d - 1
+    mesh = np.meshgrid(*[axis_coords(d) for d in spatial], indexing="ij")
+    base = np.stack([m for m in mesh[::-1]] + [np.ones(spatial)], -1).reshape(-1, k + 1)
+    base = const(base, theta)                                       # [P, k + 1]
+    g = c.op("BatchMatMulV2", np.broadcast_to(base, (N,) + base.shape).copy(), theta,
+             adj_y=True)                                            # [N, P, k]
+    return [reshape(c, g, [N] + spatial + [k])]
+
+
+@rule("CausalConvWithState", "ConcatV2 StridedSlice Mul AddV2 Reshape Sigmoid Identity Cast",
+      since=27)
+def _causal_conv(c, x, a):
+    """Depthwise causal 1-D convolution over [past_state, input]: the sum
+    of k shifted slices times the per-channel taps; present_state is the
+    last k - 1 steps."""
+    x = list(x) + [None] * (4 - len(x))
+    X, W, B, past = x[:4]
+    b, ch, L = X.shape
+    k = W.shape[2]
+    if past is None:
+        past = np.zeros((b, ch, k - 1), X.dtype.as_numpy_dtype)
+    padded = c.op("ConcatV2", past, X, np.asarray(2, np.int32), N=2) if k > 1 else X
+    wide = X.dtype in (dtypes.float16, dtypes.bfloat16)   # summed in float32, then rounded
+    src, w = (_f32(c, padded), _f32(c, W)) if wide else (padded, W)
+    y = None
+    for j in range(k):
+        tap = reshape(c, _slice(c, w, [j], [j + 1], [2], [1]), [1, ch, 1])
+        term = c.op("Mul", _slice(c, src, [j], [j + L], [2], [1]), tap)
+        y = term if y is None else c.op("AddV2", y, term)
+    if B is not None:
+        y = c.op("AddV2", y, reshape(c, _f32(c, B) if wide else B, [1, ch, 1]))
+    if wide:
+        y = c.op("Cast", y, DstT=X.dtype)
+    if a.get("activation", "none") in ("silu", "swish"):
+        yf = _f32(c, y)
+        y = c.op("Mul", yf, c.op("Sigmoid", yf))
+        if y.dtype is not X.dtype:
+            y = c.op("Cast", y, DstT=X.dtype)
+    total = L + k - 1
+    return [y, c.op("Identity", _slice(c, padded, [total - (k - 1)], [total], [2], [1]))]
+
+
+@rule("LinearAttention", "Reshape Transpose Cast StridedSlice Mul Exp Sub AddV2 "
+      "BatchMatMulV2 Tile ConcatV2", since=27)
+def _linear_attention(c, x, a):
+    """The recurrent linear-attention family (linear, gated, delta,
+    gated_delta), unrolled over the sequence in float32 as onnx defines it."""
+    x = list(x) + [None] * (6 - len(x))
+    Q, K, V, past, decay, beta = x[:6]
+    rule_ = a.get("update_rule", "gated_delta")
+    gating, delta = rule_ in ("gated", "gated_delta"), rule_ in ("delta", "gated_delta")
+    hq, hk = int(a["q_num_heads"]), int(a["kv_num_heads"])
+    b, t, _ = Q.shape
+    dk, dv = Q.shape[-1] // hq, V.shape[-1] // hk
+    q4, k4, v4 = (_f32(c, _heads(c, T_, n)) for T_, n in ((Q, hq), (K, hk), (V, hk)))
+    if gating:
+        g4 = _f32(c, transpose(c, reshape(c, decay, [b, t, hk, -1]), [0, 2, 1, 3]))
+    if delta:
+        b4 = _f32(c, transpose(c, reshape(c, beta, [b, t, beta.shape[-1], 1]), [0, 2, 1, 3]))
+    state = _f32(c, past) if past is not None else np.zeros((b, hk, dk, dv), np.float32)
+    scale = a.get("scale", 0.0) or 1.0 / np.sqrt(dk)
+    rep = hq // hk
+    outs = []
+    for i in range(t):
+        step = lambda T_: _slice(c, T_, [i], [i + 1], [2], [1])   # [B, H, 1, d]
+        q_t, k_t, v_t = step(q4), step(k4), step(v4)
+        if gating:
+            state = c.op("Mul", state, reshape(c, c.op("Exp", step(g4)), [b, hk, -1, 1]))
+        if delta:
+            got = c.op("BatchMatMulV2", k_t, state)                  # [B, H, 1, dv]
+            v_t = c.op("Mul", step(b4), c.op("Sub", v_t, got))
+        state = c.op("AddV2", state, c.op("BatchMatMulV2", k_t, v_t, adj_x=True))
+        read = state if rep == 1 else reshape(
+            c, c.op("Tile", reshape(c, state, [b, hk, 1, dk, dv]),
+                    np.asarray([1, 1, rep, 1, 1], np.int64)), [b, hq, dk, dv])
+        outs.append(c.op("Mul", c.op("BatchMatMulV2", q_t, read), const(scale, q_t)))
+    y = c.op("ConcatV2", *outs, np.asarray(2, np.int32), N=t) if t > 1 else outs[0]
+    y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, t, hq * dv])
+    if y.dtype is not Q.dtype:
+        y = c.op("Cast", y, DstT=Q.dtype)
+    sdt = past.dtype if past is not None else Q.dtype
+    state = _tensorish(c, state)
+    return [y, state if state.dtype is sdt else c.op("Cast", state, DstT=sdt)]
+
+
+# Optional values: an absent one is None while the graph is built.
+rule("Optional", "", since=15, raw=True)(
+    lambda c, x, a: [x[0] if x and x[0] is not None else None])
+
+
+@rule("OptionalHasElement", "", since=15, raw=True)
+def _optional_has(c, x, a):
+    return [np.asarray(bool(x) and x[0] is not None)]
+
+
+@rule("OptionalGetElement", "Identity", since=15, raw=True)
+def _optional_get(c, x, a):
+    if not x or x[0] is None:
+        raise c.error("OptionalGetElement of an empty optional")
+    return [x[0] if isinstance(x[0], list) else _tensorish(c, x[0])]
+
+
+def _minus_zero_point(c, t, zp, axis=None):
+    v = c.op("Cast", t, DstT=dtypes.int32)
+    if zp is None:
+        return v
+    z = c.op("Cast", zp, DstT=dtypes.int32)
+    if axis is not None and rank(zp) == 1 and zp.shape[0] > 1:
+        z = reshape(c, z, [1] * axis + [-1] + [1] * (rank(t) - axis - 1))
+    return c.op("Sub", v, z)
+
+
+@rule("MatMulInteger", "Cast Sub MatMul BatchMatMulV2 Reshape", since=10)
+def _matmul_integer(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    A, B, za, zb = x[:4]
+    return [_matmul(c, _minus_zero_point(c, A, za, rank(A) - 2),
+                    _minus_zero_point(c, B, zb, rank(B) - 1))]
+
+
+@rule("ConvInteger", "Cast Sub Conv2D Transpose Reshape ConcatV2 StridedSlice Pad AddV2",
+      since=10)
+def _conv_integer(c, x, a):
+    x = list(x) + [None] * (4 - len(x))
+    X, W, zx, zw = x[:4]
+    # int32 is exact; the convolution runs in float64 (integers below 2**53 exactly)
+    xi = c.op("Cast", _minus_zero_point(c, X, zx), DstT=dtypes.float64)
+    wi = c.op("Cast", _minus_zero_point(c, W, zw, 0), DstT=dtypes.float64)
+    return [c.op("Cast", _conv_nd(c, xi, wi, None, a), DstT=dtypes.int32)]
+
+
+@rule("QLinearConv", _Q_OPS + " Conv2D Transpose ConcatV2 StridedSlice Pad", since=10)
+def _qlinear_conv(c, x, a):
+    x = list(x) + [None] * (9 - len(x))
+    X, sx, zx, W, sw, zw, sy, zy, B = x[:9]
+    fx = _dequantize(c, X, _f32(c, sx), zx)
+    fw = _dequantize(c, W, _f32(c, sw), zw, 0)
+    bias = None
+    if B is not None:   # int32, scaled by x_scale * w_scale
+        bias = c.op("Mul", _f32(c, B), c.op("Mul", _f32(c, sx), _f32(c, sw)))
+    y = _conv_nd(c, fx, fw, bias, a)
+    return [_quantize(c, y, _f32(c, sy), zy, zy.dtype)]
+
+
+# ================================================================ training (preview domain)
+
+_TRAINING = "ai.onnx.preview.training"
+_OPT_OPS = "Cast Mul AddV2 Sub RealDiv Sqrt Pow Greater SelectV2"
+
+
+def _optimizer_groups(x, per):
+    """(R, T, [(X, G, state...) per tensor]) of an optimizer node's inputs."""
+    r, t, rest = x[0], x[1], list(x[2:])
+    n = len(rest) // per
+    return r, t, [tuple(rest[i + j * n] for j in range(per)) for i in range(n)]
+
+
+def _scalar_like(c, v, like):
+    return c.op("Cast", v, DstT=like.dtype) if v.dtype is not like.dtype else v
+
+
+@rule("Adagrad", _OPT_OPS, domain=_TRAINING)
+def _adagrad(c, x, a):
+    r, t, groups = _optimizer_groups(x, 3)
+    xs, hs = [], []
+    for X, G, H in groups:
+        rr, tt = _scalar_like(c, r, X), _scalar_like(c, t, X)
+        r_ = c.op("RealDiv", rr, c.op("AddV2", const(1, X), c.op("Mul", tt, const(
+            a.get("decay_factor", 0.0), X))))
+        g = c.op("AddV2", c.op("Mul", X, const(a.get("norm_coefficient", 0.0), X)), G)
+        h = c.op("AddV2", H, c.op("Mul", g, g))
+        xs.append(c.op("Sub", X, c.op("RealDiv", c.op("Mul", r_, g), c.op(
+            "AddV2", c.op("Sqrt", h), const(a.get("epsilon", 1e-6), X)))))
+        hs.append(h)
+    return xs + hs
+
+
+@rule("Momentum", _OPT_OPS, domain=_TRAINING)
+def _momentum(c, x, a):
+    r, t, groups = _optimizer_groups(x, 3)
+    xs, vs = [], []
+    for X, G, V in groups:
+        rr = _scalar_like(c, r, X)
+        g = c.op("AddV2", c.op("Mul", X, const(a.get("norm_coefficient", 0.0), X)), G)
+        beta = c.op("SelectV2", c.op("Greater", t, const(0, t)), const(a["beta"], X),
+                    const(1, X))
+        v = c.op("AddV2", c.op("Mul", V, const(a["alpha"], X)), c.op("Mul", beta, g))
+        step = v if a.get("mode", "standard") == "standard" else \
+            c.op("AddV2", g, c.op("Mul", v, const(a["alpha"], X)))
+        xs.append(c.op("Sub", X, c.op("Mul", rr, step)))
+        vs.append(v)
+    return xs + vs
+
+
+@rule("Adam", _OPT_OPS, domain=_TRAINING)
+def _adam(c, x, a):
+    r, t, groups = _optimizer_groups(x, 4)
+    al, be = a.get("alpha", 0.9), a.get("beta", 0.999)
+    xs, vs, hs = [], [], []
+    for X, G, V, H in groups:
+        rr, tt = _scalar_like(c, r, X), _scalar_like(c, t, X)
+        g = c.op("AddV2", c.op("Mul", X, const(a.get("norm_coefficient", 0.0), X)), G)
+        v = c.op("AddV2", c.op("Mul", V, const(al, X)), c.op("Mul", g, const(1 - al, X)))
+        h = c.op("AddV2", c.op("Mul", H, const(be, X)),
+                 c.op("Mul", c.op("Mul", g, g), const(1 - be, X)))
+        corr = c.op("RealDiv",
+                    c.op("Sqrt", c.op("Sub", const(1, X), c.op("Pow", const(be, X), tt))),
+                    c.op("Sub", const(1, X), c.op("Pow", const(al, X), tt)))
+        r_ = c.op("SelectV2", c.op("Greater", t, const(0, t)), c.op("Mul", rr, corr), rr)
+        xn = c.op("Sub", X, c.op("Mul", r_, c.op("RealDiv", v, c.op(
+            "AddV2", c.op("Sqrt", h), const(a.get("epsilon", 1e-6), X)))))
+        xs.append(c.op("Mul", xn, const(1 - a.get("norm_coefficient_post", 0.0), X)))
+        vs.append(v)
+        hs.append(h)
+    return xs + vs + hs
+
+
+@rule("Col2Im", "Reshape Transpose UnsortedSegmentSum", since=18)
+def _col2im(c, x, a):
+    """Columns [N, C * prod(block), L] summed back into images [N, C,
+    image...]: one UnsortedSegmentSum over output positions computed when
+    the graph is built (positions in the padding are dropped)."""
+    X = x[0]
+    image = [int(v) for v in c.need(x[1], "image_shape").reshape(-1)]
+    block = [int(v) for v in c.need(x[2], "block_shape").reshape(-1)]
+    n = len(image)
+    dil, strides = _spatial(a, "dilations", n, 1), _spatial(a, "strides", n, 1)
+    pads = _spatial(a, "pads", 2 * n, 0)
+    N, CK, L = X.shape
+    K = int(np.prod(block))
+    C = CK // K
+    blocks = [(image[i] + pads[i] + pads[n + i] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1
+              for i in range(n)]
+    if int(np.prod(blocks)) != L:
+        raise c.error(f"Col2Im: {L} columns, but the image, block and strides make "
+                      f"{int(np.prod(blocks))}")
+    kpos = np.indices(block).reshape(n, -1)              # [n, K]
+    bpos = np.indices(blocks).reshape(n, -1)             # [n, L]
+    pos = [kpos[i][:, None] * dil[i] + bpos[i][None, :] * strides[i] - pads[i] for i in range(n)]
+    inside = np.all([(p >= 0) & (p < image[i]) for i, p in enumerate(pos)], axis=0)
+    flat = np.ravel_multi_index([np.clip(p, 0, image[i] - 1) for i, p in enumerate(pos)], image)
+    seg = np.where(inside, flat, -1)                    # [K, L]
+    seg = np.broadcast_to(seg, (C, K, L)).reshape(-1).astype(np.int64)
+    cols = transpose(c, reshape(c, X, [N, C * K * L]), [1, 0])      # [C*K*L, N]
+    chan = np.repeat(np.arange(C), K * L) * int(np.prod(image))
+    ids = np.where(seg >= 0, seg + chan, -1).astype(np.int64)
+    out = c.op("UnsortedSegmentSum", cols, ids, np.asarray(C * int(np.prod(image)), np.int64))
+    return [reshape(c, transpose(c, out, [1, 0]), [N, C] + image)]
+
+
+@rule("RoiAlign", "Cast StridedSlice Reshape Mul Sub AddV2 RealDiv Maximum Floor Less Greater "
+      "GreaterEqual LogicalOr LogicalNot LogicalAnd SelectV2 Transpose GatherNd Pack Sum Max",
+      since=10)
+def _roi_align(c, x, a):
+    """Each region's bins sampled on a sampling_ratio x sampling_ratio grid
+    (bilinear, onnx's edge rules), averaged or maxed, gathered with GatherNd."""
+    X, rois, bidx = x
+    sr = int(a.get("sampling_ratio", 0))
+    if sr <= 0:
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: RoiAlign with an adaptive sampling grid (sampling_ratio=0) "
+            "is not mapped")
+    oh, ow = int(a.get("output_height", 1)), int(a.get("output_width", 1))
+    scale = a.get("spatial_scale", 1.0)
+    half = a.get("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    N, C, H, W = X.shape
+    R = rois.shape[0]
+    rf = rois if rois.dtype is X.dtype else c.op("Cast", rois, DstT=X.dtype)
+    col = lambda i: reshape(c, _slice(c, rf, [i], [i + 1], [1], [1]), [R, 1, 1])
+    off = 0.5 if half else 0.0
+
+    def axis(lo_col, hi_col, n_out, size):
+        start = c.op("Sub", c.op("Mul", col(lo_col), const(scale, rf)), const(off, rf))
+        end = c.op("Sub", c.op("Mul", col(hi_col), const(scale, rf)), const(off, rf))
+        length = c.op("Sub", end, start)
+        if not half:
+            length = c.op("Maximum", length, const(1, length))
+        bin_ = c.op("RealDiv", length, const(n_out, length))
+        grid = (np.arange(n_out)[:, None] + (np.arange(sr)[None, :] + 0.5) / sr)[None]
+        v = c.op("AddV2", start, c.op("Mul", bin_, const(grid, rf)))     # [R, n_out, sr]
+        ok = c.op("LogicalNot", c.op("LogicalOr", c.op("Less", v, const(-1, v)),
+                                     c.op("Greater", v, const(size, v))))
+        v = c.op("Maximum", v, const(0, v))
+        low = c.op("Floor", v)
+        top = c.op("GreaterEqual", low, const(size - 1, low))
+        low = c.op("SelectV2", top, const(size - 1, low), low)
+        v = c.op("SelectV2", top, low, v)
+        high = c.op("SelectV2", top, low, c.op("AddV2", low, const(1, low)))
+        frac = c.op("Sub", v, low)
+        return low, high, c.op("Sub", const(1, frac), frac), frac, ok
+
+    ylo, yhi, hy, ly, yok = axis(1, 3, oh, H)
+    xlo, xhi, hx, lx, xok = axis(0, 2, ow, W)
+    ys = lambda t: reshape(c, t, [R, oh, 1, sr, 1])
+    xs = lambda t: reshape(c, t, [R, 1, ow, 1, sr])
+    ok = c.op("LogicalAnd", ys(yok), xs(xok))                          # [R, oh, ow, sr, sr]
+    shape = [R, oh, ow, sr, sr]
+    b = c.op("Mul", reshape(c, c.op("Cast", bidx, DstT=dtypes.int64), [R, 1, 1, 1, 1]),
+             np.ones(shape, np.int64))
+    xt = transpose(c, X, [0, 2, 3, 1])                                  # N H W C
+    vals = []
+    for yi, wy in ((ylo, hy), (yhi, ly)):
+        for xi, wx in ((xlo, hx), (xhi, lx)):
+            iy = c.op("Mul", c.op("Cast", ys(yi), DstT=dtypes.int64), np.ones(shape, np.int64))
+            ix = c.op("Mul", c.op("Cast", xs(xi), DstT=dtypes.int64), np.ones(shape, np.int64))
+            px = c.op("GatherNd", xt, c.op("Pack", b, iy, ix, axis=5, N=3))   # [..., C]
+            w = c.op("SelectV2", ok, c.op("Mul", ys(wy), xs(wx)), const(0, X))
+            vals.append(c.op("Mul", px, reshape(c, w, shape + [1])))
+    if a.get("mode", "avg") == "max":
+        m = vals[0]
+        for v in vals[1:]:
+            m = c.op("Maximum", m, v)
+        y = c.op("Max", m, np.asarray([3, 4], np.int32))
+    else:
+        total = vals[0]
+        for v in vals[1:]:
+            total = c.op("AddV2", total, v)
+        y = c.op("Mul", c.op("Sum", total, np.asarray([3, 4], np.int32)),
+                 const(1.0 / (sr * sr), X))
+    return [transpose(c, y, [0, 3, 1, 2])]
+
+
+@rule("TfIdfVectorizer", "StridedSlice Equal LogicalAnd Cast Sum AddV2 Pack Greater Mul",
+      since=9)
+def _tfidf(c, x, a):
+    """n-gram counts of the pool's integer n-grams in each row (onnx's rule:
+    every skip distance up to max_skip_count + 1, unigrams once), weighted
+    by mode TF, IDF or TFIDF."""
+    X = x[0]
+    if "pool_int64s" not in a:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: TfIdfVectorizer of strings "
+                                        "is not mapped (no string dtype)")
+    pool = list(a["pool_int64s"])
+    starts = list(a["ngram_counts"]) + [len(pool)]
+    index = list(a["ngram_indexes"])
+    lo, hi = int(a["min_gram_length"]), int(a["max_gram_length"])
+    skips = int(a["max_skip_count"]) + 1
+    flat = X if rank(X) == 2 else reshape(c, X, [1, -1])
+    B, C = flat.shape
+    counts: dict[int, Any] = {}
+    k = 0
+    for n in range(1, len(starts)):
+        grams = pool[starts[n - 1]:starts[n]]
+        for g in range(len(grams) // n):
+            gram, out = grams[g * n:(g + 1) * n], index[k]
+            k += 1
+            if not lo <= n <= hi:
+                continue
+            for d in range(1, (1 if n == 1 else skips) + 1):
+                L = C - (n - 1) * d
+                if L <= 0:
+                    continue
+                hit = None
+                for j, v in enumerate(gram):
+                    e = c.op("Equal", _slice(c, flat, [j * d], [j * d + L], [1], [1]),
+                             const(v, flat))
+                    hit = e if hit is None else c.op("LogicalAnd", hit, e)
+                cnt = c.op("Sum", c.op("Cast", hit, DstT=dtypes.float32),
+                           np.asarray([1], np.int32))
+                counts[out] = cnt if out not in counts else c.op("AddV2", counts[out], cnt)
+    size = max(index) + 1 if index else 0
+    zero = np.zeros((B,), np.float32)
+    y = c.op("Pack", *[counts.get(i, zero) for i in range(size)], axis=1, N=size)
+    mode = a.get("mode", "TF")
+    w = np.asarray(a.get("weights") or [1.0] * size, np.float32)
+    if mode == "IDF":
+        y = c.op("Mul", c.op("Cast", c.op("Greater", y, const(0, y)), DstT=dtypes.float32), w)
+    elif mode == "TFIDF":
+        y = c.op("Mul", y, w)
+    return [y if rank(X) == 2 else reshape(c, y, [size])]
 
 
 @rule("GlobalAveragePool", "Mean")
@@ -1032,18 +2732,123 @@ def _gmp(c, x, a):
 @rule("Einsum", "Einsum")
 def _einsum(c, x, a):
     eq = a["equation"]
-    return [c.op("Einsum", *x, equation=eq.decode() if isinstance(eq, bytes) else eq,
-                 N=len(x))]
+    eq = (eq.decode() if isinstance(eq, bytes) else eq).replace(" ", "")
+    if "->" not in eq:   # implicit output: the labels used once, in alphabetical order
+        labels = eq.replace(",", "").replace("...", "")
+        eq += "->" + ("..." if "..." in eq else "") + "".join(
+            sorted(ch for ch in set(labels) if labels.count(ch) == 1))
+    return [c.op("Einsum", *x, equation=eq, N=len(x))]
 
 
-@rule("GatherND", "GatherNd")
+@rule("GatherND", "GatherNd Cast ConcatV2", since=11)
 def _gathernd(c, x, a):
-    return [c.op("GatherNd", x[0], x[1])]
+    X, idx = x
+    b = a.get("batch_dims", 0)
+    if b:   # the batch coordinates lead every index tuple
+        idx = c.op("Cast", idx, DstT=dtypes.int64)
+        grid = np.indices(tuple(idx.shape[:-1]), dtype=np.int64)[:b]
+        grid = np.moveaxis(grid, 0, -1)
+        idx = c.op("ConcatV2", grid, idx, np.asarray(-1, np.int32), N=2)
+        out = c.op("GatherNd", X, idx)
+        return [out]
+    return [c.op("GatherNd", X, idx)]
 
 
-@rule("ScatterND", "TensorScatterUpdate")
+_SCATTER = {"none": "TensorScatterUpdate", "add": "TensorScatterAdd",
+            "max": "TensorScatterMax", "min": "TensorScatterMin"}
+
+
+def _scatter_op(c, a):
+    red = a.get("reduction", "none")
+    if red not in _SCATTER:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: scatter reduction {red!r} "
+                                        "is not mapped (none, add, max and min are)")
+    return _SCATTER[red]
+
+
+@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd TensorScatterMax TensorScatterMin")
 def _scatternd(c, x, a):
-    return [c.op("TensorScatterUpdate", x[0], x[1], x[2])]
+    return [c.op(_scatter_op(c, a), x[0], x[1], x[2])]
+
+
+def _element_coords(c, idx, X, ax):
+    """[..., rank] coordinates of GatherElements/ScatterElements indices
+    `idx` along axis `ax` of `X` (negative indices count from the end)."""
+    r = rank(X)
+    idx = c.op("Cast", _fix_indices(c, idx, X.shape[ax]), DstT=dtypes.int64)
+    grids = np.indices(tuple(idx.shape), dtype=np.int64)
+    parts = [c.op("ExpandDims", idx if d == ax else grids[d], np.asarray(-1, np.int32))
+             for d in range(r)]
+    return c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
+
+
+@rule("ScatterElements", "TensorScatterUpdate TensorScatterAdd TensorScatterMax "
+      "TensorScatterMin SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
+def _scatter_elements(c, x, a):
+    X, idx, upd = x
+    ax = a.get("axis", 0)
+    ax = ax + rank(X) if ax < 0 else ax
+    return [c.op(_scatter_op(c, a), X, _element_coords(c, idx, X, ax), upd)]
+
+
+rule("Scatter", "TensorScatterUpdate SelectV2 Less AddV2 Cast ExpandDims ConcatV2",
+     since=9, until=10)(_scatter_elements)
+
+
+def _block_perm(c, X, b, mode, to_depth):
+    n, ch, h, w = X.shape
+    if to_depth:
+        y = reshape(c, X, [n, ch, h // b, b, w // b, b])
+        y = transpose(c, y, [0, 1, 3, 5, 2, 4] if mode == "CRD" else [0, 3, 5, 1, 2, 4])
+        return reshape(c, y, [n, ch * b * b, h // b, w // b])
+    if mode == "CRD":
+        y = transpose(c, reshape(c, X, [n, ch // (b * b), b, b, h, w]), [0, 1, 4, 2, 5, 3])
+    else:
+        y = transpose(c, reshape(c, X, [n, b, b, ch // (b * b), h, w]), [0, 3, 4, 1, 5, 2])
+    return reshape(c, y, [n, ch // (b * b), h * b, w * b])
+
+
+@rule("SpaceToDepth", "Reshape Transpose")
+def _space_to_depth(c, x, a):
+    return [_block_perm(c, x[0], int(a["blocksize"]), a.get("mode", "DCR"), True)]
+
+
+@rule("DepthToSpace", "Reshape Transpose")
+def _depth_to_space(c, x, a):
+    return [_block_perm(c, x[0], int(a["blocksize"]), a.get("mode", "DCR"), False)]
+
+
+@rule("Swish", "Mul Sigmoid", since=24)
+def _swish(c, x, a):
+    X = x[0]
+    return [c.op("Mul", X, c.op("Sigmoid", c.op("Mul", X, const(a.get("alpha", 1.0), X))))]
+
+
+@rule("MeanVarianceNormalization", "Mean Sub Mul Rsqrt AddV2", since=9)
+def _mvn(c, x, a):
+    axes = a.get("axes", [0, 2, 3])
+    return [_normalize(c, x[0], _axes(axes, rank(x[0])), 1e-9)]
+
+
+@rule("GroupNormalization", "Mean Sub Mul Rsqrt AddV2 Reshape Cast", since=18)
+def _groupnorm(c, x, a):
+    X, scale, bias = x
+    g = int(a["num_groups"])
+    s = list(X.shape)
+    xs = X if X.dtype is dtypes.float32 or not a.get("stash_type", 1) == 1 else \
+        c.op("Cast", X, DstT=dtypes.float32)
+    y = reshape(c, xs, [s[0], g, -1])
+    y = reshape(c, _normalize(c, y, [2], a.get("epsilon", 1e-5)), s)
+    if y.dtype is not X.dtype:
+        y = c.op("Cast", y, DstT=X.dtype)
+    if c.opset < 21 and scale.shape[0] == g:   # GroupNormalization-18: one scale per group
+        rep = s[1] // g
+        scale = reshape(c, c.op("Tile", reshape(c, scale, [g, 1]), np.asarray([1, rep],
+                                                                             np.int64)), [-1])
+        bias = reshape(c, c.op("Tile", reshape(c, bias, [g, 1]), np.asarray([1, rep],
+                                                                           np.int64)), [-1])
+    shp = [1, -1] + [1] * (len(s) - 2)
+    return [c.op("AddV2", c.op("Mul", y, reshape(c, scale, shp)), reshape(c, bias, shp))]
 
 
 @rule("Det", "MatrixDeterminant")
@@ -1088,7 +2893,7 @@ def _hardmax(c, x, a):
                  axis=ax)]
 
 
-@rule("LpNormalization", "Sum Abs Mul Sqrt RealDiv")
+@rule("LpNormalization", "Sum Abs Mul Sqrt RealDiv Equal SelectV2")
 def _lpnorm(c, x, a):
     X = x[0]
     ax = np.asarray([a.get("axis", -1)], np.int32)
@@ -1096,7 +2901,9 @@ def _lpnorm(c, x, a):
         n = c.op("Sum", c.op("Abs", X), ax, keep_dims=True)
     else:
         n = c.op("Sqrt", c.op("Sum", c.op("Mul", X, X), ax, keep_dims=True))
-    return [c.op("RealDiv", X, n)]
+    zero = c.op("Equal", n, const(0, n))   # a zero vector stays zero
+    return [c.op("SelectV2", zero, const(0, X),
+                 c.op("RealDiv", X, c.op("SelectV2", zero, const(1, n), n)))]
 
 
 @rule("Shrink", "SelectV2 Less Greater AddV2 Sub ZerosLike Cast")
@@ -1121,16 +2928,9 @@ def _eyelike(c, x, a):
 @rule("GatherElements", "GatherNd SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
 def _gather_elements(c, x, a):
     X, idx = x
-    r = rank(X)
     ax = a.get("axis", 0)
-    ax = ax + r if ax < 0 else ax
-    idx = c.op("Cast", _fix_indices(c, idx, X.shape[ax]), DstT=dtypes.int64)
-    shape = tuple(idx.shape)
-    grids = np.indices(shape, dtype=np.int64)
-    parts = [c.op("ExpandDims", idx if d == ax else grids[d], np.asarray(-1, np.int32))
-             for d in range(r)]
-    coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=r)
-    return [c.op("GatherNd", X, coords)]
+    ax = ax + rank(X) if ax < 0 else ax
+    return [c.op("GatherNd", X, _element_coords(c, idx, X, ax))]
 
 
 def _nll(c, logp, target, weight, a):
@@ -1182,19 +2982,52 @@ def _heads(c, t, n):
     return transpose(c, reshape(c, t, [b, s, n, hid // n]), [0, 2, 1, 3])
 
 
+def _attention_bias(L, S, batch, dt, causal, left, right, offset, nonpad):
+    """The additive bias (0 or -inf) of the causal, sliding-window and
+    key-padding constraints, [L, S] or [batch, 1, L, S]: a query at block
+    index i sits at absolute position i + offset (offset: the past keys, or
+    per batch the non-padded keys less L)."""
+    i = np.arange(L).reshape(L, 1)
+    j = np.arange(S).reshape(1, S)
+    off = np.asarray(offset).reshape(-1, 1, 1) if np.ndim(offset) else int(offset)
+    diff = i + off - j
+    ok = np.ones(np.shape(diff), bool)
+    if causal:
+        ok &= diff >= 0
+    if left >= 0:
+        ok &= diff <= left
+    if right >= 0:
+        ok &= -diff <= right
+    if ok.ndim == 3:
+        ok = ok.reshape(batch, 1, L, S)
+    if nonpad is not None:
+        ok = ok & (np.arange(S) < np.asarray(nonpad).reshape(-1, 1)).reshape(batch, 1, 1, S)
+    return np.where(ok, 0, -np.inf).astype(dt)
+
+
 @rule("Attention", "BatchMatMulV2 Softmax Mul AddV2 ConcatV2 Reshape Transpose Tile SelectV2 "
-      "Tanh RealDiv Cast", since=23)
+      "Tanh RealDiv Cast Max Equal Pad OnesLike Greater Identity", since=23)
 def _attention(c, x, a):
-    if a.get("qk_matmul_output_mode", 0) or c.n_outputs > 3:
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Attention's qk_matmul output "
-                                        "is not mapped")
-    x = list(x) + [None] * (6 - len(x))
+    """onnx's Attention (reference semantics): optional past keys and
+    values, a boolean or additive mask (shorter than the keys: padded with
+    -inf), causal masking aligned at the past keys, sliding windows,
+    key padding (nonpad_kv_seqlen, read when the graph is built), softcap,
+    grouped-query heads, fully-masked rows as zeros, and the qk_matmul
+    output of modes 0-3."""
+    mode = a.get("qk_matmul_output_mode", 0)
+    x = list(x) + [None] * (7 - len(x))
     Q, K, V, mask, past_k, past_v = x[:6]
+    nonpad = c.value(x[6])
+    if x[6] is not None and nonpad is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: nonpad_kv_seqlen must be a "
+                                        "constant or a graph input")
     three_d = rank(Q) == 3
     q = _heads(c, Q, a.get("q_num_heads", 1))
     k = _heads(c, K, a.get("kv_num_heads", 1))
     v = _heads(c, V, a.get("kv_num_heads", 1))
+    past = 0
     if past_k is not None:
+        past = past_k.shape[2]
         k = c.op("ConcatV2", past_k, k, np.asarray(2, np.int32), N=2)
         v = c.op("ConcatV2", past_v, v, np.asarray(2, np.int32), N=2)
     present_k, present_v = k, v
@@ -1210,24 +3043,48 @@ def _attention(c, x, a):
     scale = a.get("scale", 1.0 / np.sqrt(q.shape[-1]))
     w = c.op("Mul", c.op("BatchMatMulV2", q, k, adj_y=True), const(scale, q))
     L, S = w.shape[-2], w.shape[-1]
-    bias = None
-    if a.get("is_causal", 0):
-        causal = np.tril(np.ones((L, S), bool), S - L)
-        bias = np.where(causal, 0, -np.inf).astype(q.dtype.as_numpy_dtype)
+    if a.get("softcap", 0.0):
+        cap = const(a["softcap"], w)
+        w = c.op("Mul", c.op("Tanh", c.op("RealDiv", w, cap)), cap)
+    qk = w
+    dt = q.dtype.as_numpy_dtype
+    offset = np.asarray(nonpad).reshape(-1) - L if nonpad is not None and past_k is None \
+        else past
+    static = _attention_bias(L, S, q.shape[0], dt, a.get("is_causal", 0),
+                             a.get("left_window_size", -1), a.get("right_window_size", -1),
+                             offset, nonpad)
+    bias = static if static.any() else None
     if mask is not None:
         m = mask
         if m.dtype is dtypes.bool_:
             m = c.op("SelectV2", m, const(0, q), const(-np.inf, q))
-        if m.shape[-1] < S:  # a mask for the new keys only
-            raise errors.UnimplementedError(f"ONNX node {c.node!r}: a mask shorter than the keys")
+        if m.shape[-1] < S:  # a mask for the first keys only: the others are masked
+            p = np.zeros((rank(m), 2), np.int64)
+            p[-1, 1] = S - m.shape[-1]
+            m = _pad_value(c, m, p, -np.inf)
         bias = m if bias is None else c.op("AddV2", m, bias)
-    if a.get("softcap", 0.0):
-        cap = const(a["softcap"], w)
-        w = c.op("Mul", c.op("Tanh", c.op("RealDiv", w, cap)), cap)
     if bias is not None:
         w = c.op("AddV2", w, bias)
-    y = c.op("BatchMatMulV2", c.op("Softmax", w), v)
+    if mode == 2:
+        qk = w
+    sm_dt = ONNX_DTYPES.get(a.get("softmax_precision", 0))
+    ws = w if sm_dt is None or sm_dt is w.dtype else c.op("Cast", w, DstT=sm_dt)
+    p_ = c.op("Softmax", ws)
+    if bias is not None:   # a row whose every key is masked attends to nothing: zeros
+        if isinstance(bias, np.ndarray):
+            dead = np.isneginf(bias.max(-1, keepdims=True))
+            if dead.any():
+                p_ = c.op("SelectV2", dead, const(0, p_), p_)
+        else:
+            dead = c.op("Equal", c.op("Max", bias, np.asarray([-1], np.int32), keep_dims=True),
+                        const(-np.inf, bias))
+            p_ = c.op("SelectV2", dead, const(0, p_), p_)
+    if p_.dtype is not q.dtype:
+        p_ = c.op("Cast", p_, DstT=q.dtype)
+    if mode == 3:
+        qk = p_
+    y = c.op("BatchMatMulV2", p_, v)
     if three_d:
         b, h, s, d = y.shape
         y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, s, h * d])
-    return [y, present_k, present_v][:max(c.n_outputs, 1)]
+    return [y, present_k, present_v, qk][:max(c.n_outputs, 1)]

@@ -242,6 +242,54 @@ def _cumsum(ins, attrs):
     return [c]
 
 
+def _cumprod(ins, attrs):
+    x, ax = ins
+    if x.ndim == 0:
+        raise err("Cumprod", "x must have rank >= 1, got a scalar")
+    a = axis("Cumprod", scalar("Cumprod", "axis", ax), x.ndim)
+    w = _compute(x)
+    if attrs["reverse"]:
+        w = np.flip(w, a)
+    with np.errstate(all="ignore"):
+        c = np.cumprod(w, axis=a, dtype=w.dtype)
+    if attrs["exclusive"]:
+        c = np.concatenate([np.ones_like(np.take(c, [0], axis=a)),
+                            np.take(c, np.arange(c.shape[a] - 1), axis=a)], axis=a) \
+            if c.shape[a] else c
+    if attrs["reverse"]:
+        c = np.flip(c, a)
+    return [c]
+
+
+def _shift(fn):
+    """LeftShift / RightShift: shifts outside [0, width) clamp into it, as
+    TensorFlow's kernels do."""
+    def kernel(ins, attrs):
+        x, y = ins
+        bits = 8 * x.dtype.itemsize
+        with np.errstate(all="ignore"):
+            return [fn(x, np.clip(y, 0, bits - 1).astype(x.dtype))]
+    return kernel
+
+
+def _bitcast(ins, attrs):
+    """The bytes of the input read as `type` (a wider element takes the
+    input's last dimension, a narrower one adds it)."""
+    (x,) = ins
+    to = np.dtype(attrs["type"].as_numpy_dtype)
+    a, b = x.dtype.itemsize, to.itemsize
+    y = np.ascontiguousarray(x).view(to)
+    if a == b:
+        return [y.reshape(x.shape)]
+    if a > b:
+        return [y.reshape(x.shape + (a // b,))]
+    return [y.reshape(x.shape[:-1])]
+
+
+def _bitwise(fn):
+    return lambda ins, attrs: [fn(*ins)]
+
+
 def top_k_indices(x: np.ndarray, k: int) -> np.ndarray:
     """Indices of the k largest entries along the last axis, largest first,
     equal values in index order (TensorFlow's order)."""
@@ -324,7 +372,11 @@ KERNELS = {
     "Sign": _sign, "Rsqrt": _unary(_rsqrt), "Erf": _erf_kernel, "Floor": _unary(np.floor),
     "Gelu": _gelu, "ZerosLike": _zeros_like, "OnesLike": _ones_like, "Prod": _prod,
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),
-    "Cumsum": _cumsum, "TopKV2": _top_k, "AddN": _add_n, "UnsortedSegmentSum": _segment_sum,
+    "Cumsum": _cumsum, "Cumprod": _cumprod, "BitwiseAnd": _bitwise(np.bitwise_and),
+    "BitwiseOr": _bitwise(np.bitwise_or), "BitwiseXor": _bitwise(np.bitwise_xor),
+    "Invert": _bitwise(np.invert), "Bitcast": _bitcast, "LeftShift": _shift(np.left_shift),
+    "RightShift": _shift(np.right_shift), "TopKV2": _top_k, "AddN": _add_n,
+    "UnsortedSegmentSum": _segment_sum,
     "BatchMatMulV2": _batch_matmul, "Erfc": _erfc_kernel, "Round": _round,
     "LinSpace": _lin_space,
     **{name: _unary(fn) for name, fn in _UNARY_FLOAT.items()},

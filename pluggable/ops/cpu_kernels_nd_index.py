@@ -1,6 +1,6 @@
 """CPU kernels (numpy) of GatherNd, ScatterNd, TensorScatterUpdate,
-TensorScatterAdd, TensorScatterSub, TensorScatterMin and TensorScatterMax. Out-of-range indices are InvalidArgumentError, as on
-TensorFlow's CPU."""
+TensorScatterAdd, TensorScatterSub, TensorScatterMax and TensorScatterMin.
+Out-of-range indices are InvalidArgumentError, as on TensorFlow's CPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -62,31 +62,29 @@ def _tensor_scatter_add(ins, attrs):
     return [_scatter("TensorScatterAdd", tensor, indices, updates, True)]
 
 
-def _numbers_only(op: str, tensor: np.ndarray) -> None:
-    if tensor.dtype == np.bool_:
-        raise errors.NotFoundError(f"{op}: no kernel for bool tensors (TensorFlow has none "
-                                   "either); cast to an integer type first", op=op)
-
-
 def _tensor_scatter_sub(ins, attrs):
     tensor, indices, updates = ins
-    _numbers_only("TensorScatterSub", tensor)
+    if tensor.dtype == np.bool_:
+        raise errors.NotFoundError("TensorScatterSub: no kernel for bool tensors (TensorFlow "
+                                   "has none either); cast to an integer type first",
+                                   op="TensorScatterSub")
     with np.errstate(all="ignore"):
         return [_scatter("TensorScatterSub", tensor, indices, -_wide(updates), True)]
 
 
-def _combining(op: str, combine: np.ufunc):
-    """The kernel of TensorScatterMin / Max (`combine` np.fmin / np.fmax):
-    as TensorFlow's, a NaN update is passed over and a NaN element of the
-    tensor stays NaN."""
+def _tensor_scatter_extreme(name, better):
+    """TensorScatterMax / Min: an update replaces the element it beats
+    (`better(update, element)`); a NaN update never does, a NaN element
+    stays, as in TensorFlow's Eigen max and min."""
     def kernel(ins, attrs):
         tensor, indices, updates = ins
-        _numbers_only(op, tensor)
-        out = _scatter(op, tensor, indices, updates, False, combine)
-        if out.dtype.kind in "fV":
-            nan = np.isnan(_wide(tensor))
-            if nan.any():
-                out[nan] = tensor[nan]
+        k, inner = nd_geometry(name, tensor.shape, indices.shape)
+        flat = flat_nd_indices(name, indices, tensor.shape, "")
+        out = tensor.copy()
+        rows = _slices(out, k)
+        u = updates.reshape((flat.size,) + inner)
+        for i, r in enumerate(flat):
+            rows[r] = np.where(better(u[i], rows[r]), u[i], rows[r])
         return [out]
     return kernel
 
@@ -95,6 +93,6 @@ KERNELS = {
     "GatherNd": _gather_nd, "ScatterNd": _scatter_nd,
     "TensorScatterUpdate": _tensor_scatter_update, "TensorScatterAdd": _tensor_scatter_add,
     "TensorScatterSub": _tensor_scatter_sub,
-    "TensorScatterMin": _combining("TensorScatterMin", np.fmin),
-    "TensorScatterMax": _combining("TensorScatterMax", np.fmax),
+    "TensorScatterMax": _tensor_scatter_extreme("TensorScatterMax", np.greater),
+    "TensorScatterMin": _tensor_scatter_extreme("TensorScatterMin", np.less),
 }

@@ -209,7 +209,8 @@ def _define(name, inputs, outputs, attrs, shape_fn, host_value_inputs=(), **kw):
 
 def define_builtin_ops() -> None:
     for name in ("AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"):
-        _define(name, ["x: T", "y: T"], ["z: T"], [f"T: {_REAL}"], _binary(name),
+        types = _REAL if name == "RealDiv" else f"{_REAL[:-1]}, uint32, uint64}}"
+        _define(name, ["x: T", "y: T"], ["z: T"], [f"T: {types}"], _binary(name),
                 is_commutative=name in ("AddV2", "Mul", "Maximum", "Minimum"))
     for name in ("Neg", "Abs"):
         _define(name, ["x: T"], ["y: T"], [f"T: {_REAL}"], _same)
@@ -233,7 +234,8 @@ def define_builtin_ops() -> None:
             [f"T: {_ALL_AND_STRING}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
             [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
-    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL_AND_STRING}"], _same)
+    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL[:-1]}, uint32, uint64, string}}"],
+            _same)
     _define("Conv2D", ["input: T", "filter: T"], ["output: T"],
             [f"T: {{half, bfloat16, float, double, int32}}", "strides: list(int)",
              "use_cudnn_on_gpu: bool = true",

@@ -14,6 +14,8 @@ from .op_util import (axis, define, err, index_array, sample, same_shape, same_s
 REAL = "{float, double, int32, uint8, int16, int8, int64, bfloat16, half, uint32, uint64}"
 NUMBER = REAL
 FLOAT = "{bfloat16, half, float, double}"
+BITS = "{int8, int16, int32, int64, uint8, uint32, uint64}"
+BITCAST = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint32, uint64}"
 _IDX = "{int32, int64}"
 
 
@@ -266,6 +268,44 @@ def _ex_cumsum(rng, types):
             ({"x": sample(rng, T, (0, 2)), "axis": index_array(0, I)}, {"reverse": True})]
 
 
+def _ex_shift(rng, types):
+    """Shifts inside the type's width (TensorFlow leaves wider ones undefined)."""
+    T = types["T"]
+    bits = 8 * np.dtype(T.as_numpy_dtype).itemsize
+    out = []
+    for s1, s2 in _PAIRS:
+        y = rng.integers(0, bits, size=s2).astype(T.as_numpy_dtype)
+        out.append(({"x": sample(rng, T, s1), "y": y}, {}))
+    return out
+
+
+def _itemsize(t) -> int:
+    return np.dtype(t.as_numpy_dtype).itemsize
+
+
+def _bitcast(shapes, attrs, values):
+    op = "Bitcast"
+    s = tuple(shapes[0])
+    a, b = _itemsize(attrs["T"]), _itemsize(attrs["type"])
+    if a == b:
+        return [s]
+    if a > b:
+        return [s + (a // b,)]
+    if not s or s[-1] != b // a:
+        raise err(op, f"casting {attrs['T'].name} to {attrs['type'].name} needs a last "
+                  f"dimension of {b // a}, got shape {list(s)}")
+    return [s[:-1]]
+
+
+def _ex_bitcast(rng, types):
+    T, U = types["T"], types["type"]
+    a, b = _itemsize(T), _itemsize(U)
+    to = {"type": U}
+    if a >= b:
+        return [({"input": sample(rng, T, (3, 4))}, to), ({"input": sample(rng, T, ())}, to)]
+    return [({"input": sample(rng, T, (3, b // a))}, to)]
+
+
 def _ex_top_k(rng, types):
     T, K = types["T"], types["Tk"]
     return [({"input": sample(rng, T, (3, 7)), "k": index_array(3, K)}, {}),
@@ -381,6 +421,18 @@ def define_math_ops() -> None:
     define("Cumsum", ["x: T", "axis: Tidx"], ["out: T"],
            ["exclusive: bool = false", "reverse: bool = false", f"T: {NUMBER}",
             f"Tidx: {_IDX} = DT_INT32"], _cumsum, host=["axis"], examples=_ex_cumsum)
+    define("Cumprod", ["x: T", "axis: Tidx"], ["out: T"],
+           ["exclusive: bool = false", "reverse: bool = false", f"T: {NUMBER}",
+            f"Tidx: {_IDX} = DT_INT32"], _cumsum, host=["axis"], examples=_ex_cumsum)
+    for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
+        define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
+               examples=_ex_binary(), is_commutative=True)
+    define("Invert", ["x: T"], ["y: T"], [f"T: {BITS}"], same_shape, examples=_ex_unary())
+    define("Bitcast", ["input: T"], ["output: type"],
+           [f"T: {BITCAST}", f"type: {BITCAST}"], _bitcast, examples=_ex_bitcast)
+    for name in ("LeftShift", "RightShift"):
+        define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
+               examples=_ex_shift)
     define("TopKV2", ["input: T", "k: Tk"], ["values: T", "indices: index_type"],
            ["sorted: bool = true", f"T: {REAL}", "Tk: {int16, int32, int64} = DT_INT32",
             "index_type: {int16, int32, int64} = DT_INT32"], _top_k, host=["k"],

@@ -120,7 +120,8 @@ def _ex_tensor_scatter(rng, types):
 
 
 def define_nd_index_ops() -> None:
-    """Registers GatherNd, ScatterNd and the TensorScatter ops."""
+    """Registers GatherNd, ScatterNd, TensorScatterUpdate, TensorScatterAdd,
+    TensorScatterSub, TensorScatterMax and TensorScatterMin."""
     define("GatherNd", ["params: Tparams", "indices: Tindices"], ["output: Tparams"],
            ["Tparams: type", _TINDICES, _POLICY], _gather_nd, examples=_ex_gather_nd)
     define("ScatterNd", ["indices: Tindices", "updates: T", "shape: Tindices"], ["output: T"],
@@ -132,9 +133,10 @@ def define_nd_index_ops() -> None:
     define("TensorScatterAdd", ["tensor: T", "indices: Tindices", "updates: T"],
            ["output: T"], ["T: type", "Tindices: {int32, int64}", _POLICY],
            _tensor_scatter("TensorScatterAdd"), examples=_ex_tensor_scatter)
-    for name in ("TensorScatterSub", "TensorScatterMin", "TensorScatterMax"):
-        define(name, ["tensor: T", "indices: Tindices", "updates: T"],
-               ["output: T"], ["T: type", "Tindices: {int32, int64}", _POLICY],
-               _tensor_scatter(name),
-               examples=lambda rng, types: _ex_tensor_scatter(rng, {**types,
-                                                                    "_numbers_only": True}))
+    for name in ("TensorScatterMax", "TensorScatterMin"):
+        define(name, ["tensor: T", "indices: Tindices", "updates: T"], ["output: T"],
+               ["T: type", "Tindices: {int32, int64}", _POLICY], _tensor_scatter(name),
+               examples=_ex_tensor_scatter)
+    define("TensorScatterSub", ["tensor: T", "indices: Tindices", "updates: T"], ["output: T"],
+           ["T: type", "Tindices: {int32, int64}", _POLICY], _tensor_scatter("TensorScatterSub"),
+           examples=lambda rng, types: _ex_tensor_scatter(rng, {**types, "_numbers_only": True}))
