@@ -201,14 +201,6 @@ class Tensor:
         except errors.PluggableError as exc:
             return f"<error: {exc}>"
 
-    def __copy__(self) -> "Tensor":
-        """The tensor itself: tensors are immutable, and a copy made field by
-        field would share (and free twice) the core's handle."""
-        return self
-
-    def __deepcopy__(self, memo: dict) -> "Tensor":
-        return self
-
     def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of a 0-d tensor")
