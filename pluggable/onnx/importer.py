@@ -305,7 +305,7 @@ class Model:
                 f"{self.name}: input {', '.join(missing)} is not fed")
         tensors = [self._feed(v, feeds[v.name]) for v in self.inputs]
         scope = placement.current()
-        values = {v.name: t.numpy() for v, t in zip(self.inputs, tensors)
+        values = {v.name: np.asarray(t.numpy()) for v, t in zip(self.inputs, tensors)
                   if v.name in self._value_inputs}
         key = (None if scope is None else scope.name,
                tuple((t.dtype, tuple(t.shape)) for t in tensors),
@@ -451,7 +451,8 @@ class Model:
         with tracing.init_scope(), placement.device("CPU:0"):
             ts = [None if x is None else constant(x) for x in ins]
             outs = self._lower(c, r, ts, attrs, type("N", (), {"op_type": r.op_type}))
-            return [o if isinstance(o, np.ndarray) else o.numpy() for o in outs]
+            # (numpy() of a 0-d tensor is a numpy scalar: constants are arrays here)
+            return [o if isinstance(o, np.ndarray) else np.asarray(o.numpy()) for o in outs]
 
 
 def _all_nodes(graph, onnx):

@@ -143,7 +143,7 @@ class Ctx:
             v = tracing.const_value(t)
             return None if v is None else np.asarray(v)
         if isinstance(t, Tensor):
-            return t.numpy()
+            return np.asarray(t.numpy())
         return np.asarray(t)
 
     def need(self, t: Any, what: str) -> np.ndarray:

@@ -103,15 +103,15 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None,  # n
     (int32 for Python ints, float32 for Python floats)."""
     if limit is None:
         start, limit = 0, start
-    args = (start, limit, delta)
+    # an eager tensor gives its value; a symbolic one (a traced function) stays
+    # a tensor: the length is then known when the graph runs
+    args = tuple(a.numpy() if type(a) is Tensor else a for a in (start, limit, delta))
     if dtype is None:
         order = [dtypes.int32, dtypes.int64, dtypes.float16, dtypes.bfloat16, dtypes.float32,
                  dtypes.float64]
         found = [a.dtype if isinstance(a, Tensor) else convert_to_tensor(a).dtype for a in args]
         dtype = max(found, key=lambda d: order.index(d) if d in order else 0)
     dt = dtypes.as_dtype(dtype)
-    # a tensor stays one (symbolic in a traced function: the length is then
-    # known when the graph runs), cast where its dtype differs
     vals = [(a if a.dtype == dt else raw_ops.Cast(x=a, DstT=dt)) if isinstance(a, Tensor)
             else np.asarray(a).astype(dt.as_numpy_dtype) for a in args]
     return raw_ops.Range(start=vals[0], limit=vals[1], delta=vals[2])
