@@ -564,3 +564,20 @@ def test_a_value_computed_from_a_graph_input_is_read_when_the_graph_is_built():
         y = pm(x=x, s=np.array(shape, np.int64))["y"]
         np.testing.assert_array_equal(y.numpy(), x.reshape(shape))
     assert len(pm._cache) == 2
+
+
+@pytest.mark.parametrize("op,attrs", [("MaxPool", dict(kernel_shape=[2, 2], strides=[0, 1])),
+                                      ("AveragePool", dict(kernel_shape=[2, 2], strides=[1])),
+                                      ("MaxPool", dict(kernel_shape=[2, 2], dilations=[1, -1]))])
+def test_a_bad_stride_or_dilation_is_a_typed_error(op, attrs):
+    """Found by the ONNX fuzzer: a zero stride divided by zero in the
+    pooling geometry."""
+    node = h.make_node(op, ["x"], ["y"], **attrs)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info(
+        "x", T.FLOAT, [1, 1, 4, 4])], [h.make_tensor_value_info(
+            "y", T.FLOAT, None)])
+    m = pg.onnx.import_model(h.make_model(graph, opset_imports=[
+        h.make_opsetid("", 17)]))
+    with pytest.raises(pg.errors.InvalidArgumentError, match=r"ONNX node .*must give 2 values "
+                       r"of at least 1"):
+        m(x=np.zeros((1, 1, 4, 4), np.float32))

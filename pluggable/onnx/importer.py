@@ -25,9 +25,9 @@ from ..runtime import placement
 from . import mapping
 
 # What a malformed model makes Python raise while it is read or lowered (a
-# dimension past int64, a value of the wrong type, a missing attribute): each
-# becomes an InvalidArgumentError naming the node or model.
-_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+# dimension past int64, a zero stride, a value of the wrong type, a missing
+# attribute): each becomes an InvalidArgumentError naming the node or model.
+_MALFORMED = (TypeError, ValueError, KeyError, IndexError, AttributeError, ArithmeticError)
 
 
 def _onnx():

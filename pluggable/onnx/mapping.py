@@ -1026,8 +1026,15 @@ def _to_nchw(c, x):
 
 
 def _spatial(a, name, n, default):
+    """Attribute `name` as a list of ints (n of them when not given); strides
+    and dilations must be n values of at least 1."""
     v = a.get(name)
-    return [default] * n if not v else [int(t) for t in v]
+    out = [default] * n if not v else [int(t) for t in v]
+    if name in ("strides", "dilations") and (len(out) != n or any(t < 1 for t in out)):
+        raise errors.InvalidArgumentError(
+            f"attribute {name} = {out} must give {n} values of at least 1, one per spatial "
+            "axis")
+    return out
 
 
 def _conv_pads(a, in_hw, k_hw, strides, dil):
