@@ -115,9 +115,14 @@ def test_a_range_past_int64_is_refused_as_in_tensorflow(device, tf_oracle, rng):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num,message", [(2**40, "gives the length of the list argument"),
                                          (-3, "must be >= 1"), (0, "must be >= 1")])
-def test_a_list_length_attribute_out_of_range_is_refused(device, num, message, rng):
-    """A huge length used to build a list of 2**40 outputs (MemoryError)."""
+def test_a_list_length_attribute_out_of_range_is_refused(device, num, message, rng, tf_oracle):
+    """A huge length used to build a list of 2**40 outputs (MemoryError).
+    TensorFlow refuses these calls too."""
     x = rng.standard_normal((2, 3)).astype(np.float32)
+    assert _tf_error(tf_oracle, "Split", axis=np.int32(0), value=x,
+                     num_split=num) != "no error"
+    if num >= 0:
+        assert _tf_error(tf_oracle, "Unpack", value=x, num=num or 2**40, axis=0) != "no error"
     if num >= 0:
         with pg.device(device), pytest.raises(errors.InvalidArgumentError,
                                               match="gives the length of the list argument"):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-onnx = pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx", reason="ONNX models are read with the onnx package (the onnx extra)")
 import onnx.backend.test  # noqa: E402
 
 import pluggable as pg  # noqa: E402

@@ -6,8 +6,8 @@ import os
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx", reason="ONNX models are read with the onnx package (the onnx extra)")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference (a test extra)")
 from onnx import TensorProto as T, helper as h, numpy_helper  # noqa: E402
 
 import pluggable as pg  # noqa: E402

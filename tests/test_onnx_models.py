@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
+onnx = pytest.importorskip("onnx", reason="ONNX models are read with the onnx package (the onnx extra)")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference (a test extra)")
 from onnx import helper, numpy_helper  # noqa: E402
 
 import pluggable as pg  # noqa: E402

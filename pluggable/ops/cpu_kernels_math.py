@@ -223,42 +223,30 @@ def _arg_reduce(op, fn):
     return kernel
 
 
-def _cumsum(ins, attrs):
-    x, ax = ins
-    if x.ndim == 0:
-        raise err("Cumsum", "x must have rank >= 1, got a scalar")
-    a = axis("Cumsum", scalar("Cumsum", "axis", ax), x.ndim)
-    w = _compute(x)
-    if attrs["reverse"]:
-        w = np.flip(w, a)
-    with np.errstate(all="ignore"):
-        c = np.cumsum(w, axis=a, dtype=w.dtype)
-    if attrs["exclusive"]:
-        c = np.concatenate([np.zeros_like(np.take(c, [0], axis=a)),
-                            np.take(c, np.arange(c.shape[a] - 1), axis=a)], axis=a) \
-            if c.shape[a] else c
-    if attrs["reverse"]:
-        c = np.flip(c, a)
-    return [c]
+def _cumulative(op: str, fn, identity):
+    """Cumsum / Cumprod: `fn` (np.cumsum, np.cumprod) along the axis, with
+    TensorFlow's exclusive (starting at `identity`) and reverse forms."""
+    def kernel(ins, attrs):
+        x, ax = ins
+        if x.ndim == 0:
+            raise err(op, "x must have rank >= 1, got a scalar")
+        a = axis(op, scalar(op, "axis", ax), x.ndim)
+        w = _compute(x)
+        if attrs["reverse"]:
+            w = np.flip(w, a)
+        with np.errstate(all="ignore"):
+            c = fn(w, axis=a, dtype=w.dtype)
+        if attrs["exclusive"] and c.shape[a]:
+            first = np.full_like(np.take(c, [0], axis=a), identity)
+            c = np.concatenate([first, np.take(c, np.arange(c.shape[a] - 1), axis=a)], axis=a)
+        if attrs["reverse"]:
+            c = np.flip(c, a)
+        return [c]
+    return kernel
 
 
-def _cumprod(ins, attrs):
-    x, ax = ins
-    if x.ndim == 0:
-        raise err("Cumprod", "x must have rank >= 1, got a scalar")
-    a = axis("Cumprod", scalar("Cumprod", "axis", ax), x.ndim)
-    w = _compute(x)
-    if attrs["reverse"]:
-        w = np.flip(w, a)
-    with np.errstate(all="ignore"):
-        c = np.cumprod(w, axis=a, dtype=w.dtype)
-    if attrs["exclusive"]:
-        c = np.concatenate([np.ones_like(np.take(c, [0], axis=a)),
-                            np.take(c, np.arange(c.shape[a] - 1), axis=a)], axis=a) \
-            if c.shape[a] else c
-    if attrs["reverse"]:
-        c = np.flip(c, a)
-    return [c]
+_cumsum = _cumulative("Cumsum", np.cumsum, 0)
+_cumprod = _cumulative("Cumprod", np.cumprod, 1)
 
 
 def _shift(fn):
