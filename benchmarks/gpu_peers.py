@@ -51,6 +51,26 @@ def times_in_turns(runs: dict, repeats: int, warmup: int = 1, on_error=None) -> 
     return times
 
 
+def kernel_table(name: str, call, calls: int, rows: int = 22) -> None:
+    """Prints the device time of each kernel over `calls` calls of call()
+    (which ends synchronised), per call, as CUPTI records it through
+    torch.profiler: it sees every kernel of the process, the CUDA plugin's
+    too."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+    torch.cuda.synchronize()
+    found = sorted(((getattr(e, "device_time_total", 0), e.count, e.key)
+                    for e in prof.key_averages()), reverse=True)
+    found = [r for r in found if r[0] > 0]
+    print(f"  kernels of {name}: {sum(r[0] for r in found) / calls / 1e3:.2f} ms of device "
+          f"time per call, {sum(r[1] for r in found) / calls:.0f} launches per call")
+    for us, count, key in found[:rows]:
+        print(f"    {us / calls:9.1f} us {count / calls:6.1f}x  {key[:100]}")
+
+
 def import_pluggable():
     """(pluggable, None), or (None, the exception) when it cannot be
     imported from the installation or the checkout."""

@@ -3,7 +3,10 @@
 # machine lacks from .whl/ (cffi, pycparser, protobuf) into /tmp/pg-site,
 # defines `summary NAME TEXT` (appended to $OUT/summary.txt and printed),
 # records the GPUs and builds the core and the plugins in place (exits 1 with
-# the end of the build log when the build fails).
+# the end of the build log when the build fails), or unpacks what was built
+# beforehand on another machine into .gpu-carry/built.tar.xz (the build's
+# outputs: pluggable/_core/_lib*.so, the plugins, the ORT bridge, the headers
+# and the *_pb2.py modules) where that file exists.
 # PLUGGABLE_CUDA_ARCHS picks the GPU architectures (default 90, the H100).
 mkdir -p "$OUT"
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,9 +23,17 @@ summary() { printf '%-26s %s\n' "$1" "$2" | tee -a "$OUT/summary.txt"; }
 nvidia-smi -L > "$OUT/nvidia-smi.txt" 2>&1
 
 t0=$SECONDS
-{ timeout 120 python3 setup.py -q build_ext --inplace \
-    && timeout 300 python3 reference_device/cuda/setup.py --plugin-into pluggable/plugins; } \
-  > "$OUT/build.log" 2>&1
-rc=$?
-summary "build" "rc=$rc $((SECONDS - t0))s"
+if [ -f .gpu-carry/built.tar.xz ]; then
+  # built here beforehand (core, plugins, headers, protobuf modules) and carried
+  python3 -c "import tarfile; tarfile.open('.gpu-carry/built.tar.xz').extractall('.', filter='data')" \
+    > "$OUT/build.log" 2>&1
+  rc=$?
+  summary "build (carried)" "rc=$rc $((SECONDS - t0))s"
+else
+  { timeout 120 python3 setup.py -q build_ext --inplace \
+      && timeout 300 python3 reference_device/cuda/setup.py --plugin-into pluggable/plugins; } \
+    > "$OUT/build.log" 2>&1
+  rc=$?
+  summary "build" "rc=$rc $((SECONDS - t0))s"
+fi
 if [ $rc -ne 0 ]; then tail -40 "$OUT/build.log"; exit 1; fi

@@ -32,13 +32,14 @@ H100/H200 dense peaks (fp32 67, tf32 495, bf16 989 TFLOP/s).
 
 usage: python3 benchmarks/transformer_gpu.py [--large] [--modes fp32,tf32,bf16]
        [--steps N] [--repeats R] [--only pg,torch] [--variants composite,fused,traced]
-       [--json PATH] [--device GPU:0] [--tiny]
+       [--json PATH] [--device GPU:0] [--tiny] [--kernels STEPS]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import time
@@ -209,6 +210,18 @@ def torch_model(c: dict, weights: dict, mode: str, compiled: bool):
 
 # ------------------------------------------------------------ driver
 
+def profile_steps(name, make, data, steps: int) -> None:
+    """The kernels of `steps` steps, per step (gpu_peers.kernel_table)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from gpu_peers import kernel_table
+    step, sync = make()
+    for i in range(2):
+        sync(step(*data[i % len(data)]))
+    it = iter(range(10 ** 9))
+    kernel_table(name, lambda: sync(step(*data[next(it) % len(data)])), steps)
+
+
+
 def measure(name, make, data, args, check_steps, ref_losses, mode, c):
     try:
         step, sync = make()
@@ -248,6 +261,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--device", default="GPU:0", help="pluggable's device (PyTorch: cuda)")
     ap.add_argument("--tiny", action="store_true", help="a tiny model, to check the script")
+    ap.add_argument("--kernels", type=int, default=0, metavar="STEPS",
+                    help="also list the kernels of STEPS steps of torch eager and pg fused")
     args = ap.parse_args(argv)
     global DEVICE
     DEVICE = args.device
@@ -280,6 +295,13 @@ def main(argv=None) -> int:
                 r = measure(name, lambda: pg_model(c, weights, mode, fused, traced), data, args,
                             args.check_steps, ref, mode, c)
                 results += [r] if r else []
+        if args.kernels:
+            if "torch" in frameworks:
+                profile_steps("torch eager", lambda: torch_model(c, weights, mode, False), data,
+                             args.kernels)
+            if "pg" in frameworks:
+                profile_steps("pg fused", lambda: pg_model(c, weights, mode, True, False), data,
+                             args.kernels)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"config": c, "results": results}, f, indent=1)

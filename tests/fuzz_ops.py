@@ -241,6 +241,9 @@ if __name__ == "__main__":
     sanitized = any(s in os.environ.get("LD_PRELOAD", "") for s in ("libasan", "libtsan"))
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY and not sanitized:
-        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, hard))
+        # on top of what is mapped already (a GPU plugin's driver reserves
+        # far more address space than it uses)
+        mapped = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (mapped + ADDRESS_SPACE, hard))
     device, seed, cases = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     print(json.dumps(fuzz_ops(device, seed, cases)))

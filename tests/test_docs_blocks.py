@@ -150,7 +150,11 @@ def workdir(doc: pathlib.Path) -> pathlib.Path:
     binp = d / ".bin"
     binp.mkdir()
     for name in ("python", "python3"):
-        (binp / name).symlink_to(sys.executable)
+        # a script, not a link: a virtual environment's interpreter finds its
+        # environment from the path it is started by
+        script = binp / name
+        script.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+        script.chmod(0o755)
     return d
 
 

@@ -24,7 +24,10 @@ def rnd(*shape, dtype=np.float32):
 def model(nodes, inputs, outputs, inits=(), opset=17):
     g = h.make_graph(nodes, "m", inputs, outputs,
                      [numpy_helper.from_array(a, n) for n, a in inits])
-    return h.make_model(g, opset_imports=[h.make_opsetid("", opset)])
+    ops = [h.make_opsetid("", opset)]
+    # the lowest IR version that carries the opset, which every onnxruntime
+    # release that runs the opset reads (onnx writes its newest by default)
+    return h.make_model(g, opset_imports=ops, ir_version=h.find_min_ir_version_for(ops))
 
 
 def ort_run(m, feeds):
@@ -93,6 +96,24 @@ def test_model_from_path(tmp_path):
     x = rnd(2, 8)
     np.testing.assert_allclose(pg.onnx.import_model(str(tmp_path / "m.onnx"))(x=x)["out"].numpy(),
                                ort_run(m, {"x": x})["out"], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_concat_of_one_input_is_that_input(dev):
+    """torch.onnx writes Concat nodes of one input (BERT's mask); TensorFlow's
+    ConcatV2 takes two or more."""
+    x = rnd(3, 4)
+    m = model([h.make_node("Concat", ["x"], ["y"], axis=1)],
+              [h.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+              [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pg.device(dev):
+        y = pg.onnx.import_model(m)(x=x)["y"]
+    np.testing.assert_array_equal(y.numpy(), ort_run(m, {"x": x})["y"])
+    bad = model([h.make_node("Concat", ["x"], ["y"], axis=2)],
+                [h.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(pg.errors.InvalidArgumentError, match="axis 2 is out of range"):
+        pg.onnx.import_model(bad)(x=x)
 
 
 @pytest.mark.parametrize("fmod", [0, 1])
@@ -577,7 +598,7 @@ def test_a_bad_stride_or_dilation_is_a_typed_error(op, attrs):
         "x", T.FLOAT, [1, 1, 4, 4])], [h.make_tensor_value_info(
             "y", T.FLOAT, None)])
     m = pg.onnx.import_model(h.make_model(graph, opset_imports=[
-        h.make_opsetid("", 17)]))
+        h.make_opsetid("", 17)], ir_version=8))
     with pytest.raises(pg.errors.InvalidArgumentError, match=r"ONNX node .*must give 2 values "
                        r"of at least 1"):
         m(x=np.zeros((1, 1, 4, 4), np.float32))

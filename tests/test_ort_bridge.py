@@ -24,6 +24,8 @@ ort = pytest.importorskip("onnxruntime", reason="the bridge is for onnxruntime")
 from pluggable.onnx.ort import ort_ep_library  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+# the CUDA plugin's EP, listed beside MY_DEVICE's on a machine with a GPU
+CUDA_EPS = {"pluggable_GPU"}
 ABI_HEADER = ROOT / "c_api" / "ort" / "pg_ort_abi.h"
 ORT_LIB = next((pathlib.Path(ort.__file__).parent / "capi").glob("libonnxruntime.so*"))
 
@@ -43,9 +45,13 @@ def run_child(code: str, env: dict[str, str] | None = None, tree_on_path: bool =
     The child does not import pluggable; with `tree_on_path` this tree comes
     first on its path (for find_spec)."""
     full = dict(os.environ, **(env or {}))
-    full.pop("PYTHONPATH", None)
+    # other entries of the path stay (where cffi lives beside the tree, say)
+    keep = [p for p in full.pop("PYTHONPATH", "").split(os.pathsep)
+            if p and pathlib.Path(p).resolve() != ROOT.resolve()]
     if tree_on_path:
-        full["PYTHONPATH"] = str(ROOT)
+        keep.insert(0, str(ROOT))
+    if keep:
+        full["PYTHONPATH"] = os.pathsep.join(keep)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=120, env=full, cwd="/")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -105,7 +111,8 @@ LIST_DEVICES = """
 
 def test_get_ep_devices_lists_my_device():
     out = run_child(LIST_DEVICES, {"BRIDGE": ort_ep_library()})
-    ours = [d for d in out["devices"] if d["ep"].startswith("pluggable_")]
+    ours = [d for d in out["devices"] if d["ep"].startswith("pluggable_")
+            and d["ep"] not in CUDA_EPS]
     assert [d["ep"] for d in ours] == ["pluggable_MY_DEVICE"], out
     meta = ours[0]["meta"]
     assert meta["pluggable.device"] == "/device:MY_DEVICE:0"
@@ -138,8 +145,8 @@ def test_a_plugin_the_cores_validation_rejects_is_left_out(tmp_path):
                                    "PLUGGABLE_PLUGIN_PATH": str(lib)})
     line = next(ln for ln in out["report"].splitlines() if ln.startswith(str(lib)))
     assert line.startswith(f"{lib}: quarantined: ") and len(line) > len(str(lib)) + 20, line
-    assert [d["ep"] for d in out["devices"] if d["ep"].startswith("pluggable_")] == \
-        ["pluggable_MY_DEVICE"]
+    assert [d["ep"] for d in out["devices"] if d["ep"].startswith("pluggable_")
+            and d["ep"] not in CUDA_EPS] == ["pluggable_MY_DEVICE"]
 
 
 SESSION = """
@@ -154,7 +161,7 @@ SESSION = """
         g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
                                            for n, s in inputs],
                               [helper.make_tensor_value_info(output, TensorProto.FLOAT, None)])
-        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         so = ort.SessionOptions()
         if profile:
             so.enable_profiling = True
@@ -249,8 +256,9 @@ def test_a_process_with_pluggables_core_loaded_is_refused():
             ort.register_execution_provider_library("pluggable", ort_ep_library())
         except Exception as exc:
             print("REFUSED", exc)
-    """)], capture_output=True, text=True, timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd="/")
+    """)], capture_output=True, text=True, timeout=120, cwd="/", env=dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [
+            os.environ.get("PYTHONPATH")] if p])))
     assert proc.returncode == 0, proc.stderr
     assert "REFUSED" in proc.stdout and "another copy of the core runtime" in proc.stdout, \
         proc.stdout + proc.stderr
@@ -331,7 +339,7 @@ def test_providers_by_ep_name_runs_on_the_plugin():
         g = helper.make_graph([helper.make_node("Relu", ["a"], ["y"])], "g",
                               [helper.make_tensor_value_info("a", TensorProto.FLOAT, [9])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [9])])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
         sess = ort.InferenceSession(m.SerializeToString(), providers=["pluggable_MY_DEVICE"])
         a = np.random.default_rng().standard_normal(9).astype(np.float32)
         before = bridge.pg_ort_kernel_runs()
@@ -379,8 +387,9 @@ GRAPHS = SESSION + """
         g = helper.make_graph(nodes, "g", [vi(n, t, s) for n, t, s in inputs],
                               [vi(n, t, None) for n, t in outputs],
                               initializer=[numpy_helper.from_array(v, k) for k, v in inits])
-        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]
-                                 ).SerializeToString()
+        ops = [helper.make_opsetid("", opset)]
+        return helper.make_model(g, opset_imports=ops,
+                                 ir_version=helper.find_min_ir_version_for(ops)).SerializeToString()
 
     def ours(m, optimize=True):
         so = ort.SessionOptions()
@@ -948,7 +957,8 @@ def test_a_subgraph_reading_a_claimed_value_keeps_the_partitions_apart():
              n("Mul", ["s", "f"], ["y"])], "g",
             [vi("a"), vi("b"), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
             [vi("y")])
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=8).SerializeToString()
         res = [compare(m, lambda: {"a": rand((5,), "float32"), "b": rand((5,), "float32"),
                                    "cond": np.array(c)}) for c in (True, False)]
         print(json.dumps({"res": res}))

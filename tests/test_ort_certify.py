@@ -41,7 +41,9 @@ def bridge_table() -> dict[str, list[str]]:
 def run_check(*args: str) -> tuple[int, str]:
     proc = subprocess.run([sys.executable, "-m", "pluggable", "check", *args],
                           capture_output=True, text=True, timeout=600,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)), cwd="/")
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                              [str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p])),
+                          cwd="/")
     return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -551,6 +551,11 @@ def _transpose(c, x, a):
 @rule("Concat", "ConcatV2")
 def _concat(c, x, a):
     xs = [t for t in x if t is not None]
+    if len(xs) == 1:   # ConcatV2 takes two or more; one input is its own result
+        r = rank(xs[0])
+        if not -r <= a["axis"] < r:
+            raise c.error(f"Concat axis {a['axis']} is out of range for an input of rank {r}")
+        return [c.op("Identity", xs[0])]
     return [c.op("ConcatV2", *xs, np.asarray(a["axis"], np.int32), N=len(xs))]
 
 
@@ -1904,6 +1909,8 @@ def _concat_seq(c, x, a):
     ax = a["axis"]
     if a.get("new_axis", 0):
         return [_stack(c, s, ax + rank(s[0]) + 1 if ax < 0 else ax)]
+    if len(s) == 1:
+        return [c.op("Identity", s[0])]
     return [c.op("ConcatV2", *s, np.asarray(ax, np.int32), N=len(s))]
 
 

@@ -189,8 +189,11 @@ def build_model(case: Case, dt: str) -> bytes:
         [helper.make_tensor_value_info(name, t, shape) for name, shape, _ in case.inputs],
         [helper.make_tensor_value_info("y", t, None)],
         initializer=[numpy_helper.from_array(v, k) for k, v in case.inits.items()])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", case.opset)]
-                             ).SerializeToString()
+    ops = [helper.make_opsetid("", case.opset)]
+    # the lowest IR version that carries the opset: onnx writes its newest, which
+    # an onnxruntime release older than that onnx refuses
+    return helper.make_model(g, opset_imports=ops,
+                             ir_version=helper.find_min_ir_version_for(ops)).SerializeToString()
 
 
 def differs(got, want, dt) -> str | None:
