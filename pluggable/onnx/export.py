@@ -62,7 +62,7 @@ def _simple(onnx_op: str, *tf_ops: str) -> None:
 
 
 for _onnx_op, _tf in [("Add", "Add AddV2"), ("Sub", "Sub"), ("Mul", "Mul"),
-                      ("Div", "RealDiv Div"), ("Max", "Maximum"), ("Min", "Minimum"),
+                      ("Div", "RealDiv"), ("Max", "Maximum"), ("Min", "Minimum"),
                       ("Pow", "Pow"), ("Relu", "Relu"), ("Sigmoid", "Sigmoid"),
                       ("Tanh", "Tanh"), ("Exp", "Exp"), ("Log", "Log"), ("Sqrt", "Sqrt"),
                       ("Abs", "Abs"), ("Neg", "Neg"), ("Floor", "Floor"), ("Ceil", "Ceil"),
