@@ -48,7 +48,7 @@ def mlp_case(dev):
 
 def cnn_case(dev):
     w1, c1, w2, w3, wd = var(3, 3, 3, 8), var(8), var(2, 2, 8, 6), var(3, 3, 6, 4), var(16, 5)
-    scale, offset, mean = var(6), var(6), var(6, scale=0.1)
+    scale, offset, mean, c2 = var(6), var(6), var(6, scale=0.1), var(6)
     variance = pg.Variable(np.abs(rnd(6)) + 0.5)
 
     def cnn(x):   # [batch, 12, 12, 3], NHWC
@@ -58,6 +58,10 @@ def cnn_case(dev):
         y = pg.nn.fused_batch_norm(y, scale, offset, mean, variance, epsilon=1e-3,
                                    is_training=False)[0]
         y = pg.nn.avg_pool2d(y, 3, 1, "SAME")                                 # 4x4x6
+        y = pg.transpose(y, [0, 3, 1, 2])                                     # NCHW
+        y = pg.nn.fused_batch_norm(pg.nn.bias_add(y, c2, data_format="NCHW"), scale, offset,
+                                   mean, variance, is_training=False, data_format="NCHW")[0]
+        y = pg.transpose(y, [0, 2, 3, 1])
         y = pg.nn.conv2d(y, w3, strides=2, padding="EXPLICIT",
                          explicit_paddings=[0, 0, 1, 1, 1, 1, 0, 0])           # 2x2x4
         y = pg.nn.relu(pg.reshape(y, [-1, 16]))

@@ -201,9 +201,14 @@ def _einsum(e, n, x):
 def _bias_add(e, n, x):
     if n.attrs.get("data_format", "NHWC") in ("NHWC", "NDHWC", b"NHWC"):
         return [e.add("Add", x)]
-    r = e.rank(n, 0, "an NCHW value")
-    b = e.add("Unsqueeze", [x[1], e.const(np.arange(1, r - 1, dtype=np.int64))])
-    return [e.add("Add", [x[0], b])]
+    s = e.shape(n, 0)
+    if s is not None:
+        axes = e.const(np.arange(1, len(s) - 1, dtype=np.int64))
+    else:   # the bias' trailing axes from the value's rank when the graph runs
+        r = e.add("Size", [e.add("Shape", [x[0]])])
+        one = e.const(np.array(1, np.int64))
+        axes = e.add("Range", [one, e.add("Sub", [r, one]), one])
+    return [e.add("Add", [x[0], e.add("Unsqueeze", [x[1], axes])])]
 
 
 # ---------------------------------------------------------------- shapes
@@ -623,10 +628,6 @@ def _conv2d(e, n, x):
     w = e.add("Transpose", [x[1]], perm=[3, 2, 0, 1])   # HWIO -> OIHW
     attrs = dict(_padding(e, n), strides=_spatial(n.attrs["strides"], fmt),
                  dilations=_spatial(n.attrs.get("dilations") or [1, 1, 1, 1], fmt))
-    xs, ws = e.shape(n, 0), e.shape(n, 1)
-    cin = None if xs is None else xs[1] if _nchw(fmt) else xs[-1]
-    if cin is not None and ws is not None and ws[2] and cin != ws[2]:
-        attrs["group"] = cin // ws[2]
     return [_from_nchw(e, fmt, e.add("Conv", [_to_nchw(e, fmt, x[0]), w], **attrs))]
 
 
