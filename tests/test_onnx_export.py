@@ -350,9 +350,11 @@ def test_bad_signature_is_invalid_argument(signature, match, tmp_path):
         pg.onnx.export(lambda x, *rest: x * 2.0, signature, tmp_path / "m.onnx")
 
 
-def test_missing_signature_and_bad_opset_are_invalid_argument(tmp_path):
+def test_missing_signature_bad_opset_and_no_output_are_invalid_argument(tmp_path):
     with pytest.raises(pg.errors.InvalidArgumentError, match="give input_signature"):
         pg.onnx.export(lambda x: x, None, tmp_path / "m.onnx")
+    with pytest.raises(pg.errors.InvalidArgumentError, match="returns no tensor"):
+        pg.onnx.export(lambda x: None, [pg.TensorSpec([2])], tmp_path / "m.onnx")
     for opset in (12, 29, "17", True):
         with pytest.raises(pg.errors.InvalidArgumentError, match="opset must be an int"):
             pg.onnx.export(lambda x: x, [pg.TensorSpec([2])], tmp_path / "m.onnx", opset=opset)

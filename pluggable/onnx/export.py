@@ -22,7 +22,6 @@ import numpy as np
 
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
-
 from ..graph.function import ConcreteFunction, Function, TensorSpec, function as pg_function
 from ..ops import variables
 from . import mapping
@@ -841,6 +840,10 @@ class _Writer:
             self.current = node
             self._node(node)
         self.current = None
+        if not g.outputs:
+            raise errors.InvalidArgumentError(
+                f"pg.onnx.export: {self.cf.name!r} returns no tensor; an ONNX model needs at "
+                "least one output")
         outputs = []
         for k, ref in enumerate(g.outputs):
             node, i = ref
