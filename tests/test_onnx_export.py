@@ -38,10 +38,12 @@ def var(*shape, scale=0.3):
 
 def mlp_case(dev):
     w1, b1, w2, b2 = var(8, 16), var(16), var(16, 5), var(5)
+    with pg.device(dev):
+        shift = pg.constant(rnd(5))   # an eager tensor on the device, captured
 
     def mlp(x):
         h = pg.nn.relu(pg.nn.bias_add(pg.matmul(x, w1), b1))
-        y = pg.matmul(pg.tanh(h), w2) + b2
+        y = pg.matmul(pg.tanh(h), w2) + b2 - shift
         return pg.nn.softmax(y), pg.nn.log_softmax(pg.sigmoid(y))
     return mlp, [pg.TensorSpec([None, 8], name="x")], lambda b: [rnd(b, 8)], (w1, b1, w2, b2)
 
@@ -301,6 +303,20 @@ def test_every_table_row_is_a_registry_op_and_imported_ops_are_covered():
     # Bitcast reinterprets memory: ONNX has no such op
     assert imported - set(export_module.EMITTERS) <= {"Bitcast"}, \
         imported - set(export_module.EMITTERS)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_an_unknown_batch_keeps_its_rank_through_layer_norm_and_attention(dev):
+    # (on MY_DEVICE both are composed: moments broadcast two unknown batch sizes)
+    g, b = np.ones(8, np.float32), np.zeros(8, np.float32)
+
+    def f(x):
+        y = pg.nn.layer_norm(x, g, b)
+        q = pg.reshape(y, [-1, 2, 3, 4])
+        return y, pg.nn.scaled_dot_product_attention(q, q, q, causal=True)
+    with pg.device(dev):
+        cf = pg.function(f).get_concrete_function(pg.TensorSpec([None, 3, 8]))
+    assert [tuple(t.shape) for t in cf.outputs] == [(None, 3, 8), (None, 2, 3, 4)]
 
 
 # ------------------------------------------------------------ errors
