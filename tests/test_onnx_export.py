@@ -399,3 +399,12 @@ def test_without_onnx_the_error_names_the_extra(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(pg.errors.FailedPreconditionError, match=r'pip install "pluggable\[onnx\]"'):
         pg.onnx.export(lambda x: x, [pg.TensorSpec([2])], tmp_path / "m.onnx")
+
+
+def test_a_node_of_an_unexpected_form_is_a_typed_error_naming_it(tmp_path, monkeypatch):
+    def broken(e, n, x):
+        return [e.add("Relu", x, axis=n.attrs["no_such_attr"])]
+    monkeypatch.setitem(export_module.EMITTERS, "Relu", broken)
+    with pytest.raises(pg.errors.UnimplementedError,
+                       match=r"node 'Relu' \(op Relu\) cannot be written \(KeyError"):
+        pg.onnx.export(lambda x: pg.nn.relu(x), [pg.TensorSpec([2])], tmp_path / "m.onnx")

@@ -886,6 +886,14 @@ class _Writer:
         except _Unmapped as exc:
             raise errors.UnimplementedError(
                 f"pg.onnx.export: node {node.name!r} (op {node.op}): {exc}") from None
+        except errors.PluggableError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            # (attributes or inputs of a form the emitter does not expect)
+            raise errors.UnimplementedError(
+                f"pg.onnx.export: node {node.name!r} (op {node.op}) cannot be written "
+                f"({type(exc).__name__}: {exc}); its attributes or inputs take a form the "
+                "ONNX export does not handle") from None
         for i, name in enumerate(outs):
             if name is not None:
                 self.names[(node, i)] = name
