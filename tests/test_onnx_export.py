@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx", reason="ONNX models are written with the onnx package (the onnx extra)")
+onnx = pytest.importorskip("onnx", reason="ONNX models are written with onnx (the onnx extra)")
 ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference (a test extra)")
 from onnx import numpy_helper  # noqa: E402
 
