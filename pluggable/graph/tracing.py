@@ -340,6 +340,21 @@ def _run_shape_fn(op, shapes, attrs, values) -> list:
     return [None if s is None else tuple(int(d) for d in s) for s in out]
 
 
+def _probe(op, shapes, attrs, values, distinct: bool) -> list | None:
+    """The op's output shapes for the two probe fillings of the unknown
+    sizes, or None where the shape function refuses them."""
+    probes = []
+    for base in (_PROBE_A, _PROBE_B):
+        k = iter(range(1, 1000))
+        filled = [tuple((base * next(k) if distinct else base) if d is None else d for d in s)
+                  for s in shapes]
+        try:
+            probes.append(_run_shape_fn(op, filled, attrs, values or None))
+        except (errors.OpError, ValueError, TypeError, ArithmeticError):
+            return None
+    return probes
+
+
 def infer_shapes(op: registry.OpDef, ins: list, attrs: dict) -> list:
     """Static output shapes: exact when the input shapes are known, partial
     (None sizes) when some are not, None (unknown rank) when the op's shape
@@ -359,14 +374,12 @@ def infer_shapes(op: registry.OpDef, ins: list, attrs: dict) -> list:
         return [None] * n
     if all(d is not None for s in shapes for d in s):
         return _run_shape_fn(op, shapes, attrs, values or None)
-    probes = []
-    for base in (_PROBE_A, _PROBE_B):
-        k = iter(range(1, 1000))
-        filled = [tuple(base * next(k) if d is None else d for d in s) for s in shapes]
-        try:
-            probes.append(_run_shape_fn(op, filled, attrs, values or None))
-        except (errors.OpError, ValueError, TypeError, ArithmeticError):
-            return [None] * n
+    # Each unknown size its own probe value; where the shape function refuses
+    # that (unknown sizes that must agree: a broadcast, a batch shared by two
+    # inputs), one value for all of them in each run.
+    probes = _probe(op, shapes, attrs, values, True) or _probe(op, shapes, attrs, values, False)
+    if probes is None:
+        return [None] * n
     out = []
     for a, b in zip(*probes):
         if a is None or b is None or len(a) != len(b):
