@@ -95,19 +95,7 @@ pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_Da
 /*** Loading the plugins ***/
 
 #define MAX_PLATFORMS 8
-#define MAX_DEVICES 8
-
-typedef struct bridge_platform {
-  OrtEpFactory factory; /* first: an OrtEpFactory* is a bridge_platform* */
-  char path[1024];
-  char ep_name[96];
-  char device_type[64];
-  char platform_name[64];
-  pg_platform* platform;
-  pg_device* devices[MAX_DEVICES];
-  int num_devices;
-  int released;
-} bridge_platform;
+#define MAX_DEVICES PG_ORT_MAX_DEVICES
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded_once;
@@ -191,6 +179,12 @@ static void load_file(const char* path) {
   if (host_copy != NULL) pg_platform_init_host_copy(plat, host_copy);
   bridge_platform* bp = &platforms[num_platforms];
   memset(bp, 0, sizeof *bp);
+  PG_GetNativeStreamFnsFn native = (PG_GetNativeStreamFnsFn)pg_dlsym(h, PG_NATIVE_STREAM_SYMBOL);
+  if (native != NULL) {
+    bp->native.struct_size = PG_NATIVE_STREAM_FNS_STRUCT_SIZE;
+    native(&bp->native);
+    if (bp->native.version < 1) memset(&bp->native, 0, sizeof bp->native);
+  }
   snprintf(bp->path, sizeof bp->path, "%s", path);
   snprintf(bp->device_type, sizeof bp->device_type, "%s", plat->platform->type);
   snprintf(bp->platform_name, sizeof bp->platform_name, "%s", plat->platform->name);
@@ -359,29 +353,6 @@ static OrtStatus* f_validate_compiled(OrtEpFactory* self, const OrtHardwareDevic
   *compat = 0; /* not applicable: the bridge writes no precompiled models */
   return NULL;
 }
-static OrtStatus* f_create_allocator(OrtEpFactory* self, const OrtMemoryInfo* mi,
-                                     const OrtKeyValuePairs* opts, OrtAllocator** out) {
-  (void)self, (void)mi, (void)opts;
-  *out = NULL; /* the OrtEpDevices declare no memory of their own yet */
-  return NULL;
-}
-static void f_release_allocator(OrtEpFactory* self, OrtAllocator* a) { (void)self, (void)a; }
-static OrtStatus* f_create_data_transfer(OrtEpFactory* self, void** out) {
-  (void)self;
-  *out = NULL;
-  return NULL;
-}
-static OrtStatus* f_create_sync_stream(OrtEpFactory* self, const void* md,
-                                       const OrtKeyValuePairs* opts, void** out) {
-  (void)self, (void)md, (void)opts;
-  *out = NULL;
-  return NULL;
-}
-static bool f_is_stream_aware(const OrtEpFactory* self) {
-  (void)self;
-  return false;
-}
-
 static OrtStatus* add_pair(OrtKeyValuePairs* kv, const char* k, const char* v) {
   API_FN(pg_ort, PG_ORT_AddKeyValuePair, void (*)(OrtKeyValuePairs*, const char*, const char*))(
       kv, k, v);
@@ -427,6 +398,10 @@ static OrtStatus* f_get_supported_devices(OrtEpFactory* self,
                                                                       &dev);
     API_FN(pg_ort, PG_ORT_ReleaseKeyValuePairs, void (*)(OrtKeyValuePairs*))(meta);
     if (s != NULL) return s;
+    if ((s = pg_ort_add_memory(bp, i, match, dev)) != NULL) {
+      API_FN(pg_ort_ep, PG_ORTEP_ReleaseEpDevice, void (*)(OrtEpDevice*))(dev);
+      return s;
+    }
     out[(*num_out)++] = dev;
   }
   return NULL;
@@ -554,11 +529,11 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
     f->GetVendorId = f_get_vendor_id;
     f->GetVersion = f_get_version;
     f->ValidateCompiledModelCompatibilityInfo = f_validate_compiled;
-    f->CreateAllocator = f_create_allocator;
-    f->ReleaseAllocator = f_release_allocator;
-    f->CreateDataTransfer = f_create_data_transfer;
-    f->IsStreamAware = f_is_stream_aware;
-    f->CreateSyncStreamForDevice = f_create_sync_stream;
+    f->CreateAllocator = pg_ort_create_allocator;
+    f->ReleaseAllocator = pg_ort_release_allocator;
+    f->CreateDataTransfer = pg_ort_create_data_transfer;
+    f->IsStreamAware = pg_ort_is_stream_aware;
+    f->CreateSyncStreamForDevice = pg_ort_create_sync_stream;
     bp->released = 0;
     factories[n++] = f;
   }
