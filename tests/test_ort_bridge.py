@@ -88,7 +88,33 @@ def test_abi_indices_match_installed_onnxruntime():
         table(api, c["PG_ORT_GetKeyValue"]))(kv, b"k")
     assert got == text
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(table(api, c["PG_ORT_ReleaseKeyValuePairs"]))(kv)
-    assert ctypes.CFUNCTYPE(ctypes.c_void_p)(table(api, c["PG_ORT_GetEpApi"]))()
+    ep_api = ctypes.CFUNCTYPE(ctypes.c_void_p)(table(api, c["PG_ORT_GetEpApi"]))()
+    assert ep_api
+    # Memory infos (what the bridge declares per OrtEpDevice) and the
+    # OrtEpApi entries that read them back.
+    create_info = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32,
+                                   ctypes.c_int32, ctypes.c_int, ctypes.c_size_t, ctypes.c_int,
+                                   ctypes.POINTER(ctypes.c_void_p))(
+        table(api, c["PG_ORT_CreateMemoryInfo_V2"]))
+    get_md = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryInfo_GetMemoryDevice"]))
+    dev_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryDevice_GetDeviceType"]))
+    mem_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryDevice_GetMemoryType"]))
+    equal = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryDevice_AreEqual"]))
+    devices = []
+    for kind, mem in ((c["PG_ORT_MEM_DEVICE_NPU"], c["PG_ORT_MEM_HOST_ACCESSIBLE"]),
+                      (c["PG_ORT_MEM_DEVICE_GPU"], c["PG_ORT_MEM_DEFAULT"])):
+        info = ctypes.c_void_p()
+        st = create_info(b"probe", kind, 0x5047, 1, mem, 0, c["PG_ORT_DEVICE_ALLOCATOR"],
+                         ctypes.byref(info))
+        assert st is None and info, msg(st) if st else "no memory info"
+        md = get_md(info)
+        assert dev_type(md) == kind and mem_type(md) == mem
+        devices.append(md)
+    assert equal(devices[0], devices[0]) and not equal(devices[0], devices[1])
 
 
 LIST_DEVICES = """
@@ -1090,8 +1116,8 @@ DEVICE = GRAPHS + """
     EP = [d for d in ort.get_ep_devices() if d.ep_name == "pluggable_MY_DEVICE"]
     DEV = EP[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
 
-    def transfers():
-        return [bridge.pg_ort_transfers(k) for k in range(3)]
+    def transfers(on_stream=False):
+        return [bridge.pg_ort_transfers(k) for k in range(4 if on_stream else 3)]
 
     def to_device(x):
         v = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), x.dtype, memory_info=DEV)
@@ -1311,11 +1337,11 @@ def test_sync_streams_come_from_the_plugin_and_order_copies():
         handle = st.get_handle()
         x = rand((33, 7), "float32")
         v = ort.OrtValue.ortvalue_from_shape_and_type([33, 7], np.float32, memory_info=DEV)
-        t0 = transfers()
+        t0 = transfers(on_stream=True)
         ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy(x)], [v], st)
         back = np.zeros_like(x)
         ort.copy_tensors([v], [ort.OrtValue.ortvalue_from_numpy(back)], st)
-        t1 = transfers()
+        t1 = transfers(on_stream=True)
         del st
         gc.collect()
         released = bridge.pg_ort_live_streams() - base
@@ -1332,5 +1358,5 @@ def test_sync_streams_come_from_the_plugin_and_order_copies():
     """)
     assert out["made"] == 1 and out["released"] == 0, out
     assert not out["handle"], out
-    assert out["exact"] and out["copies"] == [1, 1, 0], out
+    assert out["exact"] and out["copies"] == [1, 1, 0, 2], out
     assert out["in_session"] >= 1 and out["after"] == 0, out

@@ -14,6 +14,8 @@
 /* The negotiated OrtApi and its OrtEpApi (set before any factory exists). */
 PG_ORT_HIDDEN extern const OrtApi* pg_ort;
 PG_ORT_HIDDEN extern const OrtEpApi* pg_ort_ep;
+/* The API version negotiated (the version of pg_ort). */
+PG_ORT_HIDDEN extern uint32_t pg_ort_version;
 
 #define API_FN(table, index, type) ((type)(((void* const*)(table))[index]))
 #define CALL(name, type) API_FN(pg_ort, PG_ORT_##name, type)

@@ -293,6 +293,7 @@ static void load_all(void) {
 
 const OrtApi* pg_ort;       /* the negotiated OrtApi */
 const OrtEpApi* pg_ort_ep;  /* its OrtEpApi */
+uint32_t pg_ort_version;    /* its version */
 
 static OrtStatus* vstatus(const OrtApi* api, int code, const char* fmt, va_list ap) {
   char msg[2048];
@@ -398,7 +399,8 @@ static OrtStatus* f_get_supported_devices(OrtEpFactory* self,
                                                                       &dev);
     API_FN(pg_ort, PG_ORT_ReleaseKeyValuePairs, void (*)(OrtKeyValuePairs*))(meta);
     if (s != NULL) return s;
-    if ((s = pg_ort_add_memory(bp, i, match, dev)) != NULL) {
+    if (pg_ort_version >= PG_ORT_MEMORY_API_VERSION &&
+        (s = pg_ort_add_memory(bp, i, match, dev)) != NULL) {
       API_FN(pg_ort_ep, PG_ORTEP_ReleaseEpDevice, void (*)(OrtEpDevice*))(dev);
       return s;
     }
@@ -509,6 +511,7 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
   pthread_mutex_lock(&load_lock);
   pg_ort = api;
   pg_ort_ep = epapi;
+  pg_ort_version = PG_ORT_MIN_API_VERSION; /* the table negotiate asked for */
   if (!loaded_once) {
     loaded_once = 1;
     pg_set_host_hooks(&bridge_hooks);
@@ -529,11 +532,13 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
     f->GetVendorId = f_get_vendor_id;
     f->GetVersion = f_get_version;
     f->ValidateCompiledModelCompatibilityInfo = f_validate_compiled;
-    f->CreateAllocator = pg_ort_create_allocator;
-    f->ReleaseAllocator = pg_ort_release_allocator;
-    f->CreateDataTransfer = pg_ort_create_data_transfer;
-    f->IsStreamAware = pg_ort_is_stream_aware;
-    f->CreateSyncStreamForDevice = pg_ort_create_sync_stream;
+    if (pg_ort_version >= PG_ORT_MEMORY_API_VERSION) {
+      f->CreateAllocator = pg_ort_create_allocator;
+      f->ReleaseAllocator = pg_ort_release_allocator;
+      f->CreateDataTransfer = pg_ort_create_data_transfer;
+      f->IsStreamAware = pg_ort_is_stream_aware;
+      f->CreateSyncStreamForDevice = pg_ort_create_sync_stream;
+    }
     bp->released = 0;
     factories[n++] = f;
   }

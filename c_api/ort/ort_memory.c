@@ -41,16 +41,18 @@
 
 /*** Counters (for tests and diagnostics) ***/
 
-static int64_t transfers[3]; /* host to device, device to host, device to device */
+/* host to device, device to host, device to device; of those, on a stream */
+static int64_t transfers[4];
 static int64_t device_bytes, live_device_blocks, live_streams, live_transfers;
 
 #define COUNT(var, n) __atomic_add_fetch(&(var), (n), __ATOMIC_SEQ_CST)
 #define READ(var) __atomic_load_n(&(var), __ATOMIC_SEQ_CST)
 
 /* Copies ONNX Runtime asked the data transfer for: `kind` 0 host to device,
- * 1 device to host, 2 device to device (of one device). */
+ * 1 device to host, 2 device to device (of one device); 3: how many of them
+ * ran on one of the bridge's sync streams. */
 PG_EXPORT int64_t pg_ort_transfers(int kind) {
-  return kind >= 0 && kind < 3 ? READ(transfers[kind]) : -1;
+  return kind >= 0 && kind < 4 ? READ(transfers[kind]) : -1;
 }
 /* Device memory ONNX Runtime holds through the bridge's allocators: bytes
  * and blocks (0 once every tensor and session is gone). */
@@ -548,6 +550,7 @@ static OrtStatus* copy_one(bridge_transfer* t, const OrtValue* src, OrtValue* ds
       TF_DeleteStatus(st);
       if ((err = stream_wait(bs, "a copy on the session's stream")) != NULL) return err;
       st = NULL;
+      COUNT(transfers[3], 1);
     }
   } else {
     /* Work of the device's default stream (a partition's) has finished

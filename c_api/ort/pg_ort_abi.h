@@ -29,6 +29,10 @@ extern "C" {
 /* The version the bridge's structs are written against: ONNX Runtime reads
  * no member those structs do not declare. */
 #define PG_ORT_API_VERSION 23
+/* The version whose OrtEpFactory allocators, data transfer and sync streams
+ * (and the OrtEpApi memory entries) the bridge uses; below it those factory
+ * members stay NULL and partitions copy through ONNX Runtime's CPU memory. */
+#define PG_ORT_MEMORY_API_VERSION 23
 
 /* Opaque ONNX Runtime objects: the bridge only passes pointers to them. */
 typedef struct OrtStatus OrtStatus;
