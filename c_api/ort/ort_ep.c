@@ -9,7 +9,8 @@
  *
  * ONNX Runtime side: one OrtEpFactory per loaded plugin platform, named
  * "pluggable_<DEVICE_TYPE>", listing one OrtEpDevice per SP_ device; one OrtEp
- * per session. The ABI declarations are pg_ort_abi.h (our own). */
+ * per session; the devices' memory, the data transfer and the sync streams
+ * are ort_memory.c's. The ABI declarations are pg_ort_abi.h (our own). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
