@@ -94,7 +94,33 @@ def test_abi_indices_match_installed_onnxruntime():
         table(api, c["PG_ORT_GetKeyValue"]))(kv, b"k")
     assert got == text
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(table(api, c["PG_ORT_ReleaseKeyValuePairs"]))(kv)
-    assert ctypes.CFUNCTYPE(ctypes.c_void_p)(table(api, c["PG_ORT_GetEpApi"]))()
+    ep_api = ctypes.CFUNCTYPE(ctypes.c_void_p)(table(api, c["PG_ORT_GetEpApi"]))()
+    assert ep_api
+    # Memory infos (what the bridge declares per OrtEpDevice) and the
+    # OrtEpApi entries that read them back.
+    create_info = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_uint32,
+                                   ctypes.c_int32, ctypes.c_int, ctypes.c_size_t, ctypes.c_int,
+                                   ctypes.POINTER(ctypes.c_void_p))(
+        table(api, c["PG_ORT_CreateMemoryInfo_V2"]))
+    get_md = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryInfo_GetMemoryDevice"]))
+    dev_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryDevice_GetDeviceType"]))
+    mem_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryDevice_GetMemoryType"]))
+    equal = ctypes.CFUNCTYPE(ctypes.c_bool, ctypes.c_void_p, ctypes.c_void_p)(
+        table(ep_api, c["PG_ORTEP_MemoryDevice_AreEqual"]))
+    devices = []
+    for kind, mem in ((c["PG_ORT_MEM_DEVICE_NPU"], c["PG_ORT_MEM_HOST_ACCESSIBLE"]),
+                      (c["PG_ORT_MEM_DEVICE_GPU"], c["PG_ORT_MEM_DEFAULT"])):
+        info = ctypes.c_void_p()
+        st = create_info(b"probe", kind, 0x5047, 1, mem, 0, c["PG_ORT_DEVICE_ALLOCATOR"],
+                         ctypes.byref(info))
+        assert st is None and info, msg(st) if st else "no memory info"
+        md = get_md(info)
+        assert dev_type(md) == kind and mem_type(md) == mem
+        devices.append(md)
+    assert equal(devices[0], devices[0]) and not equal(devices[0], devices[1])
 
 
 LIST_DEVICES = """
@@ -1087,3 +1113,260 @@ def test_claims_follow_the_kernels_the_plugin_registered():
     assert "node 'relu' (Relu): no Relu kernel of dtype 2 on FAKE_CPU_DEVICE" in f64["report"], f64
     for r in out["res"]:
         assert r["same"] and r["err"] < 1e-6, r
+
+
+# Device memory, data transfer and sync streams (ort_memory.c): ORT keeps
+# tensors in the device's memory, which the bridge's allocators serve, and
+# moves them with the bridge's data transfer.
+DEVICE = GRAPHS + """
+    for c in ("device_bytes", "device_blocks", "live_streams", "live_transfers",
+              "live_eps", "live_partitions"):
+        getattr(bridge, "pg_ort_" + c).restype = ctypes.c_int64
+    bridge.pg_ort_transfers.restype = ctypes.c_int64
+    EP = [d for d in ort.get_ep_devices() if d.ep_name == "pluggable_MY_DEVICE"]
+    DEV = EP[0].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+
+    def transfers(on_stream=False):
+        return [bridge.pg_ort_transfers(k) for k in range(4 if on_stream else 3)]
+
+    def to_device(x):
+        v = ort.OrtValue.ortvalue_from_shape_and_type(list(x.shape), x.dtype, memory_info=DEV)
+        ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy(x)], [v], None)
+        return v
+
+    def from_device(v, dtype=np.float32):
+        # (the array, not the OrtValue's numpy(): that view does not keep
+        # the OrtValue's memory alive)
+        out = np.zeros(v.shape(), dtype)
+        ort.copy_tensors([v], [ort.OrtValue.ortvalue_from_numpy(out)], None)
+        return out
+
+    def live():
+        return {c: getattr(bridge, "pg_ort_" + c)() for c in
+                ("device_bytes", "device_blocks", "live_streams", "live_eps", "live_partitions")}
+"""
+
+
+def device_child(body: str) -> dict:
+    return run_child(textwrap.dedent(DEVICE) + textwrap.dedent(body), {"BRIDGE": ort_ep_library()})
+
+
+def test_each_ep_device_declares_device_and_host_accessible_memory():
+    """MY_DEVICE's OrtEpDevice declares its own memory (ONNX Runtime NPU
+    memory of the bridge's vendor id, so never taken for CPU memory) and a
+    host-accessible one, both of ordinal 0; an OrtValue allocated in the
+    device memory comes from the plugin's allocate and goes back with it."""
+    out = device_child("""
+        host = EP[0].memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)
+        infos = [{"name": m.name, "id": m.device_id, "vendor": m.device_vendor_id,
+                  "mem": str(m.device_mem_type)} for m in (DEV, host)]
+        before = live()
+        v = ort.OrtValue.ortvalue_from_shape_and_type([3, 5], np.float32, memory_info=DEV)
+        during = live()
+        kind = v.device_name()
+        del v
+        print(json.dumps({"infos": infos, "before": before, "during": during, "after": live(),
+                          "kind": kind}))
+    """)
+    dev, host = out["infos"]
+    assert dev == {"name": "pluggable_MY_DEVICE", "id": 0, "vendor": 0x5047,
+                   "mem": "OrtDeviceMemoryType.DEFAULT"}, out
+    assert host["vendor"] == 0x5047 and host["mem"] == "OrtDeviceMemoryType.HOST_ACCESSIBLE", out
+    assert out["kind"] == "npu", out
+    assert out["during"]["device_blocks"] == out["before"]["device_blocks"] + 1, out
+    assert out["during"]["device_bytes"] >= out["before"]["device_bytes"] + 60, out
+    assert out["after"]["device_blocks"] == out["before"]["device_blocks"], out
+
+
+def test_iobinding_with_device_resident_inputs_and_outputs_gives_cpu_results():
+    """Inputs copied to MY_DEVICE once (the bridge's data transfer), bound
+    with the device's memory info, output bound in device memory: each run
+    executes the plugin's kernels with no copy between host and device (the
+    bridge's counters), and the result read back equals ORT CPU's on fresh
+    random inputs."""
+    out = device_child("""
+        n = helper.make_node
+        m = model([n("Add", ["a", "b"], ["s"]), n("Relu", ["s"], ["r"]),
+                   n("MatMul", ["r", "w"], ["y"])],
+                  [("a", "float32", [6, 4]), ("b", "float32", [6, 4]), ("w", "float32", [4, 3])],
+                  [("y", "float32")])
+        s, c = ours(m), cpu(m)
+        res = []
+        for _ in range(3):
+            feeds = {k: rand(sh, "float32") for k, sh in (("a", (6, 4)), ("b", (6, 4)),
+                                                          ("w", (4, 3)))}
+            t0 = transfers()
+            dev = {k: to_device(v) for k, v in feeds.items()}
+            t1 = transfers()
+            y = ort.OrtValue.ortvalue_from_shape_and_type([6, 3], np.float32, memory_info=DEV)
+            io = s.io_binding()
+            for k, v in dev.items():
+                io.bind_ortvalue_input(k, v)
+            io.bind_ortvalue_output("y", y)
+            b = snap()
+            t2 = transfers()
+            s.run_with_iobinding(io)
+            ran = since(b)
+            t3 = transfers()
+            got = from_device(y)
+            want = c.run(None, feeds)[0]
+            res.append({"in": [x - w for x, w in zip(t1, t0)], "run": [x - w for x, w in
+                        zip(t3, t2)], "ran": ran, "err": float(np.abs(got - want).max())})
+        print(json.dumps(res))
+    """)
+    for r in out:
+        assert r["in"] == [3, 0, 0], r
+        assert r["run"] == [0, 0, 0], r
+        assert r["ran"]["kernel_runs"] == 3 and r["ran"]["host_copies"] == 0, r
+        assert r["err"] < 1e-5, r
+
+
+def test_two_partitions_pass_their_intermediate_on_the_device():
+    """s = a + b; r = relu(s) on the plugin; c = cos(s) on ORT's CPU EP; y =
+    r * c on the plugin: two partitions. r goes from the first to the second
+    in device memory: per run the host copies are a and b in, s out (for
+    Cos), c in and y out -- five, not the seven of passing r through the
+    host -- and no copy stays within the device."""
+    out = device_child("""
+        n = helper.make_node
+        m = model([n("Add", ["a", "b"], ["s"]), n("Relu", ["s"], ["r"]), n("Cos", ["s"], ["c"]),
+                   n("Mul", ["r", "c"], ["y"])],
+                  [("a", "float32", [16]), ("b", "float32", [16])], [("y", "float32")])
+        r = compare(m, lambda: {"a": rand((16,), "float32"), "b": rand((16,), "float32")})
+        t0 = transfers()
+        compare(m, lambda: {"a": rand((16,), "float32"), "b": rand((16,), "float32")}, runs=1)
+        r["dtod"] = transfers()[2] - t0[2]
+        print(json.dumps(r))
+    """)
+    assert out["compiled"]["partitions_compiled"] == 2, out
+    for run in out["per_run"]:
+        assert run["kernel_runs"] == 3 and run["host_copies"] == 5, out
+    assert out["dtod"] == 0, out
+    assert out["same"] and out["err"] < 1e-6, out
+
+
+def test_a_failing_kernel_on_device_resident_inputs_is_an_ort_error_and_the_session_survives():
+    """MatMul of device-resident (2, 3) and (4, 5) inputs: the plugin's kernel
+    fails, ORT raises with the bridge's message naming node and device; then
+    good device-resident inputs run and match numpy."""
+    out = device_child("""
+        n = helper.make_node
+        m = model([n("MatMul", ["a", "b"], ["y"], name="the_matmul")],
+                  [("a", "float32", ["m", "k"]), ("b", "float32", ["k2", "n"])],
+                  [("y", "float32")])
+        s = ours(m)
+        def run(a, b):
+            io = s.io_binding()
+            io.bind_ortvalue_input("a", to_device(a))
+            io.bind_ortvalue_input("b", to_device(b))
+            y = ort.OrtValue.ortvalue_from_shape_and_type([a.shape[0], b.shape[1]], np.float32,
+                                                          memory_info=DEV)
+            io.bind_ortvalue_output("y", y)
+            s.run_with_iobinding(io)
+            return from_device(y)
+        try:
+            run(rand((2, 3), "float32"), rand((4, 5), "float32"))
+            msg = None
+        except Exception as exc:
+            msg = str(exc)
+        a, b = rand((2, 3), "float32"), rand((3, 5), "float32")
+        print(json.dumps({"msg": msg, "err": float(np.abs(run(a, b) - a @ b).max())}))
+    """)
+    assert out["msg"] is not None
+    assert "pluggable: node 'the_matmul' (ONNX MatMul, kernel MatMul on /device:MY_DEVICE:0)" \
+        in out["msg"], out["msg"]
+    assert out["err"] < 1e-5, out
+
+
+def test_a_session_destroyed_with_work_in_flight_releases_everything():
+    """Four threads run one session (device-resident inputs and outputs) in
+    a loop; the main thread drops its reference while they run, so the
+    session is destroyed when the last run lets go of it. The device tensors
+    the runs produced outlive the session and read back ORT CPU's results;
+    once they are gone too, the bridge holds no device memory, stream, EP or
+    partition."""
+    out = device_child("""
+        import gc, threading
+        n = helper.make_node
+        m = model([n("MatMul", ["a", "b"], ["p"]), n("Tanh", ["p"], ["y"])],
+                  [("a", "float32", [64, 32]), ("b", "float32", [32, 48])], [("y", "float32")])
+        c = cpu(m)
+        before = live()
+        s = ours(m)
+        feeds = [{"a": rand((64, 32), "float32"), "b": rand((32, 48), "float32")}
+                 for _ in range(4)]
+        kept, errors = [None] * 4, []
+        def work(i, sess):
+            try:
+                dev = {k: to_device(v) for k, v in feeds[i].items()}
+                for _ in range(10):
+                    io = sess.io_binding()
+                    for k, v in dev.items():
+                        io.bind_ortvalue_input(k, v)
+                    y = ort.OrtValue.ortvalue_from_shape_and_type([64, 48], np.float32,
+                                                                  memory_info=DEV)
+                    io.bind_ortvalue_output("y", y)
+                    sess.run_with_iobinding(io)
+                    kept[i] = y
+            except Exception as exc:
+                errors.append(repr(exc))
+        threads = [threading.Thread(target=work, args=(i, s)) for i in range(4)]
+        for t in threads:
+            t.start()
+        del s
+        for t in threads:
+            t.join()
+        gc.collect()
+        after_session = live()
+        err = max(float(np.abs(from_device(kept[i]) - c.run(None, feeds[i])[0]).max())
+                  for i in range(4))
+        del kept[:]
+        gc.collect()
+        print(json.dumps({"errors": errors, "err": err, "before": before,
+                          "after_session": after_session, "after": live()}))
+    """)
+    assert out["errors"] == [], out
+    assert out["err"] < 1e-5, out
+    assert out["after_session"]["live_eps"] == 0 and out["after_session"]["device_blocks"] >= 4, out
+    assert out["after"] == {"device_bytes": 0, "device_blocks": 0, "live_streams": 0,
+                            "live_eps": 0, "live_partitions": 0}, out
+
+
+def test_sync_streams_come_from_the_plugin_and_order_copies():
+    """ORT asks the bridge for a stream per device (an SP_Stream of its
+    own): one made outside a session has no native handle on MY_DEVICE
+    (host memory; the plugin's native-stream extension says so), copies on
+    it in both directions give the data back exactly, and it is released
+    with its Python object; a session's streams live as long as the
+    session."""
+    out = device_child("""
+        import gc
+        base = bridge.pg_ort_live_streams()
+        st = EP[0].create_sync_stream()
+        made = bridge.pg_ort_live_streams() - base
+        handle = st.get_handle()
+        x = rand((33, 7), "float32")
+        v = ort.OrtValue.ortvalue_from_shape_and_type([33, 7], np.float32, memory_info=DEV)
+        t0 = transfers(on_stream=True)
+        ort.copy_tensors([ort.OrtValue.ortvalue_from_numpy(x)], [v], st)
+        back = np.zeros_like(x)
+        ort.copy_tensors([v], [ort.OrtValue.ortvalue_from_numpy(back)], st)
+        t1 = transfers(on_stream=True)
+        del st
+        gc.collect()
+        released = bridge.pg_ort_live_streams() - base
+        n = helper.make_node
+        s = ours(model([n("Relu", ["a"], ["y"])], [("a", "float32", [5])], [("y", "float32")]))
+        s.run(None, {"a": rand((5,), "float32")})
+        in_session = bridge.pg_ort_live_streams() - base
+        del s
+        gc.collect()
+        print(json.dumps({"made": made, "handle": handle, "exact": bool((back == x).all()),
+                          "copies": [b - a for a, b in zip(t0, t1)], "released": released,
+                          "in_session": in_session,
+                          "after": bridge.pg_ort_live_streams() - base}))
+    """)
+    assert out["made"] == 1 and out["released"] == 0, out
+    assert not out["handle"], out
+    assert out["exact"] and out["copies"] == [1, 1, 0, 2], out
+    assert out["in_session"] >= 1 and out["after"] == 0, out

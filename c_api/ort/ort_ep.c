@@ -9,7 +9,8 @@
  *
  * ONNX Runtime side: one OrtEpFactory per loaded plugin platform, named
  * "pluggable_<DEVICE_TYPE>", listing one OrtEpDevice per SP_ device; one OrtEp
- * per session. The ABI declarations are pg_ort_abi.h (our own). */
+ * per session; the devices' memory, the data transfer and the sync streams
+ * are ort_memory.c's. The ABI declarations are pg_ort_abi.h (our own). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -95,19 +96,7 @@ pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_Da
 /*** Loading the plugins ***/
 
 #define MAX_PLATFORMS 8
-#define MAX_DEVICES 8
-
-typedef struct bridge_platform {
-  OrtEpFactory factory; /* first: an OrtEpFactory* is a bridge_platform* */
-  char path[1024];
-  char ep_name[96];
-  char device_type[64];
-  char platform_name[64];
-  pg_platform* platform;
-  pg_device* devices[MAX_DEVICES];
-  int num_devices;
-  int released;
-} bridge_platform;
+#define MAX_DEVICES PG_ORT_MAX_DEVICES
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static int loaded_once;
@@ -191,6 +180,12 @@ static void load_file(const char* path) {
   if (host_copy != NULL) pg_platform_init_host_copy(plat, host_copy);
   bridge_platform* bp = &platforms[num_platforms];
   memset(bp, 0, sizeof *bp);
+  PG_GetNativeStreamFnsFn native = (PG_GetNativeStreamFnsFn)pg_dlsym(h, PG_NATIVE_STREAM_SYMBOL);
+  if (native != NULL) {
+    bp->native.struct_size = PG_NATIVE_STREAM_FNS_STRUCT_SIZE;
+    native(&bp->native);
+    if (bp->native.version < 1) memset(&bp->native, 0, sizeof bp->native);
+  }
   snprintf(bp->path, sizeof bp->path, "%s", path);
   snprintf(bp->device_type, sizeof bp->device_type, "%s", plat->platform->type);
   snprintf(bp->platform_name, sizeof bp->platform_name, "%s", plat->platform->name);
@@ -299,6 +294,7 @@ static void load_all(void) {
 
 const OrtApi* pg_ort;       /* the negotiated OrtApi */
 const OrtEpApi* pg_ort_ep;  /* its OrtEpApi */
+uint32_t pg_ort_version;    /* its version */
 
 static OrtStatus* vstatus(const OrtApi* api, int code, const char* fmt, va_list ap) {
   char msg[2048];
@@ -359,29 +355,6 @@ static OrtStatus* f_validate_compiled(OrtEpFactory* self, const OrtHardwareDevic
   *compat = 0; /* not applicable: the bridge writes no precompiled models */
   return NULL;
 }
-static OrtStatus* f_create_allocator(OrtEpFactory* self, const OrtMemoryInfo* mi,
-                                     const OrtKeyValuePairs* opts, OrtAllocator** out) {
-  (void)self, (void)mi, (void)opts;
-  *out = NULL; /* the OrtEpDevices declare no memory of their own yet */
-  return NULL;
-}
-static void f_release_allocator(OrtEpFactory* self, OrtAllocator* a) { (void)self, (void)a; }
-static OrtStatus* f_create_data_transfer(OrtEpFactory* self, void** out) {
-  (void)self;
-  *out = NULL;
-  return NULL;
-}
-static OrtStatus* f_create_sync_stream(OrtEpFactory* self, const void* md,
-                                       const OrtKeyValuePairs* opts, void** out) {
-  (void)self, (void)md, (void)opts;
-  *out = NULL;
-  return NULL;
-}
-static bool f_is_stream_aware(const OrtEpFactory* self) {
-  (void)self;
-  return false;
-}
-
 static OrtStatus* add_pair(OrtKeyValuePairs* kv, const char* k, const char* v) {
   API_FN(pg_ort, PG_ORT_AddKeyValuePair, void (*)(OrtKeyValuePairs*, const char*, const char*))(
       kv, k, v);
@@ -427,6 +400,11 @@ static OrtStatus* f_get_supported_devices(OrtEpFactory* self,
                                                                       &dev);
     API_FN(pg_ort, PG_ORT_ReleaseKeyValuePairs, void (*)(OrtKeyValuePairs*))(meta);
     if (s != NULL) return s;
+    if (pg_ort_version >= PG_ORT_MEMORY_API_VERSION &&
+        (s = pg_ort_add_memory(bp, i, match, dev)) != NULL) {
+      API_FN(pg_ort_ep, PG_ORTEP_ReleaseEpDevice, void (*)(OrtEpDevice*))(dev);
+      return s;
+    }
     out[(*num_out)++] = dev;
   }
   return NULL;
@@ -534,6 +512,7 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
   pthread_mutex_lock(&load_lock);
   pg_ort = api;
   pg_ort_ep = epapi;
+  pg_ort_version = PG_ORT_MIN_API_VERSION; /* the table negotiate asked for */
   if (!loaded_once) {
     loaded_once = 1;
     pg_set_host_hooks(&bridge_hooks);
@@ -554,11 +533,13 @@ PG_EXPORT OrtStatus* CreateEpFactories(const char* registered_name,
     f->GetVendorId = f_get_vendor_id;
     f->GetVersion = f_get_version;
     f->ValidateCompiledModelCompatibilityInfo = f_validate_compiled;
-    f->CreateAllocator = f_create_allocator;
-    f->ReleaseAllocator = f_release_allocator;
-    f->CreateDataTransfer = f_create_data_transfer;
-    f->IsStreamAware = f_is_stream_aware;
-    f->CreateSyncStreamForDevice = f_create_sync_stream;
+    if (pg_ort_version >= PG_ORT_MEMORY_API_VERSION) {
+      f->CreateAllocator = pg_ort_create_allocator;
+      f->ReleaseAllocator = pg_ort_release_allocator;
+      f->CreateDataTransfer = pg_ort_create_data_transfer;
+      f->IsStreamAware = pg_ort_is_stream_aware;
+      f->CreateSyncStreamForDevice = pg_ort_create_sync_stream;
+    }
     bp->released = 0;
     factories[n++] = f;
   }

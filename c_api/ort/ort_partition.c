@@ -16,10 +16,12 @@
  * kernel reads in host memory (a permutation, an axis, a shape) are host
  * constants made from the node's attributes or initializers; a step whose
  * inputs are all constants runs here, once, and its result becomes a
- * constant. Compute copies the partition's other inputs to the device, runs
- * the steps in order with every intermediate value staying in device memory
- * (freed after its last reader), and copies only the partition's outputs
- * back into ONNX Runtime's tensors. */
+ * constant. Compute reads the partition's other inputs where ONNX Runtime
+ * keeps them (in place in the device's memory, which ort_memory.c
+ * allocates; copied in from host memory), runs the steps in order with
+ * every intermediate value staying in device memory (freed after its last
+ * reader), and writes only the partition's outputs into ONNX Runtime's
+ * tensors (within the device, or copied out to host memory). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -41,10 +43,13 @@ static int64_t live_parts;
 /* Plugin kernel runs of claimed nodes so far (a Gemm lowered to MatMul and
  * Add counts two). */
 PG_EXPORT int64_t pg_ort_kernel_runs(void) { return READ(kernel_runs); }
-/* Tensors copied between ONNX Runtime's memory and a device so far (each
- * partition input copied in, each partition output copied out, each constant
- * initializer copied in at compile time). */
+/* Tensors copied between host memory and a device so far: by the data
+ * transfer ONNX Runtime asks (ort_memory.c), by a partition whose input or
+ * output ONNX Runtime kept in host memory, and each constant initializer
+ * copied in at compile time. A value passed from one partition to the next
+ * in device memory is not copied. */
 PG_EXPORT int64_t pg_ort_host_copies(void) { return READ(host_copies); }
+void pg_ort_count_host_copies(int64_t n) { COUNT(host_copies, n); }
 /* Partitions compiled so far, and the ONNX nodes in them. */
 PG_EXPORT int64_t pg_ort_partitions_compiled(void) { return READ(partitions_compiled); }
 PG_EXPORT int64_t pg_ort_nodes_compiled(void) { return READ(nodes_compiled); }
@@ -1513,6 +1518,7 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
   if (vals == NULL) return pg_ort_status(PG_ORT_FAIL, "pluggable: out of memory in %s", p->name);
   TF_Status* st = TF_NewStatus();
   OrtStatus* err = NULL;
+  int on_device = 0; /* some input or output is ONNX Runtime's device memory */
   for (int i = 0; i < p->num_inputs && err == NULL; i++) {
     int slot = p->in_slot[i];
     if (slot < 0) continue;
@@ -1539,13 +1545,25 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
     if ((err = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))((OrtValue*)v, &data)))
       break;
     TF_DataType t = tf_type(type);
-    vals[slot] = pg_tensor_from_host(p->dev, t, dims, (int)rank, data,
-                                     count_of(dims, rank) * elem_size(t), st);
+    size_t nbytes = count_of(dims, rank) * elem_size(t);
+    int where = pg_ort_placement(v, p->dev);
+    if (where == PG_ORT_IN_OTHER) {
+      err = pg_ort_status(PG_ORT_INVALID_ARGUMENT, "pluggable: partition %s: input '%s' is in "
+                          "the memory of another device than %s", p->name, p->slot_name[slot],
+                          p->dev->name);
+      break;
+    }
+    if (where == PG_ORT_IN_DEVICE) {
+      vals[slot] = pg_ort_wrap_device(p->dev, t, dims, (int)rank, data, nbytes, st);
+      on_device = 1;
+    } else {
+      vals[slot] = pg_tensor_from_host(p->dev, t, dims, (int)rank, data, nbytes, st);
+    }
     if (vals[slot] == NULL)
-      err = pg_ort_status(PG_ORT_RUNTIME_EXCEPTION, "pluggable: partition %s: copying input '%s' "
-                          "to %s failed: %s", p->name, p->slot_name[slot], p->dev->name,
+      err = pg_ort_status(PG_ORT_RUNTIME_EXCEPTION, "pluggable: partition %s: input '%s' on %s "
+                          "failed: %s", p->name, p->slot_name[slot], p->dev->name,
                           TF_Message(st));
-    else
+    else if (where == PG_ORT_IN_HOST)
       COUNT(host_copies, 1);
   }
   for (int si = 0; si < p->num_steps && err == NULL; si++) {
@@ -1600,7 +1618,28 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
         ctx, j, dims, (size_t)nd, &ov);
     if (err == NULL) err = CALL(GetTensorMutableData, OrtStatus* (*)(OrtValue*, void**))(ov, &data);
     if (err != NULL) break;
-    pg_tensor_to_host(t, data, count_of(dims, (size_t)nd) * elem_size(want), st);
+    size_t nbytes = count_of(dims, (size_t)nd) * elem_size(want);
+    int where = pg_ort_placement(ov, p->dev);
+    if (where == PG_ORT_IN_OTHER) {
+      err = pg_ort_status(PG_ORT_INVALID_ARGUMENT, "pluggable: partition %s: output '%s' is in "
+                          "the memory of another device than %s", p->name,
+                          p->slot_name[p->out_slot[j]], p->dev->name);
+      break;
+    }
+    if (where == PG_ORT_IN_DEVICE) {
+      /* Into ONNX Runtime's device tensor, within the device. */
+      on_device = 1;
+      pg_tensor_check(t, st);
+      TF_Tensor* dst = TF_GetCode(st) == TF_OK
+                           ? pg_ort_wrap_device(p->dev, want, dims, nd, data, nbytes, st)
+                           : NULL;
+      if (dst != NULL) {
+        pg_tensor_copy_into(dst, t, st);
+        TF_DeleteTensor(dst);
+      }
+    } else {
+      pg_tensor_to_host(t, data, nbytes, st);
+    }
     if (TF_GetCode(st) != TF_OK) {
       const char* op = pg_tensor_failed_op(t);
       err = pg_ort_status(PG_ORT_RUNTIME_EXCEPTION, "pluggable: partition %s: output '%s' "
@@ -1608,7 +1647,18 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
                           p->dev->name, op ? " in kernel " : "", op ? op : "", TF_Message(st));
       break;
     }
-    COUNT(host_copies, 1);
+    if (where == PG_ORT_IN_HOST) COUNT(host_copies, 1);
+  }
+  /* ONNX Runtime may free or read its device memory as soon as Compute
+   * returns: the work that reads or writes it has finished by then, also
+   * when a step failed after earlier ones were enqueued. */
+  if (on_device) {
+    TF_Status* wait = TF_NewStatus();
+    pg_device_sync(p->dev, wait);
+    if (err == NULL && TF_GetCode(wait) != TF_OK)
+      err = pg_ort_status(PG_ORT_RUNTIME_EXCEPTION, "pluggable: partition %s on %s: %s", p->name,
+                          p->dev->name, TF_Message(wait));
+    TF_DeleteStatus(wait);
   }
   for (int i = 0; i < p->num_slots; i++)
     if (vals[i]) TF_DeleteTensor(vals[i]);

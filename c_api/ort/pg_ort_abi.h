@@ -29,6 +29,10 @@ extern "C" {
 /* The version the bridge's structs are written against: ONNX Runtime reads
  * no member those structs do not declare. */
 #define PG_ORT_API_VERSION 23
+/* The version whose OrtEpFactory allocators, data transfer and sync streams
+ * (and the OrtEpApi memory entries) the bridge uses; below it those factory
+ * members stay NULL and partitions copy through ONNX Runtime's CPU memory. */
+#define PG_ORT_MEMORY_API_VERSION 23
 
 /* Opaque ONNX Runtime objects: the bridge only passes pointers to them. */
 typedef struct OrtStatus OrtStatus;
@@ -46,6 +50,10 @@ typedef struct OrtNodeComputeInfo OrtNodeComputeInfo;
 typedef struct OrtMemoryInfo OrtMemoryInfo;
 typedef struct OrtAllocator OrtAllocator;
 typedef struct OrtRunOptions OrtRunOptions;
+typedef struct OrtMemoryDevice OrtMemoryDevice; /* ORT's OrtDevice: type, memory type,
+                                                 * vendor, device id */
+typedef struct OrtSyncStream OrtSyncStream;
+typedef struct OrtValue OrtValue;
 
 /* OrtErrorCode values the bridge reports with (ORT's enum, same numbers). */
 typedef enum PgOrtErrorCode {
@@ -107,6 +115,10 @@ enum {
   PG_ORT_HardwareDevice_Type = 307,    /* v22: (const OrtHardwareDevice*) -> type */
   PG_ORT_HardwareDevice_VendorId = 308,/* v22: -> uint32_t */
   PG_ORT_GetEpApi = 317,               /* v22: () -> const OrtEpApi* */
+  PG_ORT_GetTensorSizeInBytes = 318,   /* v23: (const OrtValue*, size_t* out) */
+  /* v23: (name, OrtMemoryInfoDeviceType, vendor_id, device_id, OrtDeviceMemoryType,
+   * alignment (0: default), OrtAllocatorType, OrtMemoryInfo** out); name copied */
+  PG_ORT_CreateMemoryInfo_V2 = 320,
   /* v23: (const OrtValueInfo*, const OrtValue** out): a constant initializer's value */
   PG_ORT_ValueInfo_GetInitializerValue = 326,
   PG_ORT_ValueInfo_IsConstantInitializer = 331, /* v23: (const OrtValueInfo*, bool* out) */
@@ -142,9 +154,89 @@ enum {
   /* v23: (info, const OrtNode* const* nodes, n, const OrtNodeFusionOptions*):
    * the nodes become one partition that Compile receives. */
   PG_ORTEP_EpGraphSupportInfo_AddNodesToFuse = 2,
+  /* v23: (OrtEpDevice*, const OrtMemoryInfo*): the memory the device's
+   * allocators serve (one DEFAULT and one HOST_ACCESSIBLE entry); ONNX
+   * Runtime keeps the pointer, which must outlive the OrtEpDevice. */
+  PG_ORTEP_EpDevice_AddAllocatorInfo = 5,
+  /* v23: (const OrtMemoryInfo*) -> const OrtMemoryDevice* */
+  PG_ORTEP_MemoryInfo_GetMemoryDevice = 6,
+  /* v23: (const OrtValue*) -> const OrtMemoryDevice* (NULL: not a tensor) */
+  PG_ORTEP_Value_GetMemoryDevice = 7,
+  PG_ORTEP_MemoryDevice_AreEqual = 8,       /* v23: (a, b) -> bool */
+  PG_ORTEP_MemoryDevice_GetDeviceType = 9,  /* v23: -> OrtMemoryInfoDeviceType */
+  PG_ORTEP_MemoryDevice_GetMemoryType = 10, /* v23: -> OrtDeviceMemoryType */
+  /* v23: (const OrtSyncStream*) -> const OrtSyncStreamImpl*: the EP's own
+   * stream behind an ONNX Runtime stream */
+  PG_ORTEP_SyncStream_GetImpl = 13,
 };
 
-typedef struct OrtValue OrtValue;
+/* OrtMemoryInfoDeviceType, OrtDeviceMemoryType and OrtAllocatorType values. */
+#define PG_ORT_MEM_DEVICE_CPU 0
+#define PG_ORT_MEM_DEVICE_GPU 1
+#define PG_ORT_MEM_DEVICE_NPU 3
+#define PG_ORT_MEM_DEFAULT 0
+#define PG_ORT_MEM_HOST_ACCESSIBLE 5
+#define PG_ORT_DEVICE_ALLOCATOR 0
+
+/* An allocator ONNX Runtime calls (its `version` says which members it
+ * may read; members up to v23). Alloc returns NULL on failure; Free accepts
+ * NULL. */
+struct OrtAllocator {
+  uint32_t version; /* PG_ORT_API_VERSION */
+  void* (*Alloc)(OrtAllocator* self, size_t size);
+  void (*Free)(OrtAllocator* self, void* p);
+  const OrtMemoryInfo* (*Info)(const OrtAllocator* self);
+  /* v18, optional: an allocation for the session's lifetime (initializers) */
+  void* (*Reserve)(OrtAllocator* self, size_t size);
+  /* v23, optional (NULL): statistics as key-value pairs */
+  OrtStatus* (*GetStats)(const OrtAllocator* self, OrtKeyValuePairs** out);
+  /* v23, optional (NULL): an allocation ordered on `stream` */
+  void* (*AllocOnStream)(OrtAllocator* self, size_t size, OrtSyncStream* stream);
+};
+
+/* The copier between the EP's memory and the CPU's (v23). */
+typedef struct OrtDataTransferImpl OrtDataTransferImpl;
+struct OrtDataTransferImpl {
+  uint32_t ort_version_supported; /* PG_ORT_API_VERSION */
+  void (*Release)(OrtDataTransferImpl* self);
+  /* Whether CopyTensors copies from `src` memory to `dst` memory. */
+  bool (*CanCopy)(const OrtDataTransferImpl* self, const OrtMemoryDevice* src,
+                  const OrtMemoryDevice* dst);
+  /* Copies src[i] into dst[i] (same shape and type, allocated). streams is
+   * NULL (the EP is not stream aware) or holds one stream per copy (each may
+   * be NULL): a copy on a stream may be left in flight on it. */
+  OrtStatus* (*CopyTensors)(OrtDataTransferImpl* self, const OrtValue** src, OrtValue** dst,
+                            OrtSyncStream** streams, size_t n);
+};
+
+/* A point on a stream that other streams or the host wait for (v23). */
+typedef struct OrtSyncNotificationImpl OrtSyncNotificationImpl;
+struct OrtSyncNotificationImpl {
+  uint32_t ort_version_supported; /* PG_ORT_API_VERSION */
+  void (*Release)(OrtSyncNotificationImpl* self);
+  /* Marks the producer stream's current position. */
+  OrtStatus* (*Activate)(OrtSyncNotificationImpl* self);
+  /* Makes later work of `consumer` wait for that position (without
+   * blocking the host where the consumer is the EP's). */
+  OrtStatus* (*WaitOnDevice)(OrtSyncNotificationImpl* self, OrtSyncStream* consumer);
+  /* Blocks the host until that position is passed. */
+  OrtStatus* (*WaitOnHost)(OrtSyncNotificationImpl* self);
+};
+
+/* The EP's stream behind one ONNX Runtime stream (v23). */
+typedef struct OrtSyncStreamImpl OrtSyncStreamImpl;
+struct OrtSyncStreamImpl {
+  uint32_t ort_version_supported; /* PG_ORT_API_VERSION */
+  void (*Release)(OrtSyncStreamImpl* self);
+  /* The native stream handle (cudaStream_t for CUDA), or NULL. */
+  void* (*GetHandle)(OrtSyncStreamImpl* self);
+  OrtStatus* (*CreateNotification)(OrtSyncStreamImpl* self, OrtSyncNotificationImpl** out);
+  /* Submits what is queued (the work need not have finished). */
+  OrtStatus* (*Flush)(OrtSyncStreamImpl* self);
+  /* A session run that used the stream has ended. */
+  OrtStatus* (*OnSessionRunEnd)(OrtSyncStreamImpl* self);
+};
+
 typedef struct OrtKernelContext OrtKernelContext;
 typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 
@@ -234,12 +326,16 @@ struct OrtEpFactory {
   OrtStatus* (*CreateAllocator)(OrtEpFactory* self, const OrtMemoryInfo* memory_info,
                                 const OrtKeyValuePairs* options, OrtAllocator** allocator);
   void (*ReleaseAllocator)(OrtEpFactory* self, OrtAllocator* allocator);
-  /* The copier between the EP's memory and the CPU's; *out = NULL: none. */
-  OrtStatus* (*CreateDataTransfer)(OrtEpFactory* self, void** data_transfer);
+  /* The copier between the EP's memory and the CPU's; *out = NULL: none.
+   * ONNX Runtime releases it through its Release. */
+  OrtStatus* (*CreateDataTransfer)(OrtEpFactory* self, OrtDataTransferImpl** data_transfer);
   bool (*IsStreamAware)(const OrtEpFactory* self);
-  /* A sync stream for one memory device; *out = NULL when not stream aware. */
-  OrtStatus* (*CreateSyncStreamForDevice)(OrtEpFactory* self, const void* memory_device,
-                                          const OrtKeyValuePairs* options, void** stream);
+  /* A sync stream for one memory device; *out = NULL when not stream aware.
+   * ONNX Runtime releases it through its Release. */
+  OrtStatus* (*CreateSyncStreamForDevice)(OrtEpFactory* self,
+                                          const OrtMemoryDevice* memory_device,
+                                          const OrtKeyValuePairs* options,
+                                          OrtSyncStreamImpl** stream);
 };
 
 /* The two symbols an EP library exports. CreateEpFactories writes at most
