@@ -1,5 +1,5 @@
-"""The framework's own graph passes: pruning, constant folding and
-common-subexpression elimination.
+"""The framework's own graph passes: pruning, constant folding,
+common-subexpression elimination and transpose sinking.
 
 They run on a placed graph, before the plugin optimizers. Each takes an
 ``allowed(node, field)`` predicate that says whether the pass named by a
@@ -181,3 +181,126 @@ def eliminate_common_subexpressions(graph: Graph, allowed: Allowed) -> int:
         for n in graph.nodes:
             n.control = [merged.get(c, c) for c in n.control]
     return len(dropped)
+
+
+# ------------------------------------------------------------- transposes
+
+# Ops that act element by element (with broadcasting between operands of one
+# rank, which is per axis): a transpose commutes with them.
+_ELEMENTWISE_UNARY = frozenset((
+    "Abs", "Ceil", "Elu", "Erf", "Exp", "Floor", "Gelu", "Identity", "LeakyRelu", "Log",
+    "Neg", "Reciprocal", "Relu", "Relu6", "Round", "Rsqrt", "Selu", "Sigmoid", "Sign",
+    "Softplus", "Sqrt", "Square", "Tanh"))
+_ELEMENTWISE_BINARY = frozenset((
+    "Add", "AddV2", "Maximum", "Minimum", "Mul", "Pow", "RealDiv", "SquaredDifference", "Sub"))
+_MAX_TRANSPOSE_ROUNDS = 64
+
+
+def _perm(node: Node) -> list[int] | None:
+    """The constant permutation of a Transpose node, else None."""
+    if node.op != "Transpose" or len(node.inputs) != 2 or node.control:
+        return None
+    src = node.inputs[1][0]
+    if src.op != "Const":
+        return None
+    p = [int(v) for v in np.asarray(_const_tensor(src).numpy()).ravel()]
+    return p if sorted(p) == list(range(len(p))) else None
+
+
+def _rank(node: Node, i: int = 0) -> int | None:
+    s = node.out_shapes[i] if i < len(node.out_shapes) else None
+    return None if s is None else len(s)
+
+
+def sink_transposes(graph: Graph, allowed: Allowed) -> int:
+    """Moves each constant Transpose below the element-wise ops that read
+    it, where that removes a transpose (its only reader is the op), and drops
+    a Transpose of a Transpose whose permutations cancel (or an identity
+    permutation): the per-node layout changes of an imported NCHW model meet
+    and vanish between the NHWC kernels. Returns how many transposes went."""
+    if not any(n.op == "Transpose" for n in graph.nodes):
+        return 0
+    before = sum(n.op == "Transpose" for n in graph.nodes)
+    controlled = {c for n in graph.nodes for c in n.control}
+    for _ in range(_MAX_TRANSPOSE_ROUNDS):   # (a round moves each transpose one op down)
+        if not _transpose_round(graph, allowed, controlled):
+            break
+    prune(graph, allowed)
+    graph.replace_nodes(graph.topological())
+    return before - sum(n.op == "Transpose" for n in graph.nodes)
+
+
+def _transpose_round(graph: Graph, allowed: Allowed, controlled: set) -> bool:
+    readers = graph.consumers()
+    changed = False
+    for node in graph.topological():
+        if node.control or node in controlled or not allowed(node, "arithmetic_optimization"):
+            continue
+        done = False
+        if node.op == "Transpose":
+            done = _cancel(graph, node, readers)
+        elif (node.op in _ELEMENTWISE_UNARY and len(node.inputs) == 1) or \
+                (node.op in _ELEMENTWISE_BINARY and len(node.inputs) == 2):
+            done = _sink(graph, node, readers, {n for n, _ in graph.outputs}, controlled)
+        if done:
+            changed = True
+            readers = graph.consumers()
+    return changed
+
+
+def _cancel(graph: Graph, node: Node, readers: dict) -> bool:
+    """Transpose(x, identity) or Transpose(Transpose(x, p), q) with q undoing p:
+    the readers of `node` read x."""
+    q = _perm(node)
+    if q is None:
+        return False
+    src, idx = node.inputs[0]
+    if q == list(range(len(q))):
+        target = (src, idx)
+    else:
+        p = _perm(src)
+        if p is None or len(p) != len(q) or any(p[q[j]] != j for j in range(len(q))):
+            return False
+        target = src.inputs[0]
+    if not readers.get(node) and node not in {n for n, _ in graph.outputs}:
+        return False
+    rewire(graph, {(node, 0): target})
+    return True
+
+
+def _sink(graph: Graph, node: Node, readers: dict, outputs: set, controlled: set) -> bool:
+    """op(T(a), T(b)) -> T(op(a, b)) for one permutation T, reusing a
+    transpose that only `node` reads as the one after it."""
+    rank = _rank(node)
+    if rank is None or rank < 2 or node.num_outputs != 1:
+        return False
+    perm, moved, spare = None, [], None
+    for pos, (src, idx) in enumerate(node.inputs):
+        p = _perm(src) if idx == 0 else None
+        if p is None:
+            if _rank(src, idx) == 0:
+                continue          # a scalar broadcasts alike in every layout
+            return False
+        if perm is not None and p != perm:
+            return False
+        if src.assigned is not node.assigned or src.out_dtypes[0] != node.out_dtypes[0] \
+                or _rank(src) != rank or src in controlled:
+            return False
+        perm = p
+        moved.append(pos)
+        if spare is None and src not in outputs and \
+                [r for r, _ in readers.get(src, [])] == [node] * len(readers.get(src, [])):
+            spare = src
+    if perm is None or spare is None:
+        return False
+    old_shape = node.out_shapes[0]
+    inner = [None] * rank
+    for i, d in enumerate(old_shape):
+        inner[perm[i]] = d
+    for pos in moved:
+        node.inputs[pos] = node.inputs[pos][0].inputs[0]
+    node.out_shapes = [tuple(inner)]
+    rewire(graph, {(node, 0): (spare, 0)})
+    spare.inputs = [(node, 0), spare.inputs[1]]
+    spare.out_shapes = [old_shape]
+    return True

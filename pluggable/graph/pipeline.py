@@ -7,12 +7,15 @@ never changed), in this order:
 2. pruning of nodes no output needs;
 3. constant folding;
 4. common-subexpression elimination;
-5. fusion of composite attention and layer norm into the fused ops
+5. transposes moved below the element-wise ops that read them and dropped
+   where two undo each other (``passes.sink_transposes``: the per-node
+   layout changes of an imported NCHW model meet between its NHWC kernels);
+6. fusion of composite attention and layer norm into the fused ops
    (``fusion``), and pruning again;
-6. each device's plugin graph optimizers on the partition placed on that
+7. each device's plugin graph optimizers on the partition placed on that
    device (``partition``: the answer is validated, a bad one is recorded on
    the optimizer and ignored);
-7. copy insertion between devices (``copies``).
+8. copy insertion between devices (``copies``).
 
 The framework's passes honour the ``TP_OptimizerConfigs`` wishes of the
 plugin optimizers of a node's device (``pass_allowed``).
@@ -49,6 +52,7 @@ def prepare(source: Graph, input_devices: list, default_device: str = "") -> Gra
     counts = {"pruned": passes.prune(g, pass_allowed)}
     counts["folded"] = passes.fold_constants(g, pass_allowed)
     counts["merged"] = passes.eliminate_common_subexpressions(g, pass_allowed)
+    counts["transposes"] = passes.sink_transposes(g, pass_allowed)
     counts["fused"] = fusion.fuse(g, pass_allowed)
     counts["pruned"] += passes.prune(g, pass_allowed)
     counts["plugin"] = partition.run_plugin_optimizers(g)

@@ -565,6 +565,32 @@ DnnOutcome conv_cudnn(OpCall& c, const ConvState& st, const ConvParams& p, int64
   return DnnOutcome::kDone;
 }
 
+}  // namespace
+
+void* dnn_conv_cache_new(bool allow_tf32) {
+  ConvState* st = new (std::nothrow) ConvState();
+  if (st != nullptr) st->allow_tf32 = allow_tf32;
+  return st;
+}
+
+void dnn_conv_cache_delete(void* cache) { delete static_cast<ConvState*>(cache); }
+
+int conv2d_cudnn(OpCall& c, void* cache, const NhwcConvShape& g, TF_DataType dt,
+                 const void* in, const void* filter, void* out) {
+  if (cache == nullptr || g.FC <= 0 || g.C % g.FC != 0) return 0;
+  const ConvParams p{g.N, g.H, g.W, g.C, g.KH, g.KW, g.FC, g.OC, g.OH, g.OW,
+                     g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.OC / (g.C / g.FC)};
+  switch (conv_cudnn(c, *static_cast<const ConvState*>(cache), p, g.pb, g.pr, dt, in, filter,
+                     out)) {
+    case DnnOutcome::kDone: return 1;
+    case DnnOutcome::kFailed: return -1;
+    case DnnOutcome::kDeclined: break;
+  }
+  return 0;
+}
+
+namespace {
+
 void conv_compute(void* kernel, TF_OpKernelContext* ctx) {
   const ConvState* st = static_cast<const ConvState*>(kernel);
   OpCall c(ctx);

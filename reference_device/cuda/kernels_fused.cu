@@ -9,8 +9,11 @@
 // the Relu. The cuBLASLt plan, with its algorithm chosen by timing, is made
 // once per shape for the process (lt_matmul.h).
 //
-// _FusedConv2D runs an implicit-GEMM convolution (grouped convolutions: a
-// direct one) whose store adds the bias and applies the Relu: one pass.
+// _FusedConv2D runs through cuDNN where Conv2D would (conv.h: cuDNN loadable,
+// float32 / float16, at least kDnnMinMacs multiply-adds, the same padding
+// before and after), followed by one bias(+Relu) pass; otherwise an
+// implicit-GEMM convolution (grouped convolutions: a direct one) whose store
+// adds the bias and applies the Relu: one pass.
 //
 // Supported fused_ops: ["BiasAdd"] and ["BiasAdd", "Relu"] with num_args 1;
 // construction fails with UNIMPLEMENTED for anything else.
@@ -18,6 +21,7 @@
 #include <cstring>
 #include <new>
 
+#include "conv.h"
 #include "gemv.h"
 #include "kernel_util.h"
 #include "lt_matmul.h"
@@ -179,6 +183,8 @@ struct FusedConvState {
   Padding padding = Padding::kValid;
   int64_t pads[8] = {0};
   bool relu = false;
+  void* dnn = nullptr;  // cuDNN's algorithm choices (conv.h), null without
+  ~FusedConvState() { dnn_conv_cache_delete(dnn); }
 };
 
 struct ConvGeometry {
@@ -267,6 +273,7 @@ void* fused_conv_create(TF_OpKernelConstruction* ctx) {
   st->dh = dil[1];
   st->dw = dil[2];
   st->relu = ops == 2;
+  st->dnn = dnn_conv_cache_new(read_bool_attr(ctx, "_allow_tf32", false));
   return st;
 }
 
@@ -295,6 +302,17 @@ __device__ __forceinline__ void store_fused(T* out, int64_t i, compute_t<T> v,
   v += to_compute(bias[oc]);
   if (relu && v < compute_t<T>(0)) v = compute_t<T>(0);
   out[i] = from_compute<T>(v);
+}
+
+// The bias and Relu over a convolution cuDNN wrote into `out` (NHWC).
+template <typename T>
+__global__ void bias_relu_nhwc_kernel(T* __restrict__ out, const T* __restrict__ bias,
+                                      int64_t total, int64_t oc, bool relu) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += stride) {
+    store_fused(out, i, to_compute(out[i]), bias, i % oc, relu);
+  }
 }
 
 // Grouped convolutions: one thread per output element.
@@ -467,6 +485,24 @@ void fused_conv_compute(void* kernel, TF_OpKernelContext* ctx) {
   const void* pf = TF_TensorData(f.get());
   const void* pb = TF_TensorData(bias.get());
   void* po = TF_TensorData(out.get());
+  if (dt != TF_DOUBLE) {  // (cuDNN has no NHWC float64 kernels)
+    const int64_t pad_b = (g.OH - 1) * g.sh + (g.KH - 1) * g.dh + 1 - g.H - g.pt;
+    const int64_t pad_r = (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1 - g.W - g.pl;
+    const NhwcConvShape cs{g.N,  g.H,  g.W,  g.C,  g.KH, g.KW, g.FC, g.OC, g.OH, g.OW,
+                           g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, pad_b < 0 ? 0 : pad_b,
+                           pad_r < 0 ? 0 : pad_r};
+    const int dnn = conv2d_cudnn(c, st->dnn, cs, dt, pin, pf, po);
+    if (dnn < 0) return;
+    if (dnn > 0) {
+      dispatch_float(dt, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        bias_relu_nhwc_kernel<T><<<grid_for(total, c.sm_count()), kThreads, 0, c.stream()>>>(
+            static_cast<T*>(po), static_cast<const T*>(pb), total, g.OC, st->relu);
+      });
+      c.check_launch("_FusedConv2D bias");
+      return;
+    }
+  }
   const int64_t M = g.N * g.OH * g.OW, K = g.KH * g.KW * g.FC;
   const int64_t grid_m = (M + kTileM - 1) / kTileM, grid_n = (g.OC + kTileN - 1) / kTileN;
   const bool gemm = g.C == g.FC && grid_m <= INT32_MAX && grid_n <= 65535;
