@@ -440,15 +440,16 @@ def bias_gelu(x: Any, bias: Any, approximate: bool = False) -> Tensor:
     composed of BiasAdd and Gelu). `approximate` picks GELU's tanh form
     over the exact x * Phi(x)."""
     x = convert_to_tensor(x)
-    b = convert_to_tensor(bias, x.dtype)
     if x.dtype.name not in LOWEST_SCORE:
         raise errors.InvalidArgumentError(
             f"{_BG}: x has dtype {x.dtype.name}; expected float16, bfloat16, float32 or "
             "float64", op=_BG)
-    if b.dtype != x.dtype:
+    try:
+        b = convert_to_tensor(bias, x.dtype)
+    except errors.InvalidArgumentError:
         raise errors.InvalidArgumentError(
-            f"{_BG}: bias has dtype {b.dtype.name} but x has {x.dtype.name}; cast one of them",
-            op=_BG)
+            f"{_BG}: bias has dtype {convert_to_tensor(bias).dtype.name} but x has "
+            f"{x.dtype.name}; cast one of them", op=_BG) from None
     _bg_shape([x.shape, b.shape], {}, {})
     if fused_kernel_available(_BG, {"T": x.dtype}, x, b):
         return raw_ops.BiasGelu(x=x, bias=b, approximate=bool(approximate))
