@@ -4,7 +4,9 @@ An update step is one device op per variable, with TensorFlow's training op
 names (``ResourceApplyGradientDescent``, ``ResourceApplyKerasMomentum``,
 ``ResourceApplyAdam``): the variable and its slots (momentum, m, v) are
 resource inputs updated in place on the variable's device, so a step never
-copies a variable to the host. Slots are variables created on the
+copies a variable to the host. Adam and AdamW (``fused=None``) instead run
+one ``MultiTensorApplyAdam`` per (device, dtype) group when every variable's
+device has that op's kernel: the same values, one launch on the GPU. Slots are variables created on the
 variable's device the first time it is updated.
 
 Eagerly, a step reads ``iterations`` (a CPU variable) only when something
