@@ -6,8 +6,8 @@ names (``ResourceApplyGradientDescent``, ``ResourceApplyKerasMomentum``,
 resource inputs updated in place on the variable's device, so a step never
 copies a variable to the host. Adam and AdamW (``fused=None``) instead run
 one ``MultiTensorApplyAdam`` per (device, dtype) group when every variable's
-device has that op's kernel: the same values, one launch on the GPU. Slots are variables created on the
-variable's device the first time it is updated.
+device has that op's kernel: the same values, one launch on the GPU. Slots
+are variables created on the variable's device the first time it is updated.
 
 Eagerly, a step reads ``iterations`` (a CPU variable) only when something
 else wrote it since the optimizer last looked (the core counts each
