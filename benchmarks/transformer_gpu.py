@@ -9,13 +9,17 @@ pg.GradientTape, pg.optimizers.Adam) in two forms:
 
   pg composite   attention as matmul + mask + softmax + matmul, layer norm
                  from moments and arithmetic
-  pg fused       pg.nn.scaled_dot_product_attention and pg.nn.layer_norm
+  pg fused       pg.nn.scaled_dot_product_attention, pg.nn.layer_norm and
+                 pg.nn.bias_gelu (the MLP's bias + GELU in one pass)
   pg fused traced  the fused step inside pg.function (skipped with the
                  reason when tracing fails)
 
 PyTorch runs the same model from the same initial weights (F.layer_norm,
 F.scaled_dot_product_attention(is_causal=True), torch.optim.Adam; both Adams
-with epsilon 1e-8, which Keras's form scales by sqrt(1 - beta_2^t)). Modes:
+with epsilon 1e-8, which Keras's form scales by sqrt(1 - beta_2^t); the
+pluggable Adam's default fused=None runs its multi-tensor step, one launch
+for all the weights, on a device with that kernel, as torch.optim.Adam's
+foreach step does). Modes:
 fp32 (TF32 off everywhere), tf32 (TF32 matmuls), bf16 (mixed precision with
 float32 master weights in both frameworks: pluggable under the global policy
 pg.mixed_precision "mixed_bfloat16", whose float32 variables are read as
@@ -123,6 +127,11 @@ def pg_model(c: dict, weights: dict, mode: str, fused: bool, traced: bool):
         s = pg.matmul(q, k, transpose_b=True) * scale + bias
         return pg.matmul(pg.nn.softmax(s), v)
 
+    def bias_gelu(x, b):
+        if fused:
+            return pg.nn.bias_gelu(x, b)
+        return pg.nn.gelu(x + b)
+
     def loss_fn(ids, labels):
         x = pg.reshape(pg.gather(var["wte"], ids) + var["wpe"], [B * S, d])
         for i in range(c["layers"]):
@@ -133,7 +142,7 @@ def pg_model(c: dict, weights: dict, mode: str, fused: bool, traced: bool):
             o = pg.reshape(pg.transpose(attention(q, k, v), [0, 2, 1, 3]), [B * S, d])
             x = x + pg.matmul(o, var[f"{i}.wo"]) + var[f"{i}.bo"]
             h = norm(x, var[f"{i}.ln2_g"], var[f"{i}.ln2_b"])
-            f = pg.nn.gelu(pg.matmul(h, var[f"{i}.w1"]) + var[f"{i}.b1"])
+            f = bias_gelu(pg.matmul(h, var[f"{i}.w1"]), var[f"{i}.b1"])
             x = x + pg.matmul(f, var[f"{i}.w2"]) + var[f"{i}.b2"]
         h = norm(x, var["lnf_g"], var["lnf_b"])
         logits = pg.matmul(h, var["wte"], transpose_b=True)
@@ -176,6 +185,11 @@ def torch_model(c: dict, weights: dict, mode: str, compiled: bool):
     p = {k: torch.tensor(w, device=dev, dtype=torch.float32, requires_grad=True)
          for k, w in weights.items()}
     opt = torch.optim.Adam(list(p.values()), lr=1e-3)
+
+    def bias_gelu(x, b):
+        if fused:
+            return pg.nn.bias_gelu(x, b)
+        return pg.nn.gelu(x + b)
 
     def loss_fn(ids, labels):
         x = (p["wte"][ids] + p["wpe"]).reshape(B * S, d)

@@ -7,4 +7,5 @@ from .ops.nn_ops import (avg_pool, avg_pool2d, batch_normalization, bias_add,  #
                          moments, relu, relu6, silu, softmax, softmax_cross_entropy_with_logits,
                          softplus, sparse_softmax_cross_entropy_with_logits, swish,
                          top_k)
-from .ops.transformer_ops import layer_norm, scaled_dot_product_attention  # noqa: F401
+from .ops.transformer_ops import (bias_gelu, layer_norm,  # noqa: F401
+                                  scaled_dot_product_attention)

@@ -348,6 +348,7 @@ CHECKED_ELSEWHERE = {
     "ReadVariableOp": "test_variable_gradients (tests/test_gradients.py)",
     **{op: "finite differences in tests/test_transformer_ops.py"
        for op in ("ScaledDotProductAttention", "LayerNorm")},
+    "BiasGelu": "numpy and finite differences in tests/test_fused_ops.py",
 }
 
 # Differentiable ops whose gradient cannot be written with the op set: a
@@ -359,6 +360,7 @@ NO_GRADIENT = {
     # where grappler fuses the forward and backward graph alike).
     "ScaledDotProductAttentionGrad": "no second derivative: the gradient kernels are first order",
     "LayerNormGrad": "no second derivative: the gradient kernels are first order",
+    "BiasGeluGrad": "no second derivative: the gradient kernel is first order",
     "_FusedMatMul": "only graph optimizers create it, after differentiation",
     "_FusedConv2D": "only graph optimizers create it, after differentiation",
     # As in TensorFlow: a collective's gradient is another collective that

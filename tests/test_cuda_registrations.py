@@ -118,6 +118,12 @@ KNOWN_GPU_DTYPE_GAPS: dict[tuple[str, str], set[str]] = {
         "ScaledDotProductAttention", "ScaledDotProductAttentionGrad")
        for attr in ("T", "Tlse")},
     **{(op, attr): {"float64"} for op in ("LayerNorm", "LayerNormGrad") for attr in ("T", "U")},
+    **{(op, "T"): {"float64"} for op in ("BiasGelu", "BiasGeluGrad")},
+    # the multi-tensor Adam step updates float32 variables (the master weights
+    # of mixed precision) from float32, bfloat16 or float16 gradients; other
+    # variables take the per-variable ResourceApplyAdam (Adam's fused=None)
+    ("MultiTensorApplyAdam", "T"): {"float16", "bfloat16", "float64"},
+    ("MultiTensorApplyAdam", "Tgrad"): {"float64"},
 }
 
 

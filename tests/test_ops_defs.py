@@ -10,7 +10,8 @@ from pluggable.framework import dtypes, registry
 
 # Ops that are pluggable's own (TensorFlow has no raw op of that name).
 OWN_OPS = {"Gelu", "GeluGrad", "ScaledDotProductAttention",
-           "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad"}
+           "ScaledDotProductAttentionGrad", "LayerNorm", "LayerNormGrad", "BiasGelu",
+           "BiasGeluGrad", "MultiTensorApplyAdam"}
 # Existing ops defined before the workloads op set: their allowed type lists
 # are narrower than TensorFlow's (the reference kernels cover these).
 NARROWER_TYPES = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Neg", "Abs", "Exp",

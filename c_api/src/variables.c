@@ -33,12 +33,14 @@ struct pg_variable {
   atomic_ullong writes;  /* assignments and in-place updates handed out */
 };
 
-#define PG_MAX_LOCKED 64
+/* The most variables one lock holder takes (a multi-tensor update locks
+   three per parameter tensor of a model). */
+#define PG_MAX_LOCKED (1 << 20)
 
 struct TF_VariableInputLockHolder {
   int n;
   int exclusive;
-  pg_variable* vars[PG_MAX_LOCKED]; /* each holds a reference */
+  pg_variable* vars[]; /* each holds a reference */
 };
 
 /*** Variables and handles ***/
@@ -303,7 +305,8 @@ static int by_address(const void* a, const void* b) {
 static TF_VariableInputLockHolder* lock_in_order(pg_variable** vars, int n,
                                                  int exclusive,
                                                  TF_Status* status) {
-  TF_VariableInputLockHolder* h = calloc(1, sizeof *h);
+  TF_VariableInputLockHolder* h =
+      calloc(1, sizeof *h + sizeof(pg_variable*) * (size_t)(n > 0 ? n : 1));
   if (h == NULL) {
     for (int i = 0; i < n; ++i) var_unref(vars[i]);
     pg_set_status(status, TF_RESOURCE_EXHAUSTED, "out of host memory");
@@ -350,7 +353,11 @@ void TF_MaybeLockVariableInputMutexesInOrder(
     return;
   }
   *lockHolder = NULL;
-  pg_variable* vars[PG_MAX_LOCKED];
+  pg_variable** vars = malloc(sizeof(pg_variable*) * (len > 0 ? len : 1));
+  if (vars == NULL) {
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED, "%s: out of host memory", fn);
+    return;
+  }
   int n = 0;
   for (size_t k = 0; k < len; ++k) {
     if (!is_resource_input(ctx, inputs[k])) continue;
@@ -361,11 +368,13 @@ void TF_MaybeLockVariableInputMutexesInOrder(
     }
     if (v == NULL) {
       while (n > 0) var_unref(vars[--n]);
+      free(vars);
       return;
     }
     vars[n++] = v;
   }
   *lockHolder = lock_in_order(vars, n, do_lock, status);
+  free(vars);
 }
 
 void TF_GetInputTensorFromVariable(TF_OpKernelContext* ctx, int input,
@@ -650,22 +659,29 @@ void pg_variable_assign(const TF_Tensor* handle, const TF_Tensor* value,
 
 TF_VariableInputLockHolder* pg_variables_lock(TF_Tensor* const* handles, int n,
                                               int exclusive, TF_Status* status) {
-  pg_variable* vars[PG_MAX_LOCKED];
   if (n < 0 || n > PG_MAX_LOCKED) {
     pg_set_status(status, TF_INVALID_ARGUMENT,
                   "pg_variables_lock: at most %d variables", PG_MAX_LOCKED);
+    return NULL;
+  }
+  pg_variable** vars = malloc(sizeof(pg_variable*) * (size_t)(n > 0 ? n : 1));
+  if (vars == NULL) {
+    pg_set_status(status, TF_RESOURCE_EXHAUSTED, "pg_variables_lock: out of host memory");
     return NULL;
   }
   for (int i = 0; i < n; ++i) {
     vars[i] = var_of(handles[i]);
     if (vars[i] == NULL) {
       while (i > 0) var_unref(vars[--i]);
+      free(vars);
       pg_set_status(status, TF_INVALID_ARGUMENT, "not a resource handle");
       return NULL;
     }
     var_ref(vars[i]);
   }
-  return lock_in_order(vars, n, exclusive, status);
+  TF_VariableInputLockHolder* h = lock_in_order(vars, n, exclusive, status);
+  free(vars);
+  return h;
 }
 
 TF_Tensor* pg_variable_prepare_update(const TF_Tensor* handle,

@@ -14,7 +14,8 @@ from .registration import NotDifferentiable, RegisterGradient
 for _op in ("StopGradient", "OneHot", "StatelessRandomUniformV2", "StatelessRandomNormalV2",
             "StatelessTruncatedNormalV2", "AssignVariableOp", "AssignAddVariableOp",
             "AssignSubVariableOp", "ResourceApplyGradientDescent",
-            "ResourceApplyKerasMomentum", "ResourceApplyAdam", "Shape", "Size", "Rank"):
+            "ResourceApplyKerasMomentum", "ResourceApplyAdam", "MultiTensorApplyAdam", "Shape",
+            "Size", "Rank"):
     NotDifferentiable(_op)
 
 

@@ -1,6 +1,7 @@
 """Gradients of the fused transformer ops: ScaledDotProductAttention through
 ScaledDotProductAttentionGrad (which recomputes the probabilities from the
-saved logsumexp) and LayerNorm through LayerNormGrad. The gradient ops have
+saved logsumexp), LayerNorm through LayerNormGrad and BiasGelu through
+BiasGeluGrad (dx and dbias in one call). The gradient ops have
 no gradient of their own (no second derivatives). Only the main outputs
 carry gradients: a gradient arriving at logsumexp, mean or rstd raises
 UnimplementedError."""
@@ -42,3 +43,10 @@ def _layer_norm_grad(op, grad, grad_mean, grad_rstd):
     dx, dg, db = R.LayerNormGrad(dy=grad, x=x, gamma=gamma, mean=op.outputs[1],
                                  rstd=op.outputs[2], U=op.get_attr("U"))
     return [dx, dg, db]
+
+
+@RegisterGradient("BiasGelu")
+def _bias_gelu_grad(op, grad):
+    x, bias = op.inputs
+    dx, db = R.BiasGeluGrad(dy=grad, x=x, bias=bias, approximate=op.get_attr("approximate"))
+    return [dx, db]

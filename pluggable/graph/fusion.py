@@ -1,6 +1,6 @@
-"""The framework's fusion pass: composite attention and layer-norm
-subgraphs become the fused ops ``ScaledDotProductAttention`` and
-``LayerNorm``.
+"""The framework's fusion pass: composite attention, layer-norm and
+bias + GELU subgraphs become the fused ops ``ScaledDotProductAttention``,
+``LayerNorm`` and ``BiasGelu``.
 
 It rewrites a match only when the rewrite provably computes the same
 function (up to rounding):
@@ -39,6 +39,14 @@ Layer norm over the last axis (``pg.nn.moments`` with
     y = Sub(x, mean) * Rsqrt(var + epsilon) * gamma + beta   (products in any order)
 
 with ``gamma`` and ``beta`` vectors of x's last dimension.
+
+Bias + GELU along the last axis::
+
+    y = Gelu(BiasAdd(x, bias) | AddV2(x, bias) | AddV2(bias, x))
+
+with ``bias`` a vector of x's last dimension (static shapes; a BiasAdd in
+NCHW layout of rank > 2 adds along another axis and is not fused), the
+``approximate`` attribute kept.
 
 The pass honours the ``remapping`` field of the plugin optimizers'
 ``TP_OptimizerConfigs`` (TensorFlow's fusing pass) for the device of a
@@ -470,20 +478,68 @@ def _try_layer_norm(graph: Graph, out: Node, prod: Node, beta_ref: Ref, t: dtype
     return True
 
 
+# ------------------------------------------------------------ bias + gelu
+
+def _bias_along_last_axis(add: Node) -> tuple | None:
+    """(x ref, bias ref, x's shape) when `add` adds a vector of x's last
+    dimension along that axis, x keeping its static shape; else None."""
+    out = _static(add.out_shapes[0]) if add.out_shapes else None
+    if out is None or len(out) < 1 or 0 in out:
+        return None
+    if add.op == "BiasAdd":
+        if add.attrs.get("data_format", "NHWC") == "NCHW" and len(out) > 2:
+            return None
+        orders = [add.inputs]
+    else:
+        orders = [add.inputs, add.inputs[::-1]]
+    for x_ref, b_ref in orders:
+        xs = _static(x_ref[0].out_shapes[x_ref[1]])
+        bs = _static(b_ref[0].out_shapes[b_ref[1]])
+        if xs == out and bs == (out[-1],):
+            return x_ref, b_ref, out
+    return None
+
+
+def _fuse_bias_gelu(graph: Graph, gelu: Node, m: _Match) -> bool:
+    if gelu.op != "Gelu" or not _first_output(gelu, 0):
+        return False
+    t = _dtype(gelu)
+    add = _src(gelu, 0)
+    if t is None or add.op not in ("BiasAdd",) + _ADDS or _dtype(add) is not t:
+        return False
+    found = _bias_along_last_axis(add)
+    if found is None:
+        return False
+    x_ref, b_ref, xs = found
+    if any(r[0].out_dtypes[r[1]] is not t for r in (x_ref, b_ref)) or \
+            _static(gelu.out_shapes[0]) != xs:
+        return False
+    kernel = _has_kernel("BiasGelu", gelu, {"T": t})
+    if kernel is None or not m.private({add, gelu}, gelu):
+        return False
+    fused = _new_node(gelu, "BiasGelu", [x_ref, b_ref],
+                      {"T": t, "approximate": bool(gelu.attrs.get("approximate", False))},
+                      [t], [xs], kernel)
+    _replace(graph, gelu, fused)
+    return True
+
+
 # ------------------------------------------------------------ the pass
 
 def fuse(graph: Graph, allowed: Allowed) -> int:
-    """Rewrites every provably equivalent attention and layer-norm match
+    """Rewrites every provably equivalent attention, layer-norm and
+    bias + GELU match
     (see the module docstring); returns how many. The nodes a rewrite
     replaces are left unread, for pruning to remove."""
     if not _enabled[0]:
         return 0
     count, m = 0, _Match(graph)
     for node in graph.topological():
-        if node.op not in ("BatchMatMulV2",) + _ADDS or graph.get(node.name) is not node \
-                or not allowed(node, CONFIG_FIELD):
+        if node.op not in ("BatchMatMulV2", "Gelu") + _ADDS or \
+                graph.get(node.name) is not node or not allowed(node, CONFIG_FIELD):
             continue
-        if _fuse_attention(graph, node, m) or _fuse_layer_norm(graph, node, m):
+        if _fuse_attention(graph, node, m) or _fuse_layer_norm(graph, node, m) or \
+                _fuse_bias_gelu(graph, node, m):
             count += 1
             m = _Match(graph)
     return count

@@ -2,7 +2,8 @@
 reading and assigning (``ReadVariableOp``, ``AssignVariableOp``), in-place
 updates (``AssignAddVariableOp``, ``AssignSubVariableOp``) and the training
 updates of the optimizers (``ResourceApplyGradientDescent``,
-``ResourceApplyKerasMomentum``, ``ResourceApplyAdam``).
+``ResourceApplyKerasMomentum``, ``ResourceApplyAdam``), and pluggable's own
+``MultiTensorApplyAdam``: one Adam/AdamW step of N variables in one call.
 
 A variable lives in the core (``c_api/src/variables.c``); ops see it through
 a resource handle, a host-memory scalar of dtype ``resource``. Reading and
@@ -211,6 +212,43 @@ def _apply_adam(ins, attrs):
     return []
 
 
+MULTI_ADAM = "MultiTensorApplyAdam"
+_MULTI_SCALARS = ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon", "decay")
+
+
+def _multi_tensor_apply_adam(ins, attrs):
+    """ResourceApplyAdam on each of the N variables, after the decoupled
+    weight decay ``var -= decay * var`` where ``decay`` is not 0 (computed
+    as ResourceApplyGradientDescent(var, decay, var) does, so the result is
+    that of the per-variable ops)."""
+    op, n = MULTI_ADAM, attrs["N"]
+    b1p, b2p, lr, b1, b2, eps, decay = (
+        _wide(_scalar(op, name, x)) for name, x in zip(_MULTI_SCALARS, ins[4 * n:4 * n + 7]))
+    handles = [h[()] for h in ins[:3 * n]]
+    grads = ins[3 * n:4 * n]
+    alpha = lr * np.sqrt(1 - b2p) / (1 - b1p)
+    with updating(op, handles) as views:
+        triples = [views[i::n] for i in range(n)]
+        for i, ((var, m, v), grad) in enumerate(zip(triples, grads)):
+            for x in (var, m, v):
+                _var_dtype(op, x, np.dtype(attrs["T"].as_numpy_dtype))
+            for what, x in (("m", m), ("v", v), ("grad", grad)):
+                if x.shape != var.shape:
+                    raise errors.InvalidArgumentError(
+                        f"{op}: {what} {i} must have variable {i}'s shape {list(var.shape)}, "
+                        f"got {list(x.shape)}", op=op)
+        for (var, m, v), grad in zip(triples, grads):
+            if decay != 0:
+                var[...] = _wide(var) - decay * _wide(var)
+            g = _wide(grad).astype(_wide(var).dtype, copy=False)
+            m_new = _wide(m) + (g - _wide(m)) * (1 - b1)
+            v_new = _wide(v) + (g * g - _wide(v)) * (1 - b2)
+            m[...] = m_new
+            v[...] = v_new
+            var[...] = _wide(var) - m_new * alpha / (np.sqrt(v_new) + eps)
+    return []
+
+
 # ------------------------------------------------------------- definitions
 
 def _no_outputs(shapes, attrs, values):
@@ -241,6 +279,12 @@ _DEFS = [
       "lr: T", "beta1: T", "beta2: T", "epsilon: T", "grad: T"], [],
      [f"T: {_NUMBER}", "use_locking: bool = false", "use_nesterov: bool = false"],
      _no_outputs, _apply_adam),
+    (MULTI_ADAM,
+     ["var: N * resource", "m: N * resource", "v: N * resource", "grad: N * Tgrad"]
+     + [f"{name}: T" for name in _MULTI_SCALARS], [],
+     ["N: int >= 1", "T: {half, bfloat16, float, double}",
+      "Tgrad: {half, bfloat16, float, double}", "use_locking: bool = true"],
+     _no_outputs, _multi_tensor_apply_adam),
 ]
 
 # Ops the core runs on every plugin device (no device code needed).

@@ -1,8 +1,9 @@
 """Fused transformer ops, pluggable's own (TensorFlow has no raw op of these
 names): ``ScaledDotProductAttention`` with ``ScaledDotProductAttentionGrad``,
-and ``LayerNorm`` with ``LayerNormGrad``; their definitions, CPU kernels
-(numpy, computing in float64) and the user functions behind
-``pg.nn.scaled_dot_product_attention`` and ``pg.nn.layer_norm``.
+``LayerNorm`` with ``LayerNormGrad`` and ``BiasGelu`` with ``BiasGeluGrad``;
+their definitions, CPU kernels (numpy, computing in float64) and the user
+functions behind ``pg.nn.scaled_dot_product_attention``, ``pg.nn.layer_norm``
+and ``pg.nn.bias_gelu``.
 
 A user function calls the fused op where the device the call would run on
 has a kernel for it (CPU always has one); elsewhere (a plugin without the
@@ -33,6 +34,7 @@ from ..runtime import hooks, placement
 from ..runtime.device import Device
 from ..runtime.tensors import convert_to_tensor
 from . import math_ops, nn_ops, raw_ops
+from .cpu_kernels_math import gelu as _gelu64, gelu_grad as _gelu_grad64
 from .op_util import define, err, sample
 
 MAX_SEQUENCE = 1 << 20
@@ -44,6 +46,8 @@ _ATTN = "ScaledDotProductAttention"
 _ATTN_GRAD = "ScaledDotProductAttentionGrad"
 _LN = "LayerNorm"
 _LN_GRAD = "LayerNormGrad"
+_BG = "BiasGelu"
+_BG_GRAD = "BiasGeluGrad"
 _FLOATS = "{half, bfloat16, float, double}"
 
 
@@ -230,13 +234,56 @@ def _ex_ln_grad(rng, types):
     return [({"dy": dy, "x": x, "gamma": g, "mean": mean, "rstd": rstd}, {})]
 
 
+# ------------------------------------------------------------ bias + gelu
+
+def _bg_shape(shapes, attrs, values):
+    x, b = tuple(shapes[0]), tuple(shapes[1])
+    if len(x) < 1 or b != (x[-1],):
+        raise err(_BG, f"bias must be a vector of x's last dimension, got bias shape "
+                  f"{list(b)} for x of shape {list(x)}")
+    return [x]
+
+
+def _bg_grad_shape(shapes, attrs, values):
+    dy, x, b = (tuple(s) for s in shapes[:3])
+    if dy != x or len(x) < 1 or b != (x[-1],):
+        raise err(_BG_GRAD, f"expected dy and x of one shape and bias a vector of their last "
+                  f"dimension; got dy {list(dy)}, x {list(x)}, bias {list(b)}")
+    return [x, b]
+
+
+def _bg_cpu(ins, attrs):
+    z = np.asarray(ins[0], np.float64) + np.asarray(ins[1], np.float64)
+    return [_gelu64(z, attrs["approximate"]).astype(ins[0].dtype)]
+
+
+def _bg_grad_cpu(ins, attrs):
+    dy, x, b = (np.asarray(a, np.float64) for a in ins[:3])
+    dx = dy * _gelu_grad64(x + b, attrs["approximate"])
+    t = ins[1].dtype
+    return [dx.astype(t), dx.sum(axis=tuple(range(x.ndim - 1))).astype(t)]
+
+
+def _ex_bg(rng, types):
+    T = types["T"]
+    x, b = sample(rng, T, (3, 5), -3, 3), sample(rng, T, (5,), -1, 1)
+    return [({"x": x, "bias": b}, {}), ({"x": x, "bias": b}, {"approximate": True})]
+
+
+def _ex_bg_grad(rng, types):
+    T = types["T"]
+    x, b, dy = sample(rng, T, (3, 5), -3, 3), sample(rng, T, (5,), -1, 1), sample(rng, T, (3, 5))
+    return [({"dy": dy, "x": x, "bias": b}, {}),
+            ({"dy": dy, "x": x, "bias": b}, {"approximate": True})]
+
+
 def _cpu_kernel(name: str, fn) -> None:
     host = frozenset(a.name for a in OPS[name].inputs)  # CPU kernels read host memory
     register_kernel(KernelDef(name, "CPU", {}, host, fn=fn))
 
 
 def define_transformer_ops() -> None:
-    """Registers the four ops with their CPU kernels."""
+    """Registers the six ops with their CPU kernels."""
     attn_attrs = [f"T: {_FLOATS}", "Tlse: {float, double} = DT_FLOAT",
                   "num_masks: int >= 0 = 0", "causal: bool = false", "scale: float"]
     define(_ATTN, ["query: T", "key: T", "value: T", "mask: num_masks * bool"],
@@ -252,10 +299,16 @@ def define_transformer_ops() -> None:
     define(_LN_GRAD, ["dy: T", "x: T", "gamma: T", "mean: U", "rstd: U"],
            ["dx: T", "dgamma: T", "dbeta: T"], [f"T: {_FLOATS}", "U: {float, double} = DT_FLOAT"],
            _ln_grad_shape, examples=_ex_ln_grad)
+    define(_BG, ["x: T", "bias: T"], ["y: T"], [f"T: {_FLOATS}", "approximate: bool = false"],
+           _bg_shape, examples=_ex_bg)
+    define(_BG_GRAD, ["dy: T", "x: T", "bias: T"], ["dx: T", "dbias: T"],
+           [f"T: {_FLOATS}", "approximate: bool = false"], _bg_grad_shape, examples=_ex_bg_grad)
     _cpu_kernel(_ATTN, _attention_cpu)
     _cpu_kernel(_ATTN_GRAD, _attention_grad_cpu)
     _cpu_kernel(_LN, _ln_cpu)
     _cpu_kernel(_LN_GRAD, _ln_grad_cpu)
+    _cpu_kernel(_BG, _bg_cpu)
+    _cpu_kernel(_BG_GRAD, _bg_grad_cpu)
 
 
 # ------------------------------------------------------------ user functions
@@ -379,3 +432,26 @@ def layer_norm(x: Any, gamma: Any, beta: Any, axis: int = -1, epsilon: float = 1
     mean, var = nn_ops.moments(x, [x.ndim - 1], keepdims=True)
     inv = math_ops.rsqrt(math_ops.add(var, float(epsilon)))
     return math_ops.add(math_ops.multiply(math_ops.multiply(math_ops.subtract(x, mean), inv), g), b)
+
+
+def bias_gelu(x: Any, bias: Any, approximate: bool = False) -> Tensor:
+    """gelu(x + bias), `bias` a vector of x's last dimension added along
+    that axis (op BiasGelu where the device has its kernel: one pass; else
+    composed of BiasAdd and Gelu). `approximate` picks GELU's tanh form
+    over the exact x * Phi(x)."""
+    x = convert_to_tensor(x)
+    if x.dtype.name not in LOWEST_SCORE:
+        raise errors.InvalidArgumentError(
+            f"{_BG}: x has dtype {x.dtype.name}; expected float16, bfloat16, float32 or "
+            "float64", op=_BG)
+    try:
+        b = convert_to_tensor(bias, x.dtype)
+    except errors.InvalidArgumentError:
+        raise errors.InvalidArgumentError(
+            f"{_BG}: bias has dtype {convert_to_tensor(bias).dtype.name} but x has "
+            f"{x.dtype.name}; cast one of them", op=_BG) from None
+    _bg_shape([x.shape, b.shape], {}, {})
+    if fused_kernel_available(_BG, {"T": x.dtype}, x, b):
+        return raw_ops.BiasGelu(x=x, bias=b, approximate=bool(approximate))
+    z = raw_ops.BiasAdd(value=x, bias=b) if x.ndim >= 2 else math_ops.add(x, b)
+    return raw_ops.Gelu(features=z, approximate=bool(approximate))

@@ -4,8 +4,10 @@ An update step is one device op per variable, with TensorFlow's training op
 names (``ResourceApplyGradientDescent``, ``ResourceApplyKerasMomentum``,
 ``ResourceApplyAdam``): the variable and its slots (momentum, m, v) are
 resource inputs updated in place on the variable's device, so a step never
-copies a variable to the host. Slots are variables created on the
-variable's device the first time it is updated.
+copies a variable to the host. Adam and AdamW (``fused=None``) instead run
+one ``MultiTensorApplyAdam`` per (device, dtype) group when every variable's
+device has that op's kernel: the same values, one launch on the GPU. Slots
+are variables created on the variable's device the first time it is updated.
 
 Eagerly, a step reads ``iterations`` (a CPU variable) only when something
 else wrote it since the optimizer last looked (the core counts each
@@ -42,6 +44,7 @@ from ..framework.tensor import Tensor
 from ..graph import tracing
 from .._core import lib
 from ..ops import raw_ops, resource_ops
+from ..ops.resource_ops import MULTI_ADAM
 from ..ops.variables import Variable
 from ..runtime import dispatch, hooks, placement
 from ..runtime.tensors import convert_to_tensor
@@ -271,6 +274,9 @@ class Optimizer:
             hyper = self._hyperparameters(lr, step)
             if self.weight_decay:
                 hyper["decay"] = lr * self.weight_decay
+        if self._apply_fused(pairs, hyper):
+            self._count_step()
+            return self._iterations
         per_device: dict = {}  # (device, dtype) -> this step's scalars there
         for g, v in pairs:
             scalars = per_device.get((v._handle._dev, v._dtype))
@@ -325,6 +331,11 @@ class Optimizer:
                scalar: Callable[[str], Tensor]) -> None:
         raise NotImplementedError
 
+    def _apply_fused(self, pairs: list, hyper: dict) -> bool:
+        """Applies the whole step as multi-tensor ops where the subclass has
+        them (True), else leaves it to the per-variable ops (False)."""
+        return False
+
     def minimize(self, loss: Any, var_list: Iterable[Variable], tape: Any = None) -> Variable:
         """Computes the gradient of `loss` (a callable returning the loss, or
         a tensor recorded on `tape`) with respect to `var_list` and applies
@@ -375,15 +386,28 @@ class SGD(Optimizer):
 class Adam(Optimizer):
     """Adam (Keras's ``Adam``): with t the step number,
     ``m += (g - m)(1 - beta_1)``, ``v += (g^2 - v)(1 - beta_2)`` and
-    ``var -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``."""
+    ``var -= lr sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)``.
+
+    `fused` picks how a step runs: ``None`` (the default) applies it as one
+    ``MultiTensorApplyAdam`` op per (device, dtype) group of variables
+    (one kernel launch for them all on the GPU) when every variable of the
+    step is on a device with that op's kernel, else one ``ResourceApplyAdam``
+    per variable; ``True`` demands the multi-tensor op (UnimplementedError
+    naming the device where it has none); ``False`` never uses it. Both
+    compute the same values."""
 
     _update_op = "ResourceApplyAdam"
     _slot_names = ("m", "v")
 
     def __init__(self, learning_rate: Any = 0.001, beta_1: float = 0.9, beta_2: float = 0.999,
-                 epsilon: float = 1e-7, weight_decay: float | None = None, name: str = "adam"):
+                 epsilon: float = 1e-7, weight_decay: float | None = None, name: str = "adam",
+                 fused: bool | None = None):
         super().__init__(learning_rate, weight_decay, name)
         self.beta_1, self.beta_2, self.epsilon = float(beta_1), float(beta_2), float(epsilon)
+        if fused not in (None, True, False):
+            raise TypeError(f"{type(self).__name__}: fused must be None, True or False, got "
+                            f"{fused!r}")
+        self.fused = fused
 
     def _hyperparameters(self, lr, step):
         return {"lr": lr, "beta1_power": self.beta_1 ** step,
@@ -396,17 +420,68 @@ class Adam(Optimizer):
                       scalar("beta1_power"), scalar("beta2_power"), scalar("lr"),
                       scalar("beta1"), scalar("beta2"), scalar("epsilon"), grad])
 
+    def _apply_fused(self, pairs: list, hyper: dict) -> bool:
+        if self.fused is False or not pairs:
+            return False
+        groups: dict = {}  # (device, dtype, gradient dtype, decays) -> pairs
+        for g, v in pairs:
+            key = (v._handle._dev, v._dtype, g.dtype, self._decays(v))
+            groups.setdefault(key, []).append((g, v))
+        for dev, dt, gdt, _ in groups:
+            if not _multi_tensor_kernel(dev, dt, gdt):
+                if self.fused:
+                    raise errors.UnimplementedError(
+                        f"{type(self).__name__}(fused=True): {_short(dev)} has no "
+                        f"{MULTI_ADAM} kernel for {dt.name} variables with {gdt.name} "
+                        "gradients; use fused=None (per-variable updates where it has none) "
+                        "or keep the variables on a device that has it", op=MULTI_ADAM,
+                        device=_short(dev))
+                return False
+        hyper = dict(hyper, no_decay=0.0)
+        for (_, _, _, decays), group in groups.items():
+            owner = group[0][1]
+            scalar = _StepScalars(self, owner, hyper).__getitem__
+            names = ("beta1_power", "beta2_power", "lr", "beta1", "beta2", "epsilon")
+            lists = [[v._handle for _, v in group],
+                     [self._slots[id(v)]["m"]._handle for _, v in group],
+                     [self._slots[id(v)]["v"]._handle for _, v in group],
+                     [g for g, _ in group]]
+            tail = [scalar(n) for n in names] + [scalar("decay" if decays else "no_decay")]
+            if not hooks.fast[0]:
+                raw_ops.MultiTensorApplyAdam(
+                    var=lists[0], m=lists[1], v=lists[2], grad=lists[3],
+                    **dict(zip(names + ("decay",), tail)), use_locking=True)
+                continue
+            self._update(MULTI_ADAM, owner, (("N", len(group)), ("use_locking", True)),
+                         [x for lst in lists for x in lst] + tail)
+        return True
+
 
 class AdamW(Adam):
     """Adam with decoupled weight decay (Keras's ``AdamW``): before each
-    Adam update, ``var -= lr * weight_decay * var``."""
+    Adam update, ``var -= lr * weight_decay * var``. `fused` as Adam's (the
+    multi-tensor op applies the decay in the same launch)."""
 
     def __init__(self, learning_rate: Any = 0.001, weight_decay: float = 0.004,
                  beta_1: float = 0.9, beta_2: float = 0.999, epsilon: float = 1e-7,
-                 name: str = "adamw"):
+                 name: str = "adamw", fused: bool | None = None):
         if weight_decay is None:
             raise ValueError("AdamW needs a weight_decay (use Adam for none)")
-        super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay, name)
+        super().__init__(learning_rate, beta_1, beta_2, epsilon, weight_decay, name, fused)
+
+
+_MULTI_KERNELS: dict = {}  # (device type, dtype, gradient dtype) -> has a kernel
+
+
+def _multi_tensor_kernel(dev: Any, dt: dtypes.DType, gdt: dtypes.DType) -> bool:
+    """Whether `dev` has a MultiTensorApplyAdam kernel for `dt` variables
+    with `gdt` gradients."""
+    key = (dev.device_type, dt, gdt)
+    have = _MULTI_KERNELS.get(key)
+    if have is None:
+        have = _MULTI_KERNELS[key] = registry.find_kernel(
+            MULTI_ADAM, dev.device_type, {"T": dt, "Tgrad": gdt}) is not None
+    return have
 
 
 __all__ = ["Adam", "AdamW", "Optimizer", "SGD"]

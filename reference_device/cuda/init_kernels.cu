@@ -264,4 +264,5 @@ extern "C" void TF_InitKernel(void) {
   pgcuda::register_collective_kernels();
   pgcuda::register_attention_kernels();
   pgcuda::register_layernorm_kernels();
+  pgcuda::register_bias_gelu_kernels();
 }

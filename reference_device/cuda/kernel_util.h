@@ -579,6 +579,14 @@ cudaError_t launch_transpose(const void* in, void* out, size_t elem_size,
                              int rank, const int64_t* dims, const int* perm,
                              cudaStream_t stream, int sm_count);
 
+// Sums the [rows, cols] float array `in` (of dtype `dt`) over its rows into
+// `out` (cols elements) on the call's stream, with the reductions' column
+// kernels (16-bit floats accumulate in float; no rows give zeros). Shared by
+// the kernels whose gradient has a bias term. Returns false after recording a
+// failure (naming `name`).
+bool sum_leading_rows(OpCall& c, const char* name, TF_DataType dt, const void* in, void* out,
+                      int64_t rows, int64_t cols);
+
 // The op name as the kernel state (used in messages): `create` of a kernel
 // whose only state is its name.
 template <const char* NAME>
@@ -608,6 +616,7 @@ void register_training_kernels();  // kernels_training.cu
 void register_collective_kernels();  // kernels_collective.cu
 void register_attention_kernels();   // kernels_attention.cu
 void register_layernorm_kernels();   // kernels_layernorm.cu
+void register_bias_gelu_kernels();   // kernels_bias_gelu.cu
 void register_fused_kernels();  // kernels_fused.cu
 
 }  // namespace pgcuda

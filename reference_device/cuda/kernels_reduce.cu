@@ -1004,6 +1004,21 @@ constexpr char kArgMin[] = "ArgMin";
 
 }  // namespace
 
+bool sum_leading_rows(OpCall& c, const char* name, TF_DataType dt, const void* in, void* out,
+                      int64_t rows, int64_t cols) {
+  Shape s;
+  s.rank = 2;
+  s.dims[0] = rows;
+  s.dims[1] = cols;
+  const bool reduced[TF_MAX_DIMS] = {true, false};
+  const bool handled = dispatch_float(dt, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    run_reduce<T, SumR, false>(c, name, dt, s, reduced, in, out, cols);
+  });
+  if (!handled) return c.fail(TF_UNIMPLEMENTED, "%s: column sum of dtype %s", name, dtype_name(dt));
+  return c.ok();
+}
+
 void register_reduce_kernels() {
   for (TF_DataType t : kNumericTypes) {
     register_kernel("Sum", reduce_create, reduce_compute<SumR, false>, reduce_delete,

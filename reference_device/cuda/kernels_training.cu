@@ -3,14 +3,18 @@
 // and the optimizers' steps ResourceApplyGradientDescent,
 // ResourceApplyKerasMomentum and ResourceApplyAdam (through
 // TF_MaybeLockVariableInputMutexesInOrder + TF_GetInputTensorFromVariable),
-// the way a TensorFlow PluggableDevice writes them. The scalar
+// the way a TensorFlow PluggableDevice writes them, and MultiTensorApplyAdam,
+// one Adam/AdamW step of N float variables in one kernel launch. The scalar
 // hyperparameters are device tensors read by the kernel itself, so a step
 // never waits for the host. Every input is checked before anything is
 // launched, so a bad call leaves the variables as they were.
 #include <cmath>
+#include <new>
+#include <vector>
 
 #include "kernel_util.h"
 #include "kernels_experimental.h"
+#include "staging.h"
 
 // The variable functions of kernels_experimental.h are not exported by every
 // runtime (TensorFlow's pip packages keep them internal): weak references let
@@ -293,6 +297,259 @@ void adam_compute(void* k, TF_OpKernelContext* ctx) {
   apply(static_cast<const ApplyState*>(k), ctx, kAdamOp);
 }
 
+// ---------------------------------------------------------------------------
+// MultiTensorApplyAdam: inputs var[N], m[N], v[N] (resources), grad[N] (Tgrad),
+// then beta1_power, beta2_power, lr, beta1, beta2, epsilon, decay (float
+// scalars on the device). Each variable is cut into chunks of kMultiChunk
+// elements; a block takes chunks in a grid-stride loop and finds the chunk's
+// tensor by a binary search over the table of tensors (MultiEntry), so the
+// whole step is one launch. The table travels in the kernel parameters when
+// it has at most kParamEntries tensors (3.9 KB of parameters), else in device
+// memory with one host-to-device copy per step. A stream being captured into
+// a device graph cannot take that copy (its source would be read at each
+// replay): a large table is then launched kParamEntries tensors at a time.
+// The arithmetic is adam_kernel's (and gradient_descent_kernel's for the
+// decay, var -= decay * var, applied where decay is not 0), in the same
+// order, so a step gives the per-variable ops' values bit for bit.
+
+constexpr int64_t kMultiChunk = 4096;
+constexpr int kParamEntries = 80;
+
+struct MultiEntry {
+  float* var;
+  float* m;
+  float* v;
+  const void* grad;
+  int64_t n;            // elements
+  int64_t first_chunk;  // index of its first chunk in the launch
+};
+
+struct MultiScalars {
+  const float* p[7];  // beta1_power, beta2_power, lr, beta1, beta2, epsilon, decay
+};
+
+struct ParamTable {
+  MultiEntry e[kParamEntries];
+};
+
+template <typename G>
+__device__ void multi_adam_chunks(const MultiEntry* table, int count, int64_t chunks,
+                                  const MultiScalars& s) {
+  using C = float;
+  const C b1p = *s.p[0], b2p = *s.p[1], lr = *s.p[2];
+  const C b1 = *s.p[3], b2 = *s.p[4], eps = *s.p[5], decay = *s.p[6];
+  const C one = 1;
+  const C alpha = lr * sqrt(one - b2p) / (one - b1p);
+  for (int64_t c = blockIdx.x; c < chunks; c += gridDim.x) {
+    int lo = 0, hi = count - 1;  // the last tensor whose first chunk is <= c
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (table[mid].first_chunk <= c) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    float* __restrict__ var = table[lo].var;
+    float* __restrict__ m = table[lo].m;
+    float* __restrict__ v = table[lo].v;
+    const G* __restrict__ grad = static_cast<const G*>(table[lo].grad);
+    const int64_t begin = (c - table[lo].first_chunk) * kMultiChunk;
+    const int64_t end = begin + kMultiChunk < table[lo].n ? begin + kMultiChunk : table[lo].n;
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+      C w = var[i];
+      if (decay != C(0)) {
+        w = w - decay * w;
+      }
+      const C g = to_compute(grad[i]);
+      C mi = m[i];
+      C vi = v[i];
+      mi += (g - mi) * (one - b1);
+      vi += (g * g - vi) * (one - b2);
+      m[i] = mi;
+      v[i] = vi;
+      var[i] = w - mi * alpha / (sqrt(vi) + eps);
+    }
+  }
+}
+
+template <typename G>
+__global__ void multi_adam_param_kernel(ParamTable table, int count, int64_t chunks,
+                                        MultiScalars s) {
+  multi_adam_chunks<G>(table.e, count, chunks, s);
+}
+
+template <typename G>
+__global__ void multi_adam_table_kernel(const MultiEntry* table, int count, int64_t chunks,
+                                        MultiScalars s) {
+  multi_adam_chunks<G>(table, count, chunks, s);
+}
+
+struct MultiState {
+  bool use_locking = true;
+  int n = 0;
+};
+
+void* multi_adam_create(TF_OpKernelConstruction* ctx) {
+  AttrReader attrs(ctx, "MultiTensorApplyAdam");
+  const int64_t n = attrs.get_int("N", 0);
+  const bool locking = attrs.get_bool("use_locking", true);
+  if (!attrs.ok()) return nullptr;
+  if (n < 1 || n > (1 << 20)) {
+    attrs.fail(TF_INVALID_ARGUMENT, "N must be in [1, 2^20], got %lld",
+               static_cast<long long>(n));
+    return nullptr;
+  }
+  MultiState* s = new (std::nothrow) MultiState();
+  if (s == nullptr) return nullptr;
+  s->use_locking = locking;
+  s->n = static_cast<int>(n);
+  return s;
+}
+
+void multi_adam_delete(void* p) { delete static_cast<MultiState*>(p); }
+
+const char* const kMultiScalarNames[7] = {"beta1_power", "beta2_power", "lr", "beta1",
+                                          "beta2", "epsilon", "decay"};
+
+// Launches the chunks of `table[0:count]` (first_chunk counted from the
+// first of them) with the table in the kernel parameters.
+template <typename G>
+bool launch_param_table(OpCall& c, const MultiEntry* table, int count,
+                        const MultiScalars& s) {
+  ParamTable p;
+  const int64_t base = table[0].first_chunk;
+  for (int i = 0; i < count; ++i) {
+    p.e[i] = table[i];
+    p.e[i].first_chunk -= base;
+  }
+  const MultiEntry& last = table[count - 1];
+  const int64_t chunks =
+      last.first_chunk - base + (last.n + kMultiChunk - 1) / kMultiChunk;
+  const unsigned grid = grid_for(chunks, c.sm_count(), 1, 8);
+  multi_adam_param_kernel<G><<<grid, kThreads, 0, c.stream()>>>(p, count, chunks, s);
+  return c.check_launch("multi_adam_param_kernel");
+}
+
+template <typename G>
+void launch_multi_adam(OpCall& c, std::vector<MultiEntry>& table, int64_t chunks,
+                       const MultiScalars& s) {
+  const int count = static_cast<int>(table.size());
+  if (count <= kParamEntries) {
+    launch_param_table<G>(c, table.data(), count, s);
+    return;
+  }
+  const size_t bytes = table.size() * sizeof(MultiEntry);
+  TensorPtr dev_table = c.temp(TF_UINT8, static_cast<int64_t>(bytes));
+  if (!dev_table) return;
+  void* dst = TF_TensorData(dev_table.get());
+  CudaStream* cs = c.cuda_stream();
+  const cudaError_t e = host_to_device_consumed(cs->dev, cs->stream, dst, table.data(), bytes);
+  if (e == cudaErrorStreamCaptureUnsupported) {
+    for (int i = 0; i < count && c.ok(); i += kParamEntries) {
+      launch_param_table<G>(c, table.data() + i, count - i < kParamEntries ? count - i
+                                                                            : kParamEntries, s);
+    }
+    return;
+  }
+  if (!c.check_cuda(e, "cudaMemcpyAsync (multi-tensor table)")) return;
+  const unsigned grid = grid_for(chunks, c.sm_count(), 1, 8);
+  multi_adam_table_kernel<G><<<grid, kThreads, 0, c.stream()>>>(
+      static_cast<const MultiEntry*>(dst), count, chunks, s);
+  c.check_launch("multi_adam_table_kernel");
+}
+
+void multi_adam_compute(void* k, TF_OpKernelContext* ctx) {
+  const MultiState* state = static_cast<const MultiState*>(k);
+  OpCall c(ctx);
+  if (!c.ok()) return;
+  const int n = state->n;
+  if (TF_NumInputs(ctx) != 4 * n + 7) {
+    c.fail(TF_INVALID_ARGUMENT, "expected %d inputs for N=%d, got %d", 4 * n + 7, n,
+           TF_NumInputs(ctx));
+    return;
+  }
+  std::vector<int> var_inputs(3 * static_cast<size_t>(n));
+  for (int i = 0; i < 3 * n; ++i) var_inputs[i] = i;
+  LockRelease lock;
+  TF_MaybeLockVariableInputMutexesInOrder(ctx, state->use_locking, false, var_inputs.data(),
+                                          var_inputs.size(), copy_variable, &lock.holder,
+                                          c.status());
+  if (!c.check_status()) return;
+  std::vector<TensorPtr> vars(3 * static_cast<size_t>(n));
+  for (int i = 0; i < 3 * n; ++i) {
+    TF_Tensor* t = nullptr;
+    TF_GetInputTensorFromVariable(ctx, i, state->use_locking, false, false, copy_variable,
+                                  &t, c.status());
+    vars[i].reset(t);
+    if (!c.check_status()) return;
+  }
+  std::vector<TensorPtr> grads(n);
+  TF_DataType gdt = TF_FLOAT;
+  char a[160], b[160];
+  for (int i = 0; i < n; ++i) {
+    grads[i] = c.input(3 * n + i);
+    if (!grads[i]) return;
+    const TF_DataType t = TF_TensorType(grads[i].get());
+    if (i == 0) gdt = t;
+    if (t != gdt) {
+      c.fail(TF_INVALID_ARGUMENT, "gradient %d is %s but gradient 0 is %s", i, dtype_name(t),
+             dtype_name(gdt));
+      return;
+    }
+    const Shape gs = Shape::of(grads[i].get());
+    for (int j = 0; j < 3; ++j) {
+      TF_Tensor* x = vars[j * n + i].get();
+      if (TF_TensorType(x) != TF_FLOAT) {
+        c.fail(TF_INVALID_ARGUMENT, "%s %d holds %s values; this kernel updates float "
+               "variables", j == 0 ? "variable" : (j == 1 ? "m" : "v"), i,
+               dtype_name(TF_TensorType(x)));
+        return;
+      }
+      if (!same_shape(Shape::of(x), gs)) {
+        c.fail(TF_INVALID_ARGUMENT, "%s %d has shape %s but gradient %d has shape %s",
+               j == 0 ? "variable" : (j == 1 ? "m" : "v"), i,
+               shape_str(Shape::of(x), a, sizeof(a)), i, shape_str(gs, b, sizeof(b)));
+        return;
+      }
+    }
+  }
+  TensorPtr scalars[7];
+  MultiScalars s = {};
+  for (int i = 0; i < 7; ++i) {
+    scalars[i] = c.input(4 * n + i);
+    if (!scalars[i]) return;
+    if (TF_NumDims(scalars[i].get()) != 0 || TF_TensorType(scalars[i].get()) != TF_FLOAT) {
+      c.fail(TF_INVALID_ARGUMENT, "%s must be a float scalar, got %s of shape %s",
+             kMultiScalarNames[i], dtype_name(TF_TensorType(scalars[i].get())),
+             shape_str(Shape::of(scalars[i].get()), a, sizeof(a)));
+      return;
+    }
+    s.p[i] = static_cast<const float*>(TF_TensorData(scalars[i].get()));
+  }
+  std::vector<MultiEntry> table;
+  table.reserve(n);
+  int64_t chunks = 0;
+  for (int i = 0; i < n; ++i) {
+    const int64_t size = TF_TensorElementCount(grads[i].get());
+    if (size == 0) continue;
+    table.push_back({static_cast<float*>(TF_TensorData(vars[i].get())),
+                     static_cast<float*>(TF_TensorData(vars[n + i].get())),
+                     static_cast<float*>(TF_TensorData(vars[2 * n + i].get())),
+                     TF_TensorData(grads[i].get()), size, chunks});
+    chunks += (size + kMultiChunk - 1) / kMultiChunk;
+  }
+  if (table.empty()) return;
+  switch (gdt) {
+    case TF_FLOAT: launch_multi_adam<float>(c, table, chunks, s); break;
+    case TF_HALF: launch_multi_adam<__half>(c, table, chunks, s); break;
+    case TF_BFLOAT16: launch_multi_adam<__nv_bfloat16>(c, table, chunks, s); break;
+    default:
+      c.fail(TF_UNIMPLEMENTED, "gradients of dtype %s are not supported (float, half, "
+             "bfloat16)", dtype_name(gdt));
+  }
+}
+
 }  // namespace
 
 void register_training_kernels() {
@@ -312,6 +569,10 @@ void register_training_kernels() {
                     apply_delete, {{"T", t}}, {"var", "accum"});
     register_kernel("ResourceApplyAdam", apply_create, adam_compute, apply_delete,
                     {{"T", t}}, {"var", "m", "v"});
+  }
+  for (TF_DataType g : {TF_FLOAT, TF_HALF, TF_BFLOAT16}) {
+    register_kernel("MultiTensorApplyAdam", multi_adam_create, multi_adam_compute,
+                    multi_adam_delete, {{"T", TF_FLOAT}, {"Tgrad", g}}, {"var", "m", "v"});
   }
 }
 
