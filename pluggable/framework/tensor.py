@@ -295,6 +295,14 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _is_ml_dtype(dt: np.dtype) -> bool:
+    """An ml_dtypes type pluggable has (bfloat16, float8_e4m3fn, int4, ...)."""
+    try:
+        return dtypes.as_dtype(dt).as_numpy_dtype == dt
+    except TypeError:
+        return False
+
+
 def _check_range(src: np.ndarray, dtype: dtypes.DType) -> None:
     """Refuses integer conversions that would wrap (300 as int8)."""
     if not dtype.is_integer or src.size == 0 or src.dtype.kind not in "iufb":
@@ -372,7 +380,7 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
         _check_range(src, dtype)
         return np.asarray(src.astype(dtype.as_numpy_dtype), order="C")
     a = _native(_numpy_call(_default_array, value))
-    if a.dtype.kind in "OUSVc" and str(a.dtype) != "bfloat16":
+    if a.dtype.kind in "OUSVc" and not (a.dtype.kind == "V" and _is_ml_dtype(a.dtype)):
         raise TypeError(f"cannot make a tensor from {type(value).__name__} values of dtype "
                         f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes
