@@ -213,7 +213,7 @@ def _define(name, inputs, outputs, attrs, shape_fn, host_value_inputs=(), **kw):
 
 def define_builtin_ops() -> None:
     for name in ("AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"):
-        types = _REAL if name == "RealDiv" else f"{_REAL[:-1]}, uint32, uint64}}"
+        types = _REAL if name == "RealDiv" else f"{_REAL[:-1]}, uint16, uint32, uint64}}"
         _define(name, ["x: T", "y: T"], ["z: T"], [f"T: {types}"], _binary(name),
                 is_commutative=name in ("AddV2", "Mul", "Maximum", "Minimum"))
     for name in ("Neg", "Abs"):
