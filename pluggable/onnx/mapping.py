@@ -52,7 +52,8 @@ ONNX_DTYPES = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 5: dtypes.int
                11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64, 16: dtypes.bfloat16,
                4: dtypes.uint16, 17: dtypes.float8_e4m3fn, 18: dtypes.float8_e4m3fnuz,
                19: dtypes.float8_e5m2, 20: dtypes.float8_e5m2fnuz, 21: dtypes.uint4,
-               22: dtypes.int4, 23: dtypes.float4_e2m1fn, 25: dtypes.uint2, 26: dtypes.int2}
+               22: dtypes.int4, 23: dtypes.float4_e2m1fn, 25: dtypes.uint2, 26: dtypes.int2,
+               8: dtypes.string}
 # Cast's `saturate` (opset 19) clamps to the finite range of these before casting.
 _FLOAT8 = frozenset({dtypes.float8_e4m3fn, dtypes.float8_e4m3fnuz, dtypes.float8_e5m2,
                      dtypes.float8_e5m2fnuz})
@@ -476,6 +477,12 @@ def _bitcast_rule(c, x, a):
 @rule("CastLike", "Cast Maximum Minimum")
 def _castlike(c, x, a):
     return [_cast_to(c, x[0], x[1].dtype, a.get("saturate", 1))]
+
+
+@rule("StringConcat", "Add", since=20)
+def _string_concat(c, x, a):
+    """Elementwise X + Y of string tensors, broadcast (TensorFlow's Add joins strings)."""
+    return [c.op("Add", x[0], x[1])]
 
 
 # ================================================================ shapes
