@@ -79,8 +79,11 @@ static double md_minifloat_load(const md_minifloat* f, uint8_t b) {
   int emax = (1 << f->ebits) - 1, mmax = (1 << f->mbits) - 1;
   int sign = (b >> sign_bit) & 1;
   int e = (b >> f->mbits) & emax, m = b & mmax;
-  if (f->kind == MD_MF_FNUZ && b == (1u << sign_bit)) return NAN;
-  if (f->kind == MD_MF_IEEE && e == emax) return m ? NAN : (sign ? -INFINITY : INFINITY);
+  /* (a NaN keeps its sign bit, as ml_dtypes reads it: the FNUZ NaN is negative) */
+  if (f->kind == MD_MF_FNUZ && b == (1u << sign_bit)) return -NAN;
+  if (f->kind == MD_MF_IEEE && e == emax) {
+    return m ? (sign ? -NAN : NAN) : (sign ? -INFINITY : INFINITY);
+  }
   if (f->kind == MD_MF_FN && e == emax && m == mmax) return sign ? -NAN : NAN;
   double v = e == 0 ? ldexp((double)m, 1 - f->bias - f->mbits)
                     : ldexp((double)(m + (1 << f->mbits)), e - f->bias - f->mbits);
