@@ -138,6 +138,18 @@ def test_tensor_proto_round_trip(dt, rng):
         np.testing.assert_array_equal(_bits(back), _bits(a))
 
 
+@pytest.mark.parametrize("dt", [dtypes.int4, dtypes.uint4, dtypes.int2, dtypes.uint2,
+                                dtypes.uint16], ids=lambda d: d.name)
+def test_constants_check_the_range_of_small_integers(dt, rng):
+    info = ml_dtypes.iinfo(dt.as_numpy_dtype)
+    lo, hi = int(info.min), int(info.max)
+    v = [int(i) for i in rng.integers(lo, hi + 1, 6)]
+    np.testing.assert_array_equal(pg.constant(v, dtype=dt).numpy().astype(np.int64), v)
+    for bad in (hi + 1, lo - 1, [0, hi + 1]):
+        with pytest.raises(pg.errors.InvalidArgumentError, match=f"out of range for {dt.name}"):
+            pg.constant(bad, dtype=dt)
+
+
 def test_enum_values_are_tensorflows():
     from pluggable.framework.proto.library import messages
     data_type = messages().DataType
