@@ -25,6 +25,7 @@ from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
                                int16, int32, int64, string, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
+from .framework.dtypes import uint16  # (the narrow types: pg.dtypes.float8_e4m3fn, int4, ...)
 from .framework.name_scope import name_scope
 from .framework.tensor import Tensor
 from .framework.tensor_shape import TensorShape
@@ -74,6 +75,7 @@ __all__ = [
     "Tensor", "RaggedTensor", "RaggedTensorSpec", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
     "as_dtype", "bool", "bfloat16", "float16", "float32", "float64", "int8", "int16",
     "int32", "int64", "string", "uint8", "uint32", "uint64", "newaxis",
+    "uint16",
     # automatic differentiation and variables
     "GradientTape", "NotDifferentiable", "RegisterGradient", "UnconnectedGradients",
     "Variable", "custom_gradient", "stop_gradient",

@@ -73,9 +73,10 @@ def test_definition_matches_tensorflow(name, tf_defs):
     for attr, want in tf["attrs"].items():
         a = op.attrs[attr]
         assert a.kind == want["kind"], attr
-        # the dtypes pluggable has (string only where the op takes it: CPU ops of strings)
-        ours = {d.enum for d in dtypes.ALL} | (
-            {dtypes.string.enum} if dtypes.string in (a.allowed or ()) else set())
+        # the dtypes pluggable has (string and the dtypes.LIMITED types only where the op
+        # takes them: CPU ops of strings, uint16 arithmetic, Cast and data movement)
+        ours = {d.enum for d in dtypes.ALL} | {
+            d.enum for d in (dtypes.string, *dtypes.LIMITED) if d in (a.allowed or ())}
         if want["types"]:
             assert {d.enum for d in a.allowed} == {t for t in want["types"] if t in ours}, attr
         elif want["strings"]:

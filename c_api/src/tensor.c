@@ -11,6 +11,9 @@ _Static_assert(offsetof(TF_Tensor, dtype) == offsetof(pg_tensor_view, dtype) &&
 size_t TF_DataTypeSize(TF_DataType dt) {
   switch (dt) {
     case TF_BOOL: case TF_INT8: case TF_UINT8: case TF_QINT8: case TF_QUINT8:
+    case TF_FLOAT8_E5M2: case TF_FLOAT8_E4M3FN: case TF_FLOAT8_E4M3FNUZ:
+    case TF_FLOAT8_E5M2FNUZ: case TF_INT4: case TF_UINT4: case TF_INT2:
+    case TF_UINT2: case TF_FLOAT4_E2M1FN:
       return 1;
     case TF_INT16: case TF_UINT16: case TF_HALF: case TF_BFLOAT16:
     case TF_QINT16: case TF_QUINT16:
@@ -32,8 +35,9 @@ int64_t pg_shape_nbytes(TF_DataType dtype, const int64_t* dims, int num_dims,
   if (esize == 0) {
     pg_set_status(status, TF_INVALID_ARGUMENT,
                   "data type %d has no fixed element size; pluggable tensors "
-                  "support bool, int8/16/32/64, uint8, float16, bfloat16, "
-                  "float32 and float64", (int)dtype);
+                  "support bool, int8/16/32/64, uint8/16/32/64, float16, "
+                  "bfloat16, float32, float64 and the float8/int4/uint4/"
+                  "int2/uint2/float4 types", (int)dtype);
     return -1;
   }
   if (num_dims < 0 || num_dims > TF_MAX_DIMS) {

@@ -59,9 +59,14 @@ class _LazyNumpyType(DType):
         return dt
 
 
-def _ml_dtypes_bfloat16() -> Any:
-    import ml_dtypes
-    return ml_dtypes.bfloat16
+def _ml_dtypes(name: str) -> Callable[[], Any]:
+    def load() -> Any:
+        import ml_dtypes
+        return getattr(ml_dtypes, name)
+    return load
+
+
+_ml_dtypes_bfloat16 = _ml_dtypes("bfloat16")
 
 
 bool_ = DType("bool", 10, np.bool_, "bool")
@@ -80,6 +85,28 @@ float64 = DType("float64", 2, np.float64, "float")
 ALL = (bool_, int8, uint8, int16, int32, int64, uint32, uint64, float16, bfloat16, float32,
        float64)
 
+# Element types that only some ops take (Cast, the data-movement ops and,
+# for uint16, the elementwise integer ops): uint16, TensorFlow's 8-bit floats,
+# and the 4- and 2-bit floats and integers, stored one element per byte (the
+# numpy types of ml_dtypes). Not in ALL, so no op takes them unless it lists
+# them. The numbers are TensorFlow's TF_DataType values.
+uint16 = DType("uint16", 17, np.uint16, "int")
+float8_e5m2 = _LazyNumpyType("float8_e5m2", 24, _ml_dtypes("float8_e5m2"), 1, "float")
+float8_e4m3fn = _LazyNumpyType("float8_e4m3fn", 25, _ml_dtypes("float8_e4m3fn"), 1, "float")
+float8_e4m3fnuz = _LazyNumpyType("float8_e4m3fnuz", 26, _ml_dtypes("float8_e4m3fnuz"), 1,
+                                 "float")
+float8_e5m2fnuz = _LazyNumpyType("float8_e5m2fnuz", 28, _ml_dtypes("float8_e5m2fnuz"), 1,
+                                 "float")
+int4 = _LazyNumpyType("int4", 29, _ml_dtypes("int4"), 1, "int")
+uint4 = _LazyNumpyType("uint4", 30, _ml_dtypes("uint4"), 1, "int")
+int2 = _LazyNumpyType("int2", 31, _ml_dtypes("int2"), 1, "int")
+uint2 = _LazyNumpyType("uint2", 32, _ml_dtypes("uint2"), 1, "int")
+float4_e2m1fn = _LazyNumpyType("float4_e2m1fn", 33, _ml_dtypes("float4_e2m1fn"), 1, "float")
+
+LIMITED = (uint16, float8_e5m2, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2fnuz, int4, uint4,
+           int2, uint2, float4_e2m1fn)
+_LAZY = tuple(d for d in ALL + LIMITED if isinstance(d, _LazyNumpyType))
+
 # A handle to a resource (a variable): a scalar that always lives in host
 # memory. Not an element type of data tensors, so not in ALL and never
 # inferred from a numpy array.
@@ -90,14 +117,14 @@ resource = DType("resource", 20, object, "resource")
 # that list it take it.
 string = DType("string", 7, object, "string")
 
-_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL + LIMITED}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "bool_": bool_,
                  "resource": resource, "string": string})
-_BY_ENUM = {d.enum: d for d in ALL}
+_BY_ENUM = {d.enum: d for d in ALL + LIMITED}
 _BY_ENUM[resource.enum] = resource
 _BY_ENUM[string.enum] = string
-# (bfloat16 enters when its numpy type is first asked for; see as_dtype)
-_BY_NUMPY = {d.as_numpy_dtype: d for d in ALL if not isinstance(d, _LazyNumpyType)}
+# (the ml_dtypes types enter when their numpy type is first asked for; see as_dtype)
+_BY_NUMPY = {d.as_numpy_dtype: d for d in ALL + LIMITED if not isinstance(d, _LazyNumpyType)}
 _BY_NUMPY[np.dtype(object)] = string
 
 
@@ -112,8 +139,9 @@ def as_dtype(value: Any) -> DType:
         return _BY_ENUM[value]
     try:
         found = _BY_NUMPY.get(np.dtype(value))
-        if found is None and bfloat16._np_dtype is None and "ml_dtypes" in sys.modules:
-            bfloat16.as_numpy_dtype  # noqa: B018  (a numpy bfloat16 exists: map it)
+        if found is None and "ml_dtypes" in sys.modules:
+            for d in _LAZY:   # an ml_dtypes type exists: map them
+                d.as_numpy_dtype  # noqa: B018
             found = _BY_NUMPY.get(np.dtype(value))
     except TypeError:
         found = None

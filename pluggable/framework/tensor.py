@@ -295,14 +295,31 @@ def _native(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _is_ml_dtype(dt: np.dtype) -> bool:
+    """An ml_dtypes type pluggable has (bfloat16, float8_e4m3fn, int4, ...)."""
+    try:
+        return dtypes.as_dtype(dt).as_numpy_dtype == dt
+    except TypeError:
+        return False
+
+
 def _check_range(src: np.ndarray, dtype: dtypes.DType) -> None:
     """Refuses integer conversions that would wrap (300 as int8)."""
     if not dtype.is_integer or src.size == 0 or src.dtype.kind not in "iufb":
         return
-    info = np.iinfo(dtype.as_numpy_dtype)
+    info = _iinfo(dtype)
     lo, hi = src.min().item(), src.max().item()     # Python numbers: exact comparisons
     if lo < info.min or hi > info.max:
         raise _out_of_range(lo if lo < info.min else hi, dtype, info.min, info.max)
+
+
+def _iinfo(dtype: dtypes.DType) -> Any:
+    """Integer limits, int4/uint4/int2/uint2 (ml_dtypes' types) included."""
+    np_dtype = dtype.as_numpy_dtype
+    if np_dtype.kind == "V":
+        import ml_dtypes
+        return ml_dtypes.iinfo(np_dtype)
+    return np.iinfo(np_dtype)
 
 
 def _out_of_range(bad: Any, dtype: dtypes.DType, lo: int, hi: int) -> errors.InvalidArgumentError:
@@ -327,7 +344,7 @@ def _scalar_array(value: Any, dtype: dtypes.DType) -> np.ndarray | None:
         if dtype.is_integer:
             bounds = _INT_BOUNDS.get(dtype)
             if bounds is None:
-                info = np.iinfo(dtype.as_numpy_dtype)
+                info = _iinfo(dtype)
                 bounds = _INT_BOUNDS[dtype] = (int(info.min), int(info.max))
             if not bounds[0] <= value <= bounds[1]:
                 raise _out_of_range(value, dtype, *bounds)
@@ -372,7 +389,7 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
         _check_range(src, dtype)
         return np.asarray(src.astype(dtype.as_numpy_dtype), order="C")
     a = _native(_numpy_call(_default_array, value))
-    if a.dtype.kind in "OUSVc" and str(a.dtype) != "bfloat16":
+    if a.dtype.kind in "OUSVc" and not (a.dtype.kind == "V" and _is_ml_dtype(a.dtype)):
         raise TypeError(f"cannot make a tensor from {type(value).__name__} values of dtype "
                         f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes

@@ -186,7 +186,7 @@ def _tensor(t) -> np.ndarray:
     return proto.from_tensor_proto(t)
 
 
-_ENUMS = {d.enum for d in dtypes.ALL}
+_ENUMS = {d.enum for d in dtypes.ALL + dtypes.LIMITED}
 
 
 def _empty(kind: str) -> Any:

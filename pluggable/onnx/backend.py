@@ -38,8 +38,18 @@ class PluggableRep(BackendRep):
             feeds = {v.name: x for v, x in zip(self.model.inputs, inputs)}
         with placement.device(self.device):
             outs = self.model(feeds)
-        return tuple([t.numpy() for t in o] if isinstance(o, list) else o.numpy()
+        return tuple([_value(t) for t in o] if isinstance(o, list) else _value(o)
                      for o in (outs[v.name] for v in self.model.outputs))
+
+
+def _value(t) -> np.ndarray:
+    """A tensor's value as onnx's runners give one: strings as str (UTF-8),
+    not the bytes pluggable's string tensors hold."""
+    if t.dtype.name != "string":
+        return t.numpy()
+    a = np.asarray(t.numpy(), dtype=object)
+    return np.vectorize(lambda b: b.decode("utf-8", errors="replace") if isinstance(b, bytes)
+                        else b, otypes=[object])(a) if a.size else a
 
 
 class PluggableBackend(Backend):

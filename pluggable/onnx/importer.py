@@ -151,8 +151,10 @@ def _tensor_value(t, base: str | None, onnx) -> np.ndarray:
         if dt is None:
             raise errors.UnimplementedError(f"tensor {t.name!r}: ONNX type {t.data_type}")
         count = int(np.prod(list(t.dims), dtype=np.int64))
-        offset, length = int(info.get("offset", 0)), int(info.get("length", count * dt.size))
-        if length != count * dt.size:
+        per_byte = _PACKED.get(dt.name, 0)
+        size = -(-count // per_byte) if per_byte else count * dt.size
+        offset, length = int(info.get("offset", 0)), int(info.get("length", size))
+        if length != size:
             raise errors.DataLossError(f"tensor {t.name!r}: external length {length} does not "
                                        f"match its shape {list(t.dims)}")
         try:
@@ -164,15 +166,47 @@ def _tensor_value(t, base: str | None, onnx) -> np.ndarray:
                                        f"{path!r}: {exc.strerror or exc}") from None
         if len(raw) != length:
             raise errors.DataLossError(f"tensor {t.name!r}: external data {path!r} is short")
+        if per_byte:
+            return _unpack(raw, per_byte, count).view(dt.as_numpy_dtype).reshape(tuple(t.dims))
         return np.frombuffer(raw, dt.as_numpy_dtype).reshape(tuple(t.dims)).copy()
     try:
         a = numpy_helper.to_array(t)
     except Exception as exc:
         raise errors.DataLossError(f"tensor {t.name!r} cannot be read ({exc}); the model is "
                                    "corrupt") from None
-    if a.dtype == object:
-        raise errors.UnimplementedError(f"tensor {t.name!r}: string tensors are not supported")
+    if a.dtype == object:   # strings: bytes, as pluggable's string tensors hold them
+        return np.vectorize(_as_bytes, otypes=[object])(a) if a.size else a
     return a
+
+
+# ONNX stores these two (4-bit) or four (2-bit) to a byte, the first in the low
+# bits; pluggable's tensors hold one per byte (the bits at the bottom).
+_PACKED = {"int4": 2, "uint4": 2, "float4_e2m1fn": 2, "int2": 4, "uint2": 4}
+
+
+def _unpack(raw: bytes, per_byte: int, count: int) -> np.ndarray:
+    b = np.frombuffer(raw, np.uint8)
+    bits = 8 // per_byte
+    parts = [(b >> (bits * i)) & ((1 << bits) - 1) for i in range(per_byte)]
+    return np.stack(parts, axis=-1).reshape(-1)[:count].astype(np.uint8)
+
+
+def _as_bytes(v) -> bytes:
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+def _no_dtype(v, onnx) -> str:
+    kind = v.type.WhichOneof("value")
+    if kind != "tensor_type":
+        kind = (kind or "unset").replace("_type", "")
+        return (f"model input {v.name!r} is of an ONNX {kind} type; the inputs of a model "
+                "pluggable imports are tensors (sequences and optionals exist only inside "
+                "the graph)")
+    elem = v.type.tensor_type.elem_type
+    name = onnx.TensorProto.DataType.Name(elem) if elem in \
+        onnx.TensorProto.DataType.values() else str(elem)
+    return (f"model input {v.name!r} has the ONNX element type {name} ({elem}), which has no "
+            "pluggable dtype; see pg.dtypes for the types there are")
 
 
 def _value_info(v) -> ValueInfo:
@@ -218,10 +252,9 @@ class Model:
             self._inits[t.name] = _tensor_value(t, base, onnx)
         self.inputs = [_value_info(v) for v in g.input if v.name not in self._inits]
         self.outputs = [_value_info(v) for v in g.output]
-        for v in self.inputs:
+        for v, proto in zip(self.inputs, [p for p in g.input if p.name not in self._inits]):
             if v.dtype is None:
-                raise errors.UnimplementedError(
-                    f"model input {v.name!r} has an ONNX type pluggable has no dtype for")
+                raise errors.UnimplementedError(_no_dtype(proto, onnx))
         self._rules = [self._resolve(n) for n in g.node]
         self._value_inputs = self._find_value_inputs()
         self._check_wiring()

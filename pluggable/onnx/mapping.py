@@ -49,7 +49,14 @@ _BIG = 1 << 62
 # ONNX TensorProto.DataType -> pluggable dtype
 ONNX_DTYPES = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 5: dtypes.int16,
                6: dtypes.int32, 7: dtypes.int64, 9: dtypes.bool_, 10: dtypes.float16,
-               11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64, 16: dtypes.bfloat16}
+               11: dtypes.float64, 12: dtypes.uint32, 13: dtypes.uint64, 16: dtypes.bfloat16,
+               4: dtypes.uint16, 17: dtypes.float8_e4m3fn, 18: dtypes.float8_e4m3fnuz,
+               19: dtypes.float8_e5m2, 20: dtypes.float8_e5m2fnuz, 21: dtypes.uint4,
+               22: dtypes.int4, 23: dtypes.float4_e2m1fn, 25: dtypes.uint2, 26: dtypes.int2,
+               8: dtypes.string}
+# Cast's `saturate` (opset 19) clamps to the finite range of these before casting.
+_FLOAT8 = frozenset({dtypes.float8_e4m3fn, dtypes.float8_e4m3fnuz, dtypes.float8_e5m2,
+                     dtypes.float8_e5m2fnuz})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -431,13 +438,26 @@ def _constant(c, x, a):
                                     f"{sorted(a)} is not mapped")
 
 
-@rule("Cast", "Cast")
+def _cast_to(c, x, to, saturate=True):
+    """Cast `x` to `to` as ONNX's Cast does: to a float8 type with `saturate`,
+    finite values beyond its range (and infinities) become its largest value
+    of their sign; otherwise overflow gives infinity or NaN (ml_dtypes' rule)."""
+    if to in _FLOAT8 and saturate and x.dtype is not to:
+        import ml_dtypes
+        hi = float(ml_dtypes.finfo(to.as_numpy_dtype).max)
+        if x.dtype not in (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64):
+            x = c.op("Cast", x, DstT=dtypes.float32)   # (Maximum takes none of the others)
+        x = c.op("Minimum", c.op("Maximum", x, const(-hi, x)), const(hi, x))
+    return c.op("Cast", x, DstT=to)
+
+
+@rule("Cast", "Cast Maximum Minimum")
 def _cast(c, x, a):
     to = ONNX_DTYPES.get(a["to"])
     if to is None:
         raise errors.UnimplementedError(f"ONNX node {c.node!r}: Cast to ONNX type {a['to']} "
                                         "has no pluggable dtype")
-    return [c.op("Cast", x[0], DstT=to)]
+    return [_cast_to(c, x[0], to, a.get("saturate", 1))]
 
 
 @rule("BitCast", "Bitcast Cast", since=26)
@@ -454,9 +474,15 @@ def _bitcast_rule(c, x, a):
     return [c.op("Bitcast", X, type=to)]
 
 
-@rule("CastLike", "Cast")
+@rule("CastLike", "Cast Maximum Minimum")
 def _castlike(c, x, a):
-    return [c.op("Cast", x[0], DstT=x[1].dtype)]
+    return [_cast_to(c, x[0], x[1].dtype, a.get("saturate", 1))]
+
+
+@rule("StringConcat", "Add", since=20)
+def _string_concat(c, x, a):
+    """Elementwise X + Y of string tensors, broadcast (TensorFlow's Add joins strings)."""
+    return [c.op("Add", x[0], x[1])]
 
 
 # ================================================================ shapes
@@ -1957,7 +1983,8 @@ def _qparam(c, p, X, axis, block):
     per `axis` (1-D), or per block of `block` elements along `axis`."""
     r = rank(X)
     ax = axis + r if axis < 0 else axis
-    if rank(p) == 0 or (rank(p) == 1 and p.shape[0] == 1 and X.shape[ax] != 1 and not block):
+    if rank(p) == 0 or (rank(p) == 1 and p.shape[0] == 1 and not block
+                        and (ax >= r or X.shape[ax] != 1)):   # (one value for every element)
         return p
     if block:
         idx = (np.arange(X.shape[ax]) // int(block)).astype(np.int64)
@@ -1972,7 +1999,8 @@ def _f32(c, t):
 def _saturate(c, v, dt):
     """float32 `v` rounded half to even, clipped to the range of integer
     type `dt`, cast to it."""
-    info = np.iinfo(dt.as_numpy_dtype)
+    import ml_dtypes   # (its iinfo knows int4, uint4, int2 and uint2 too)
+    info = ml_dtypes.iinfo(dt.as_numpy_dtype)
     v = c.op("Minimum", c.op("Maximum", c.op("Round", v), const(info.min, v)), const(info.max, v))
     return c.op("Cast", v, DstT=dt)
 
@@ -1981,19 +2009,22 @@ def _dequantize(c, x, scale, zp, axis=1, block=0):
     s = _qparam(c, scale, x, axis, block)
     v = _f32(c, x)
     if zp is not None:
-        v = c.op("Sub", v, _f32(c, _qparam(c, zp, x, axis, block)))
+        v = c.op("Sub", v, _qparam(c, _f32(c, zp), x, axis, block))
     y = c.op("Mul", v, _f32(c, s))
     return y if y.dtype is scale.dtype else c.op("Cast", y, DstT=scale.dtype)
 
 
-def _quantize(c, x, scale, zp, dt, axis=1, block=0):
-    if not dt.is_integer:
-        raise errors.UnimplementedError(f"ONNX node {c.node!r}: quantizing to {dt.name} is "
-                                        "not mapped (integer types only)")
+def _quantize(c, x, scale, zp, dt, axis=1, block=0, saturate=True):
+    """round(x / scale) + zp clipped to integer type `dt`; to a float type,
+    x / scale + zp cast to it (saturating to a float8 type with `saturate`)."""
     v = c.op("RealDiv", _f32(c, x), _f32(c, _qparam(c, scale, x, axis, block)))
+    if dt.is_floating:
+        if zp is not None:
+            v = c.op("AddV2", v, _qparam(c, _f32(c, zp), x, axis, block))
+        return _cast_to(c, v, dt, saturate)
     v = c.op("Round", v)
     if zp is not None:
-        v = c.op("AddV2", v, _f32(c, _qparam(c, zp, x, axis, block)))
+        v = c.op("AddV2", v, _qparam(c, _f32(c, zp), x, axis, block))
     return _saturate(c, v, dt)
 
 
@@ -2013,7 +2044,8 @@ def _quantize_rule(c, x, a):
     if dt is None:
         raise errors.UnimplementedError(f"ONNX node {c.node!r}: QuantizeLinear to ONNX type "
                                         f"{a.get('output_dtype')} has no pluggable dtype")
-    return [_quantize(c, x[0], x[1], zp, dt, a.get("axis", 1), a.get("block_size", 0))]
+    return [_quantize(c, x[0], x[1], zp, dt, a.get("axis", 1), a.get("block_size", 0),
+                      a.get("saturate", 1))]
 
 
 @rule("DynamicQuantizeLinear", _Q_OPS + " Max Min", since=11)

@@ -110,16 +110,27 @@ def _reduce(op):
     return kernel
 
 
+_ML_FLOATS = frozenset({"bfloat16", "float8_e5m2", "float8_e4m3fn", "float8_e4m3fnuz",
+                        "float8_e5m2fnuz", "float4_e2m1fn"})
+
+
 def cast_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Cast with TensorFlow-like float->int rules: truncate toward zero, clamp
-    to the integer range, NaN -> 0; anything -> bool is `!= 0`."""
+    to the integer range, NaN -> 0; anything -> bool is `!= 0`. To and from
+    the narrow types (float8, int4, ...) ml_dtypes converts: rounding to
+    nearest even, overflow to infinity or NaN (the largest value for
+    float4_e2m1fn); float to int4/uint4/int2/uint2 truncates, and NaN or a
+    value outside the range gives 0."""
     if dtype == np.bool_:
         return x != 0
-    if dtype.kind in "iu" and (x.dtype.kind == "f" or str(x.dtype) == "bfloat16"):
+    if dtype.kind in "iu" and (x.dtype.kind == "f" or str(x.dtype) in _ML_FLOATS):
         info = np.iinfo(dtype)
         w = np.trunc(x.astype(np.float64))
         w = np.nan_to_num(w, nan=0.0, posinf=info.max, neginf=info.min)
         return np.clip(w, info.min, info.max).astype(dtype)
+    if dtype.kind == "V" or x.dtype.kind == "V":   # ml_dtypes: NaN to an integer gives 0
+        with np.errstate(invalid="ignore"):
+            return x.astype(dtype)
     return x.astype(dtype)
 
 

@@ -17,8 +17,12 @@ from ..framework.registry import make_op_def, register_op
 _REAL = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8}"
 _FLOAT = "{bfloat16, half, float, double}"
 _ALL = "{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double}"
-_ALL_AND_STRING = "{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double, string}"
 _INDEX = "{int32, int64} = DT_INT32"
+# The narrow element types (dtypes.LIMITED but uint16): Cast converts them
+# and the data-movement ops below carry them.
+_NARROW = ("float8_e5m2, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2fnuz, int4, uint4, int2, "
+           "uint2, float4_e2m1fn")
+_CASTABLE = f"{_ALL[:-1]}, uint16, uint32, uint64, {_NARROW}}}"
 
 
 def _err(op: str, msg: str) -> InvalidArgumentError:
@@ -209,7 +213,7 @@ def _define(name, inputs, outputs, attrs, shape_fn, host_value_inputs=(), **kw):
 
 def define_builtin_ops() -> None:
     for name in ("AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"):
-        types = _REAL if name == "RealDiv" else f"{_REAL[:-1]}, uint32, uint64}}"
+        types = _REAL if name == "RealDiv" else f"{_REAL[:-1]}, uint16, uint32, uint64}}"
         _define(name, ["x: T", "y: T"], ["z: T"], [f"T: {types}"], _binary(name),
                 is_commutative=name in ("AddV2", "Mul", "Maximum", "Minimum"))
     for name in ("Neg", "Abs"):
@@ -227,15 +231,15 @@ def define_builtin_ops() -> None:
                 ["keep_dims: bool = false", f"T: {_REAL}", f"Tidx: {_INDEX}"],
                 _reduce(name), host_value_inputs=["reduction_indices"])
     _define("Cast", ["x: SrcT"], ["y: DstT"],
-            [f"SrcT: {_ALL}", f"DstT: {_ALL}", "Truncate: bool = false"], _same)
+            [f"SrcT: {_CASTABLE}", f"DstT: {_CASTABLE}", "Truncate: bool = false"], _same)
     _define("Transpose", ["x: T", "perm: Tperm"], ["y: T"],
             [f"T: {_ALL}", f"Tperm: {_INDEX}"], _transpose, host_value_inputs=["perm"])
     _define("Reshape", ["tensor: T", "shape: Tshape"], ["output: T"],
-            [f"T: {_ALL_AND_STRING}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
+            [f"T: {_CASTABLE[:-1]}, string}}", f"Tshape: {_INDEX}"], _reshape,
+            host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
             [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
-    _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL[:-1]}, uint32, uint64, string}}"],
-            _same)
+    _define("Identity", ["input: T"], ["output: T"], [f"T: {_CASTABLE[:-1]}, string}}"], _same)
     _define("Conv2D", ["input: T", "filter: T"], ["output: T"],
             [f"T: {{half, bfloat16, float, double, int32}}", "strides: list(int)",
              "use_cudnn_on_gpu: bool = true",

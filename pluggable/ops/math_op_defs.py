@@ -11,11 +11,12 @@ from .op_util import (axis, define, err, index_array, sample, same_shape, same_s
                       scalar)
 
 # TensorFlow's type sets, restricted to the dtypes pluggable has.
-REAL = "{float, double, int32, uint8, int16, int8, int64, bfloat16, half, uint32, uint64}"
+REAL = "{float, double, int32, uint8, int16, int8, int64, bfloat16, half, uint16, uint32, uint64}"
 NUMBER = REAL
 FLOAT = "{bfloat16, half, float, double}"
-BITS = "{int8, int16, int32, int64, uint8, uint32, uint64}"
-BITCAST = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint32, uint64}"
+BITS = "{int8, int16, int32, int64, uint8, uint16, uint32, uint64}"
+BITCAST = ("{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint16, uint32, "
+           "uint64}")
 _IDX = "{int32, int64}"
 
 
@@ -379,11 +380,11 @@ def define_math_ops() -> None:
            ["T: {bfloat16, float, half, double, int8, int16, int32, int64}"], _binary("Pow"),
            examples=_ex_binary(int_exp=True))
     define("FloorDiv", ["x: T", "y: T"], ["z: T"],
-           ["T: {bfloat16, half, float, double, uint8, int8, int16, int32, uint32, uint64, "
-            "int64}"], _binary("FloorDiv"), examples=_ex_binary(nonzero_y=True))
+           ["T: {bfloat16, half, float, double, uint8, int8, uint16, int16, int32, uint32, "
+            "uint64, int64}"], _binary("FloorDiv"), examples=_ex_binary(nonzero_y=True))
     define("FloorMod", ["x: T", "y: T"], ["z: T"],
-           ["T: {int8, int16, int32, int64, uint8, uint32, uint64, bfloat16, half, float, "
-            "double}"], _binary("FloorMod"), examples=_ex_binary(nonzero_y=True))
+           ["T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, half, "
+            "float, double}"], _binary("FloorMod"), examples=_ex_binary(nonzero_y=True))
     define("Square", ["x: T"], ["y: T"],
            ["T: {bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint32, "
             "uint64}"], same_shape, examples=_ex_unary())

@@ -26,6 +26,15 @@ static const TF_DataType kNumeric[] = {TF_HALF,  TF_BFLOAT16, TF_FLOAT,
 static const TF_DataType kAll[] = {TF_BOOL,  TF_INT8,     TF_UINT8, TF_INT16,
                                    TF_INT32, TF_INT64,    TF_HALF,  TF_BFLOAT16,
                                    TF_FLOAT, TF_DOUBLE,   0};
+/* Cast's SrcT and DstT, and the data-movement kernels that carry every
+ * element type (Identity, Reshape): kAll, the unsigned integers and the
+ * narrow types (one element per byte). */
+static const TF_DataType kCastable[] = {
+    TF_BOOL,  TF_INT8,   TF_UINT8,  TF_INT16,  TF_INT32,  TF_INT64,
+    TF_HALF,  TF_BFLOAT16, TF_FLOAT, TF_DOUBLE, TF_UINT16, TF_UINT32,
+    TF_UINT64, TF_FLOAT8_E5M2, TF_FLOAT8_E4M3FN, TF_FLOAT8_E4M3FNUZ,
+    TF_FLOAT8_E5M2FNUZ, TF_INT4, TF_UINT4, TF_INT2, TF_UINT2,
+    TF_FLOAT4_E2M1FN, 0};
 /* FusedBatchNorm's x (its statistics are float). */
 static const TF_DataType kBatchNorm[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT, 0};
 /* Range's Tidx. */
@@ -171,10 +180,10 @@ static const md_kernel_def kKernels[] = {
               {"num_segments"}),
     /* kernels_shape.c */
     MD_KERNEL("Transpose", transpose, kAll, NULL, {"perm"}),
-    MD_KERNEL("Reshape", reshape, kAll, NULL, {"shape"}),
+    MD_KERNEL("Reshape", reshape, kCastable, NULL, {"shape"}),
     MD_KERNEL("ExpandDims", expand_dims, kAll, NULL, {"dim"}),
     MD_KERNEL_STATE("Squeeze", squeeze, squeeze, kAll, NULL),
-    MD_KERNEL("Identity", identity, kAll, NULL),
+    MD_KERNEL("Identity", identity, kCastable, NULL),
     /* kernels_fill.c */
     MD_KERNEL("Fill", fill, kAll, NULL, {"dims"}),
     MD_KERNEL("ZerosLike", zeros_like, kAll, NULL),
@@ -260,9 +269,9 @@ void TF_InitKernel(void) {
   }
   /* Cast: every (source, destination) pair. */
   static const md_kernel_def kCast = {"Cast", NULL, md_compute_cast, NULL,
-                                      kAll, NULL, {NULL}, NULL, 0, 0};
-  for (const TF_DataType* src = kAll; *src != 0; ++src) {
-    for (const TF_DataType* dst = kAll; *dst != 0; ++dst) {
+                                      kCastable, NULL, {NULL}, NULL, 0, 0};
+  for (const TF_DataType* src = kCastable; *src != 0; ++src) {
+    for (const TF_DataType* dst = kCastable; *dst != 0; ++dst) {
       md_register(&kCast, "SrcT", *src, "DstT", *dst);
     }
   }

@@ -27,6 +27,10 @@ _VALUE_FIELD = {
     "int32": "int_val", "int16": "int_val", "int8": "int_val", "uint8": "int_val",
     "bool": "bool_val", "float16": "half_val", "bfloat16": "half_val",
     "uint32": "uint32_val", "uint64": "uint64_val", "string": "string_val",
+    "uint16": "int_val", "int4": "int_val", "uint4": "int_val", "int2": "int_val",
+    "uint2": "int_val", "float8_e5m2": "float8_val", "float8_e4m3fn": "float8_val",
+    "float8_e4m3fnuz": "float8_val", "float8_e5m2fnuz": "float8_val",
+    "float4_e2m1fn": "float8_val",   # (float8_val: one byte per element)
 }
 _MAX_PROTO_BYTES = 1 << 31  # a serialised message must stay below 2 GiB
 
@@ -158,6 +162,11 @@ def _write_values(proto, dt: dtypes.DType, flat: np.ndarray) -> None:
     field = _VALUE_FIELD[dt.name]
     if field == "half_val":  # the element's 16 bits, zero-extended
         flat = flat.view(np.uint16).astype(np.int32)
+    elif field == "float8_val":
+        proto.float8_val = np.ascontiguousarray(flat).view(np.uint8).tobytes()
+        return
+    elif flat.dtype.kind == "V":   # int4, uint4, int2, uint2
+        flat = flat.astype(np.int32)
     getattr(proto, field).extend(flat.tolist())
 
 
@@ -223,6 +232,8 @@ def _read_values(proto, dt: dtypes.DType) -> np.ndarray:
     if field == "half_val":
         bits = np.fromiter(values, np.int64, count=len(values)).astype(np.uint16)
         return bits.view(dt.as_numpy_dtype)
+    if field == "float8_val":
+        return np.frombuffer(values, np.uint8).view(dt.as_numpy_dtype)
     if field == "int_val":  # narrower types wrap as a C cast would
         wide = np.fromiter(values, np.int64, count=len(values))
         return wide.astype(dt.as_numpy_dtype)
