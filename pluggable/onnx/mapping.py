@@ -3095,3 +3095,122 @@ def _attention(c, x, a):
         b, h, s, d = y.shape
         y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, s, h * d])
     return [y, present_k, present_v, qk][:max(c.n_outputs, 1)]
+
+
+# ================================================================ data-dependent shapes
+# (Where, Unique* and NonMaxSuppressionV3 have CPU kernels only: under another
+# device's scope they run on the host by soft placement.)
+
+@rule("NonZero", "Where Transpose", since=9)
+def _nonzero(c, x, a):
+    return [transpose(c, c.op("Where", x[0]), [1, 0])]
+
+
+def _stable_argsort(c, v, n: int):
+    """The permutation that sorts 1-D `v` (n elements) ascending, equal
+    values in their order: TopKV2 (descending, the lower index first among
+    equals) of `v` reversed, read backwards."""
+    rev = np.arange(n - 1, -1, -1, dtype=np.int64)
+    _, idx = c.ops("TopKV2", c.op("GatherV2", v, rev, np.asarray(0, np.int32)),
+                   np.asarray(n, np.int32), sorted=True, index_type=dtypes.int64)
+    return c.op("Sub", const(n - 1, idx), c.op("GatherV2", idx, rev, np.asarray(0, np.int32)))
+
+
+def _lexsort_rows(c, rows, n: int, d: int):
+    """The permutation that sorts the n rows of `rows` ([n, d])
+    lexicographically: stable sorts from the last column to the first."""
+    perm = None
+    zero = np.asarray(0, np.int32)
+    for j in range(d - 1, -1, -1):
+        col = c.op("GatherV2", rows, np.asarray(j, np.int64), np.asarray(1, np.int32))
+        if perm is not None:
+            col = c.op("GatherV2", col, perm, zero)
+        p = _stable_argsort(c, col, n)
+        perm = p if perm is None else c.op("GatherV2", perm, p, zero)
+    return perm
+
+
+@rule("Unique", "UniqueWithCountsV2 TopKV2 GatherV2 Sub Cumsum ScatterNd Reshape Transpose "
+      "ExpandDims", since=11)
+def _unique(c, x, a):
+    X = x[0]
+    if X.shape is None or any(d is None for d in X.shape):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Unique needs an input of "
+                                        "static shape")
+    shape = tuple(X.shape)
+    axis = a.get("axis")
+    if axis is None:
+        shape = (int(np.prod(shape, dtype=np.int64)),)
+        X = reshape(c, X, shape)
+        axis = 0
+    axis = _axes([axis], len(shape))[0]
+    perm = [axis] + [i for i in range(len(shape)) if i != axis]
+    n, rest = shape[axis], [shape[i] for i in perm[1:]]
+    d = int(np.prod(rest, dtype=np.int64))
+    rows = reshape(c, transpose(c, X, perm) if axis else X, [n, d])
+    zero = np.asarray(0, np.int32)
+    order = _lexsort_rows(c, rows, n, d) if a.get("sorted", 1) and n > 0 else None
+    if order is not None:
+        rows = c.op("GatherV2", rows, order, zero)
+    y, inv, counts = c.ops("UniqueWithCountsV2", rows, np.asarray([0], np.int64),
+                           out_idx=dtypes.int64)
+    starts = c.op("Cumsum", counts, zero, exclusive=True)
+    if order is not None:   # rows sorted: each value's run starts at `starts`
+        first = c.op("GatherV2", order, starts, zero)
+        inv = c.op("ScatterNd", c.op("ExpandDims", order, np.asarray(-1, np.int32)), inv,
+                   np.asarray([n], np.int64))
+    else:
+        first = c.op("GatherV2", _stable_argsort(c, inv, n), starts, zero) if n else inv
+    y = reshape(c, y, [-1] + rest)
+    if axis:
+        y = transpose(c, y, list(np.argsort(perm)))
+    return [y, first, inv, counts]
+
+
+def _nms_boxes(c, boxes, center: bool):
+    """ONNX boxes [N, 4] as TensorFlow's corners [y1, x1, y2, x2]
+    (center_point_box 1: [x_center, y_center, width, height])."""
+    if not center:
+        return boxes
+    cx, cy, w, h = (c.op("GatherV2", boxes, np.asarray(i, np.int64), np.asarray(1, np.int32))
+                    for i in range(4))
+    hw, hh = c.op("Mul", w, const(0.5, w)), c.op("Mul", h, const(0.5, h))
+    corners = [c.op("Sub", cy, hh), c.op("Sub", cx, hw), c.op("AddV2", cy, hh),
+               c.op("AddV2", cx, hw)]
+    return c.op("Pack", *corners, axis=1, N=4)
+
+
+@rule("NonMaxSuppression", "NonMaxSuppressionV3 GatherV2 Reshape Cast Mul Sub AddV2 Pack "
+      "ConcatV2 Minimum", since=10)
+def _nms(c, x, a):
+    boxes, scores = x[0], x[1]
+    if boxes.shape is None or scores.shape is None or None in tuple(scores.shape)[:2] \
+            or len(boxes.shape) != 3 or len(scores.shape) != 3:
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: NonMaxSuppression needs boxes [batch, boxes, 4] and "
+            "scores [batch, classes, boxes] of known batch and class counts")
+    nb, nc = int(scores.shape[0]), int(scores.shape[1])
+    arg = lambda i: x[i] if len(x) > i and x[i] is not None else None   # noqa: E731
+    k = arg(2)
+    k = np.asarray(0, np.int32) if k is None else c.op(
+        "Cast", reshape(c, c.op("Minimum", k, const(2**31 - 1, k)), []), DstT=dtypes.int32)
+    iou = np.asarray(0, np.float32) if arg(3) is None else reshape(c, arg(3), [])
+    score = np.asarray(-np.inf, np.float32) if arg(4) is None else reshape(c, arg(4), [])
+    zero = np.asarray(0, np.int32)
+    parts = []
+    for b in range(nb):
+        bx = _nms_boxes(c, c.op("GatherV2", boxes, np.asarray(b, np.int64), zero),
+                        a.get("center_point_box", 0))
+        for k_ in range(nc):
+            sc = c.op("GatherV2", c.op("GatherV2", scores, np.asarray(b, np.int64), zero),
+                      np.asarray(k_, np.int64), zero)
+            sel = c.op("Cast", c.op("NonMaxSuppressionV3", bx, sc, k, iou, score),
+                       DstT=dtypes.int64)
+            z = c.op("Mul", sel, const(0, sel))
+            parts.append(c.op("Pack", c.op("AddV2", z, const(b, z)),
+                              c.op("AddV2", z, const(k_, z)), sel, axis=1, N=3))
+    if not parts:
+        return [np.zeros((0, 3), np.int64)]
+    if len(parts) == 1:
+        return parts
+    return [c.op("ConcatV2", *parts, np.asarray(0, np.int32), N=len(parts))]
