@@ -270,7 +270,7 @@ class Model:
                 if node.op_type in ("Shape", "Size") or \
                         not any(o in needed for o in node.output):
                     continue
-                more = {n for n in node.input if n} - needed
+                more = _reads(node) - needed
                 if more:
                     needed |= more
                     grew = True
@@ -462,6 +462,18 @@ def _all_nodes(graph, onnx):
         for a in node.attribute:
             for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
                 yield from _all_nodes(sub, onnx)
+
+
+def _reads(node) -> set:
+    """The names `node` reads: its inputs and, for an If, Loop or Scan,
+    the names its subgraphs read (the outer values they capture
+    included)."""
+    out = {n for n in node.input if n}
+    for a in node.attribute:
+        for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+            for inner in sub.node:
+                out |= _reads(inner)
+    return out
 
 
 def _as_tensor(g: Graph, x: Any):

@@ -220,10 +220,26 @@ for _o, _t in [("Add", "AddV2"), ("Sub", "Sub"), ("Mul", "Mul"), ("Equal", "Equa
     _binary(_o, _t)
 
 
-@rule("Pow", "Pow Cast")
+@rule("Pow", "Pow Cast Bitcast SelectV2 Less AddV2")
 def _pow(c, x, a):
-    b = x[1] if x[1].dtype is x[0].dtype else c.op("Cast", x[1], DstT=x[0].dtype)
+    b = x[1]
+    if b.dtype in (dtypes.uint32, dtypes.uint64) and b.dtype is not x[0].dtype:
+        b = _unsigned_to(c, b, x[0].dtype)
+    b = b if b.dtype is x[0].dtype else c.op("Cast", b, DstT=x[0].dtype)
     return [c.op("Pow", x[0], b)]
+
+
+def _unsigned_to(c, u, dt):
+    """uint32/uint64 `u` as dtype `dt` (Cast reads no unsigned type wider
+    than 8 bits): its bits as the signed type, wrapped back up by 2**bits."""
+    signed = dtypes.int32 if u.dtype is dtypes.uint32 else dtypes.int64
+    s = c.op("Bitcast", u, type=signed)
+    wide = dtypes.float64 if dt.is_floating else dt
+    v = c.op("Cast", s, DstT=wide)
+    neg = c.op("Less", s, const(0, s))
+    v = c.op("SelectV2", neg, c.op("AddV2", v, const(2.0 ** (32 if signed is dtypes.int32
+                                                               else 64), v)), v)
+    return v if wide is dt else c.op("Cast", v, DstT=dt)
 
 
 def _trunc_div(c, a, b):
@@ -660,7 +676,8 @@ def _cos(c, x, a):
 @rule("Range", "Range Cast")
 def _range(c, x, a):
     vals = [c.value(t) for t in x]
-    if all(v is not None for v in vals):
+    if all(v is not None for v in vals):   # (one-element limits read as scalars, as ORT)
+        vals = [v.reshape(()) if v.size == 1 else v for v in vals]
         return [np.arange(vals[0], vals[1], vals[2]).astype(vals[0].dtype)]
     return [c.op("Range", *x)]
 
@@ -3214,3 +3231,36 @@ def _nms(c, x, a):
     if len(parts) == 1:
         return parts
     return [c.op("ConcatV2", *parts, np.asarray(0, np.int32), N=len(parts))]
+
+
+# ================================================================ ai.onnx.ml
+
+@rule("Binarizer", "Greater Cast", domain="ai.onnx.ml")
+def _binarizer(c, x, a):
+    X = x[0]
+    return [c.op("Cast", c.op("Greater", X, const(a.get("threshold", 0.0), X)), DstT=X.dtype)]
+
+
+@rule("ArrayFeatureExtractor", "GatherV2 Reshape", domain="ai.onnx.ml")
+def _array_feature_extractor(c, x, a):
+    X, idx = x
+    out = c.op("GatherV2", X, reshape(c, idx, [-1]), np.asarray(-1, np.int32))
+    return [reshape(c, out, [1, -1]) if rank(X) == 1 else out]
+
+
+@rule("Scan", "GatherV2 Pack StridedSlice Reshape Identity", since=8, until=8, raw=True)
+def _scan8(c, x, a):
+    """Scan-8: every input has a batch axis first, scanned along axis 1."""
+    if x[0] is not None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Scan-8 with sequence_lens is "
+                                        "not mapped (leave the input empty)")
+    items = [_tensorish(c, v) for v in x[1:]]
+    batch = items[0].shape[0] if items and items[0].shape else None
+    if batch is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Scan-8 needs a known batch size")
+    zero = np.asarray(0, np.int32)
+    attrs = {"body": a["body"], "num_scan_inputs": a["num_scan_inputs"],
+             "scan_input_directions": a.get("directions")}
+    per = [_scan(c, [c.op("GatherV2", v, np.asarray(b, np.int64), zero) for v in items], attrs)
+           for b in range(batch)]
+    return [_stack(c, list(outs), 0) for outs in zip(*per)]

@@ -13,13 +13,17 @@ from .selection_op_defs import unique_axis
 
 def _where(ins, attrs):
     x = ins[0]
+    if not 1 <= x.ndim <= 8:
+        raise err("Where", f"Unhandled input dimensions: {x.ndim} (the input must have "
+                  "rank 1 to 8)")
     return [np.argwhere(x != 0 if x.dtype != np.bool_ else x).astype(np.int64)]
 
 
 def unique_first(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(unique slices of `x` along `axis` in order of first occurrence, the
     index of each slice's unique value, the count of each unique value)."""
-    rows = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+    rest = int(np.prod(x.shape[:axis] + x.shape[axis + 1:], dtype=np.int64))
+    rows = np.moveaxis(x, axis, 0).reshape(x.shape[axis], rest)
     seen: dict = {}
     idx = np.empty(rows.shape[0], np.int64)
     first = []

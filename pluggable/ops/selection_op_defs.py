@@ -116,8 +116,9 @@ def _ex_nms(rng, types):
         boxes[flip] = boxes[flip][:, [2, 3, 0, 1]]
         scores = rng.permutation(n) / n + 0.05   # distinct scores: no ties
         out.append(({"boxes": boxes.astype(T), "scores": scores.astype(T),
-                     "max_output_size": np.int32(k), "iou_threshold": TT(iou),
-                     "score_threshold": TT(score)}, {}))
+                     "max_output_size": np.asarray(k, np.int32),
+                     "iou_threshold": np.asarray(iou, TT),
+                     "score_threshold": np.asarray(score, TT)}, {}))
     return out
 
 

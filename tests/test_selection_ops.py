@@ -1,0 +1,224 @@
+"""The ops whose output shapes depend on values (Where, Unique*,
+NonMaxSuppressionV3) against numpy on fresh random inputs, eager and in a
+pg.function graph (a dimension unknown until the op runs); under a
+MY_DEVICE scope they run on the host by soft placement. The ONNX nodes that
+lower to them (NonZero, Unique, NonMaxSuppression) and the other ONNX rows
+of this group (Binarizer, ArrayFeatureExtractor, Pow of an unsigned
+exponent, Scan-8) against onnxruntime. tests/test_op_semantics.py compares
+the ops with TensorFlow."""
+import numpy as np
+import pytest
+
+import pluggable as pg
+from pluggable import errors
+
+rng = np.random.default_rng()
+DEVICES = ["CPU:0", "MY_DEVICE:0"]
+
+
+def _repeats(shape, k=4, dtype=np.float32):
+    return rng.standard_normal(k).astype(dtype)[rng.integers(0, k, shape)]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_where_lists_true_coordinates_in_row_major_order(dev):
+    x = np.where(rng.random((4, 5, 3)) < 0.4, 0, rng.standard_normal((4, 5, 3))).astype(np.float32)
+    with pg.device(dev), pg.testing.expect_kernel("Where", "CPU"):
+        got = pg.raw_ops.Where(input=pg.constant(x))
+    np.testing.assert_array_equal(got.numpy(), np.argwhere(x))
+    assert got.dtype == pg.int64
+
+
+def test_where_in_a_graph_has_an_unknown_row_count():
+    @pg.function
+    def f(x):
+        w = pg.raw_ops.Where(input=x)
+        assert tuple(w.shape) == (None, 2)
+        return pg.raw_ops.Transpose(x=w, perm=np.array([1, 0], np.int32))
+    for _ in range(2):   # a new count each call, one graph
+        x = rng.random((6, 7)) < 0.3
+        np.testing.assert_array_equal(f(pg.constant(x)).numpy(), np.nonzero(x))
+
+
+def test_where_of_a_scalar_is_refused_as_tensorflow():
+    with pytest.raises(errors.InvalidArgumentError, match="Unhandled input dimensions: 0"):
+        pg.raw_ops.Where(input=pg.constant(True))
+
+
+def _first_order(x, axis=0):
+    """numpy's unique in order of first occurrence: (y, idx, count)."""
+    u, first, inv, cnt = np.unique(x, return_index=True, return_inverse=True,
+                                   return_counts=True, axis=axis)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return np.take(u, order, axis=axis), rank[inv.reshape(-1)], cnt[order]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_unique_with_counts_keeps_first_occurrence_order(dev):
+    x = _repeats(20)
+    with pg.device(dev), pg.testing.expect_kernel("UniqueWithCounts", "CPU"):
+        y, idx, cnt = pg.raw_ops.UniqueWithCounts(x=pg.constant(x), out_idx=pg.int64)
+    for g, w in zip((y, idx, cnt), _first_order(x)):
+        np.testing.assert_array_equal(g.numpy(), w)
+    assert idx.dtype == cnt.dtype == pg.int64
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_unique_v2_along_an_axis(axis):
+    pool = rng.integers(0, 5, (3, 3, 4)).astype(np.int32)
+    x = np.take(pool, rng.integers(0, 3, 7), axis=axis % 3)
+    with pg.testing.expect_kernel("UniqueV2", "CPU"):
+        y, idx = pg.raw_ops.UniqueV2(x=pg.constant(x), axis=pg.constant(np.array([axis])))
+    wy, widx, _ = _first_order(x, axis % 3)
+    np.testing.assert_array_equal(y.numpy(), wy)
+    np.testing.assert_array_equal(idx.numpy(), widx)
+
+
+def test_unique_errors_say_what_is_wrong():
+    with pytest.raises(errors.InvalidArgumentError, match="unique expects a 1D vector"):
+        pg.raw_ops.Unique(x=pg.constant(np.zeros((2, 2), np.float32)))
+    with pytest.raises(errors.InvalidArgumentError, match=r"axis has to be between \[0, 2\)"):
+        pg.raw_ops.UniqueV2(x=pg.constant(np.zeros((2, 2), np.float32)),
+                            axis=pg.constant(np.array([2])))
+
+
+def _np_nms(boxes, scores, k, iou_t, score_t):
+    lo, hi = np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])
+    area = np.prod(hi - lo, 1)
+    sel = []
+    for i in sorted(np.flatnonzero(scores > score_t), key=lambda i: (-scores[i], i)):
+        if len(sel) == k:
+            break
+        inter = [np.prod(np.clip(np.minimum(hi[i], hi[j]) - np.maximum(lo[i], lo[j]), 0, None))
+                 for j in sel]
+        if all(t / (area[i] + area[j] - t) <= iou_t for t, j in zip(inter, sel)):
+            sel.append(i)
+    return np.asarray(sel, np.int32)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_non_max_suppression_v3_matches_greedy_selection(dev):
+    n = 40
+    corner = rng.uniform(0, 6, (n, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(0.5, 3, (n, 2))], 1).astype(np.float32)
+    scores = rng.random(n).astype(np.float32)
+    for k, iou_t, score_t in ((10, 0.5, 0.0), (n, 0.2, 0.3), (0, 0.5, 0.0)):
+        with pg.device(dev), pg.testing.expect_kernel("NonMaxSuppressionV3", "CPU"):
+            got = pg.raw_ops.NonMaxSuppressionV3(
+                boxes=pg.constant(boxes), scores=pg.constant(scores),
+                max_output_size=pg.constant(np.int32(k)),
+                iou_threshold=pg.constant(np.float32(iou_t)),
+                score_threshold=pg.constant(np.float32(score_t)))
+        np.testing.assert_array_equal(got.numpy(), _np_nms(boxes, scores, k, iou_t, score_t))
+
+
+def test_non_max_suppression_refuses_a_bad_threshold():
+    b = pg.constant(np.zeros((3, 4), np.float32))
+    s = pg.constant(np.zeros(3, np.float32))
+    with pytest.raises(errors.InvalidArgumentError, match=r"iou_threshold must be in \[0, 1\]"):
+        pg.raw_ops.NonMaxSuppressionV3(boxes=b, scores=s, max_output_size=pg.constant(np.int32(2)),
+                                       iou_threshold=pg.constant(np.float32(1.5)),
+                                       score_threshold=pg.constant(np.float32(0)))
+    with pytest.raises(errors.InvalidArgumentError, match="boxes must be 2-D"):
+        pg.raw_ops.NonMaxSuppressionV3(boxes=s, scores=s, max_output_size=pg.constant(np.int32(2)),
+                                       iou_threshold=pg.constant(np.float32(0.5)),
+                                       score_threshold=pg.constant(np.float32(0)))
+
+
+# ------------------------------------------------------------- ONNX rows
+
+onnx = pytest.importorskip("onnx", reason="ONNX models are read with the onnx package")
+ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference (a test extra)")
+from onnx import TensorProto as T, helper as h  # noqa: E402
+
+
+def _model(node, inputs, outputs, opset=17, ml=False):
+    g = h.make_graph([node], "m", [h.make_tensor_value_info(*v) for v in inputs],
+                     [h.make_tensor_value_info(*v) for v in outputs])
+    ops = [h.make_opsetid("", opset)] + ([h.make_opsetid("ai.onnx.ml", 3)] if ml else [])
+    return h.make_model(g, opset_imports=ops, ir_version=10)
+
+
+def _check(m, feeds, dev, host_op=None):
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = s.run(None, feeds)
+    pm = pg.onnx.import_model(m)
+    with pg.device(dev):
+        got = pm(feeds)
+    for o, w in zip(m.graph.output, want):
+        g = got[o.name].numpy()
+        assert g.dtype == w.dtype, (o.name, g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=o.name)
+    if host_op is not None:   # the data-dependent op ran on the host by soft placement
+        (cf,) = pm._cache.values()
+        placed = {n.assigned.device_type for n in cf.optimized_graph.nodes
+                  if n.op == host_op and n.assigned is not None}
+        assert placed == {"CPU"}, placed
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_nonzero(dev):
+    x = np.where(rng.random((3, 4, 2)) < 0.5, 0, rng.standard_normal((3, 4, 2))).astype(np.float32)
+    m = _model(h.make_node("NonZero", ["x"], ["y"]), [("x", T.FLOAT, [3, 4, 2])],
+               [("y", T.INT64, None)])
+    _check(m, {"x": x}, dev, "Where")
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("sorted_,axis", [(1, None), (0, None), (1, 0), (0, 1), (1, -1)])
+def test_onnx_unique(dev, sorted_, axis):
+    if axis is None:
+        x = _repeats((6, 4), 5)
+    else:   # repeated slices along the axis
+        pool = rng.integers(-3, 3, (3, 4) if axis == 0 else (6, 3)).astype(np.float32)
+        x = np.take(pool, rng.integers(0, 3, 6 if axis == 0 else 4), axis=axis)
+    kw = {"sorted": sorted_} | ({} if axis is None else {"axis": axis})
+    m = _model(h.make_node("Unique", ["x"], ["y", "i", "inv", "c"], **kw),
+               [("x", T.FLOAT, list(x.shape))],
+               [("y", T.FLOAT, None), ("i", T.INT64, None), ("inv", T.INT64, None),
+                ("c", T.INT64, None)], opset=11)
+    _check(m, {"x": x}, dev, "UniqueWithCountsV2")
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("center", [0, 1])
+def test_onnx_non_max_suppression(dev, center):
+    b, c, n = 2, 3, 30
+    xy = rng.uniform(0, 6, (b, n, 2))
+    wh = rng.uniform(0.5, 3, (b, n, 2))
+    boxes = np.concatenate([xy, wh] if center else [xy, xy + wh], -1).astype(np.float32)
+    scores = rng.random((b, c, n)).astype(np.float32)
+    m = _model(h.make_node("NonMaxSuppression", ["b", "s", "k", "iou", "st"], ["y"],
+                           center_point_box=center),
+               [("b", T.FLOAT, [b, n, 4]), ("s", T.FLOAT, [b, c, n]), ("k", T.INT64, [1]),
+                ("iou", T.FLOAT, [1]), ("st", T.FLOAT, [1])], [("y", T.INT64, None)], opset=11)
+    _check(m, {"b": boxes, "s": scores, "k": np.array([5]), "iou": np.array([0.4], np.float32),
+               "st": np.array([0.2], np.float32)}, dev, "NonMaxSuppressionV3")
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_ml_binarizer_and_array_feature_extractor(dev):
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    m = _model(h.make_node("Binarizer", ["x"], ["y"], domain="ai.onnx.ml", threshold=0.3),
+               [("x", T.FLOAT, [4, 6])], [("y", T.FLOAT, [4, 6])], ml=True)
+    _check(m, {"x": x}, dev)
+    idx = rng.integers(0, 6, 3)
+    m = _model(h.make_node("ArrayFeatureExtractor", ["x", "i"], ["y"], domain="ai.onnx.ml"),
+               [("x", T.FLOAT, [4, 6]), ("i", T.INT64, [3])], [("y", T.FLOAT, None)], ml=True)
+    _check(m, {"x": x, "i": idx}, dev)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("tp,npt", [(T.UINT32, np.uint32), (T.UINT64, np.uint64)])
+def test_onnx_pow_of_an_unsigned_exponent(dev, tp, npt):
+    x = rng.uniform(0.5, 1.5, 6).astype(np.float32)
+    e = rng.integers(0, 6, 6).astype(npt)
+    x[0], e[0] = 1.0, np.iinfo(npt).max - 7   # an exponent past the signed range
+    m = _model(h.make_node("Pow", ["x", "e"], ["y"]), [("x", T.FLOAT, [6]), ("e", tp, [6])],
+               [("y", T.FLOAT, [6])], opset=15)
+    with pg.device(dev):   # (onnxruntime has no kernel for an unsigned exponent)
+        got = pg.onnx.import_model(m)(x=x, e=e)["y"].numpy()
+    np.testing.assert_allclose(got, np.power(x.astype(np.float64), e.astype(np.float64)),
+                               rtol=1e-6)
