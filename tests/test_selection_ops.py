@@ -222,3 +222,64 @@ def test_onnx_pow_of_an_unsigned_exponent(dev, tp, npt):
         got = pg.onnx.import_model(m)(x=x, e=e)["y"].numpy()
     np.testing.assert_allclose(got, np.power(x.astype(np.float64), e.astype(np.float64)),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_scatter_reduction_mul_multiplies_repeated_indices_in_turn(dev):
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    idx = np.array([[1], [3], [1], [0]], np.int64)          # row 1 twice
+    upd = rng.standard_normal((4, 3)).astype(np.float32)
+    m = _model(h.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul"),
+               [("x", T.FLOAT, [5, 3]), ("i", T.INT64, [4, 1]), ("u", T.FLOAT, [4, 3])],
+               [("y", T.FLOAT, [5, 3])], opset=18)
+    _check(m, {"x": x, "i": idx, "u": upd}, dev)
+    want = x.copy()
+    for (r,), u in zip(idx, upd):
+        want[r] *= u
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(x=x, i=idx, u=upd)["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    ei = rng.integers(0, 3, (5, 2))
+    eu = rng.standard_normal((5, 2)).astype(np.float32)
+    m = _model(h.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="mul"),
+               [("x", T.FLOAT, [5, 3]), ("i", T.INT64, [5, 2]), ("u", T.FLOAT, [5, 2])],
+               [("y", T.FLOAT, [5, 3])], opset=18)
+    _check(m, {"x": x, "i": ei, "u": eu}, dev)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_bernoulli_and_random_uniform_like(dev):
+    p = rng.random(4000).astype(np.float32)
+    p[:10], p[10:20] = 0.0, 1.0
+    m = _model(h.make_node("Bernoulli", ["p"], ["y"], seed=7.0, dtype=T.DOUBLE),
+               [("p", T.FLOAT, [4000])], [("y", T.DOUBLE, [4000])], opset=15)
+    with pg.device(dev):
+        y = pg.onnx.import_model(m)(p=p)["y"].numpy()
+        again = pg.onnx.import_model(m)(p=p)["y"].numpy()
+    assert y.dtype == np.float64 and set(np.unique(y)) <= {0.0, 1.0}
+    assert (y[:10] == 0).all() and (y[10:20] == 1).all()
+    assert abs(y.mean() - p.mean()) < 0.05          # about 4 standard deviations
+    np.testing.assert_array_equal(y, again)          # one seed, one draw
+    m = _model(h.make_node("RandomUniformLike", ["x"], ["y"], low=-2.0, high=3.0),
+               [("x", T.FLOAT, [50, 40])], [("y", T.FLOAT, [50, 40])], opset=15)
+    with pg.device(dev):
+        u = pg.onnx.import_model(m)(x=np.zeros((50, 40), np.float32))["y"].numpy()
+    assert u.dtype == np.float32 and u.shape == (50, 40)
+    assert u.min() >= -2.0 and u.max() < 3.0 and abs(u.mean() - 0.5) < 0.15
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_dropout_in_training_mode_drops_and_scales(dev):
+    x = rng.standard_normal((40, 50)).astype(np.float32)
+    m = _model(h.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], seed=3),
+               [("x", T.FLOAT, [40, 50]), ("r", T.FLOAT, []), ("t", T.BOOL, [])],
+               [("y", T.FLOAT, [40, 50]), ("mask", T.BOOL, [40, 50])], opset=13)
+    pm = pg.onnx.import_model(m)
+    with pg.device(dev):
+        out = pm(x=x, r=np.float32(0.25), t=np.bool_(True))
+        off = pm(x=x, r=np.float32(0.25), t=np.bool_(False))
+    y, mask = out["y"].numpy(), out["mask"].numpy()
+    np.testing.assert_allclose(y, np.where(mask, x / 0.75, 0), rtol=1e-6)
+    assert abs(mask.mean() - 0.75) < 0.05
+    np.testing.assert_array_equal(off["y"].numpy(), x)
+    assert off["mask"].numpy().all()

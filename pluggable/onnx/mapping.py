@@ -43,7 +43,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3}, "AffineGrid": {1},
                 "MaxUnpool": {2}, "Col2Im": {1, 2}, "MelWeightMatrix": {0, 1, 2, 3, 4},
                 "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},
-                "Resize": {1, 2, 3}, "Upsample": {1}}
+                "Resize": {1, 2, 3}, "Upsample": {1}, "Dropout": {1, 2}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -682,11 +682,21 @@ def _range(c, x, a):
     return [c.op("Range", *x)]
 
 
-@rule("Dropout", "Identity Fill")
+@rule("Dropout", "Identity Fill StatelessRandomUniformV2 GreaterEqual Cast Mul")
 def _dropout(c, x, a):
-    y = c.op("Identity", x[0])
-    mask = np.ones(tuple(x[0].shape), dtype=bool)
-    return [y, mask]
+    X = x[0]
+    ratio = c.value(x[1]) if len(x) > 1 and x[1] is not None else None
+    train = c.value(x[2]) if len(x) > 2 and x[2] is not None else None
+    ratio = 0.5 if ratio is None or c.opset < 12 else float(np.asarray(ratio).reshape(-1)[0])
+    if len(x) > 2 and x[2] is not None and train is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Dropout's training_mode must "
+                                        "be known when the graph is built")
+    if train is None or not bool(np.asarray(train).reshape(-1)[0]) or ratio == 0:
+        return [c.op("Identity", X), np.ones(tuple(X.shape), dtype=bool)]
+    keep = c.op("GreaterEqual", _uniform(c, X.shape, dtypes.float32, a.get("seed")),
+                np.asarray(ratio, np.float32))
+    scale = const(1.0 / (1.0 - ratio), X)
+    return [c.op("Mul", c.op("Mul", X, c.op("Cast", keep, DstT=X.dtype)), scale), keep]
 
 
 @rule("OneHot", "OneHot GatherV2 SelectV2 Less AddV2 Cast")
@@ -2790,9 +2800,36 @@ def _scatter_op(c, a):
     return _SCATTER[red]
 
 
-@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd TensorScatterMax TensorScatterMin")
+@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd TensorScatterMax TensorScatterMin "
+      "GatherNd Mul Reshape StridedSlice")
 def _scatternd(c, x, a):
+    if a.get("reduction") == "mul":
+        return [_scatter_mul(c, x[0], x[1], x[2])]
     return [c.op(_scatter_op(c, a), x[0], x[1], x[2])]
+
+
+def _scatter_mul(c, X, idx, upd):
+    """ScatterND with reduction 'mul' (TensorFlow has no TensorScatterMul):
+    each element read, multiplied and written back; one index row at a
+    time unless the indices are constants without repeats, so repeated
+    indices multiply in order."""
+    if idx.shape is None or any(d is None for d in idx.shape):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: a scatter reduction 'mul' "
+                                        "needs indices of static shape")
+    k = int(idx.shape[-1])
+    n = int(np.prod(idx.shape[:-1], dtype=np.int64))
+    rows = reshape(c, idx, [n, k])
+    inner = [int(d) for d in upd.shape[len(idx.shape) - 1:]]
+    vals = reshape(c, upd, [n] + inner)
+    known = c.value(idx)
+    if known is not None and len(np.unique(known.reshape(n, k), axis=0)) == n:
+        return c.op("TensorScatterUpdate", X, rows,
+                    c.op("Mul", c.op("GatherNd", X, rows), vals))
+    for i in range(n):
+        r = _slice(c, rows, [i], [i + 1], [0], [1])
+        v = _slice(c, vals, [i], [i + 1], [0], [1])
+        X = c.op("TensorScatterUpdate", X, r, c.op("Mul", c.op("GatherNd", X, r), v))
+    return X
 
 
 def _element_coords(c, idx, X, ax):
@@ -2807,12 +2844,15 @@ def _element_coords(c, idx, X, ax):
 
 
 @rule("ScatterElements", "TensorScatterUpdate TensorScatterAdd TensorScatterMax "
-      "TensorScatterMin SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
+      "TensorScatterMin GatherNd Mul StridedSlice SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
 def _scatter_elements(c, x, a):
     X, idx, upd = x
     ax = a.get("axis", 0)
     ax = ax + rank(X) if ax < 0 else ax
-    return [c.op(_scatter_op(c, a), X, _element_coords(c, idx, X, ax), upd)]
+    coords = _element_coords(c, idx, X, ax)
+    if a.get("reduction") == "mul":
+        return [_scatter_mul(c, X, coords, upd)]
+    return [c.op(_scatter_op(c, a), X, coords, upd)]
 
 
 rule("Scatter", "TensorScatterUpdate SelectV2 Less AddV2 Cast ExpandDims ConcatV2",
@@ -3264,3 +3304,56 @@ def _scan8(c, x, a):
     per = [_scan(c, [c.op("GatherV2", v, np.asarray(b, np.int64), zero) for v in items], attrs)
            for b in range(batch)]
     return [_stack(c, list(outs), 0) for outs in zip(*per)]
+
+
+# ================================================================ random
+# Counter-based (Philox) draws keyed by the node's seed; without one, by a key
+# chosen when the graph is built, so a built graph repeats its numbers.
+
+def _uniform(c, shape, dt, seed):
+    """Uniform [0, 1) samples of `shape` (static) and float dtype `dt`."""
+    if shape is None or any(d is None for d in shape):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: random values need a shape "
+                                        "known when the graph is built")
+    if seed is None:
+        key = np.random.default_rng().integers(0, 2**63, 1, dtype=np.uint64)
+    else:
+        key = np.asarray([int(seed) & (2**64 - 1)], np.uint64)
+    return c.op("StatelessRandomUniformV2", np.asarray(list(shape), np.int64), key,
+                np.zeros(2, np.uint64), np.asarray(1, np.int32), dtype=dt)
+
+
+def _random_dtype(c, a, like=None):
+    code = a.get("dtype")
+    dt = ONNX_DTYPES.get(int(code)) if code is not None else (like.dtype if like is not None
+                                                               else dtypes.float32)
+    if dt is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: random values of ONNX type "
+                                        f"{code} have no pluggable dtype")
+    return dt
+
+
+def _scaled_uniform(c, shape, dt, a):
+    draw = dt if dt.is_floating else dtypes.float32
+    u = _uniform(c, shape, draw, a.get("seed"))
+    lo, hi = a.get("low", 0.0), a.get("high", 1.0)
+    u = c.op("AddV2", c.op("Mul", u, const(hi - lo, u)), const(lo, u))
+    return u if draw is dt else c.op("Cast", u, DstT=dt)
+
+
+@rule("RandomUniform", "StatelessRandomUniformV2 Mul AddV2 Cast")
+def _random_uniform(c, x, a):
+    return [_scaled_uniform(c, tuple(a["shape"]), _random_dtype(c, a), a)]
+
+
+@rule("RandomUniformLike", "StatelessRandomUniformV2 Mul AddV2 Cast")
+def _random_uniform_like(c, x, a):
+    return [_scaled_uniform(c, x[0].shape, _random_dtype(c, a, x[0]), a)]
+
+
+@rule("Bernoulli", "StatelessRandomUniformV2 Less Cast", since=15)
+def _bernoulli(c, x, a):
+    p = x[0]
+    u = _uniform(c, p.shape, p.dtype if p.dtype.is_floating else dtypes.float32,
+                 a.get("seed"))
+    return [c.op("Cast", c.op("Less", u, p), DstT=_random_dtype(c, a, p))]
