@@ -283,3 +283,19 @@ def test_onnx_dropout_in_training_mode_drops_and_scales(dev):
     assert abs(mask.mean() - 0.75) < 0.05
     np.testing.assert_array_equal(off["y"].numpy(), x)
     assert off["mask"].numpy().all()
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+def test_onnx_tensor_scatter_matches_the_reference_evaluator(dev, mode):
+    from onnx.reference import ReferenceEvaluator
+    past = rng.standard_normal((3, 2, 8, 4)).astype(np.float32)
+    upd = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    wi = rng.integers(0, 8 if mode == "circular" else 6, 3).astype(np.int64)
+    m = _model(h.make_node("TensorScatter", ["p", "u", "w"], ["y"], mode=mode),
+               [("p", T.FLOAT, [3, 2, 8, 4]), ("u", T.FLOAT, [3, 2, 3, 4]), ("w", T.INT64, [3])],
+               [("y", T.FLOAT, [3, 2, 8, 4])], opset=24)
+    want = ReferenceEvaluator(m).run(None, {"p": past, "u": upd, "w": wi})[0]
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(p=past, u=upd, w=wi)["y"].numpy()
+    np.testing.assert_array_equal(got, want)

@@ -3357,3 +3357,37 @@ def _bernoulli(c, x, a):
     u = _uniform(c, p.shape, p.dtype if p.dtype.is_floating else dtypes.float32,
                  a.get("seed"))
     return [c.op("Cast", c.op("Less", u, p), DstT=_random_dtype(c, a, p))]
+
+
+@rule("TensorScatter", "TensorScatterUpdate Cast Reshape AddV2 FloorMod ExpandDims ConcatV2",
+      since=24)
+def _tensor_scatter(c, x, a):
+    """A cache update: `update`'s sequence written into `past_cache` along
+    `axis` from each batch's write index (wrapping round when circular)."""
+    past, upd = x[0], x[1]
+    wi = x[2] if len(x) > 2 else None
+    shape, ushape = tuple(past.shape), tuple(upd.shape)
+    r = len(shape)
+    ax = _axes([a.get("axis", -2)], r)[0]
+    if ax == 0:
+        raise c.error("TensorScatter's axis cannot be the batch axis 0")
+    mode = a.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise c.error(f"TensorScatter mode must be 'linear' or 'circular', got {mode!r}")
+    if len(ushape) != r or any(ushape[i] != shape[i] for i in range(r) if i != ax) \
+            or ushape[ax] > shape[ax]:
+        raise c.error(f"update of shape {list(ushape)} does not fit past_cache of shape "
+                      f"{list(shape)} along axis {ax}")
+    grid = shape[:ax] + (ushape[ax],)
+    if wi is None:
+        wi = np.zeros(shape[0], np.int64)
+    wi = reshape(c, c.op("Cast", wi, DstT=dtypes.int64), [shape[0]] + [1] * ax)
+    steps = np.arange(ushape[ax], dtype=np.int64).reshape((1,) * ax + (ushape[ax],))
+    pos = c.op("AddV2", c.op("AddV2", wi, steps), np.zeros(grid, np.int64))
+    if mode == "circular":
+        pos = c.op("FloorMod", pos, np.asarray(shape[ax], np.int64))
+    prefix = np.indices(grid, dtype=np.int64)[:ax]
+    parts = [np.expand_dims(p, -1) for p in prefix] + [
+        c.op("ExpandDims", pos, np.asarray(-1, np.int32))]
+    coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=len(parts))
+    return [c.op("TensorScatterUpdate", past, coords, upd)]
