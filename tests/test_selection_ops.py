@@ -299,3 +299,32 @@ def test_onnx_tensor_scatter_matches_the_reference_evaluator(dev, mode):
     with pg.device(dev):
         got = pg.onnx.import_model(m)(p=past, u=upd, w=wi)["y"].numpy()
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("dt,npt,tol", [(T.FLOAT, np.float32, 1e-5), (T.FLOAT16, np.float16, 2e-3)])
+def test_onnx_flex_attention_matches_the_reference_evaluator(dev, dt, npt, tol):
+    from onnx.reference import ReferenceEvaluator
+    b, hq, hkv, L, S, E = 2, 4, 2, 5, 7, 8
+    score_mod = h.make_graph(   # a soft cap: 5 * tanh(scores / 5)
+        [h.make_node("Div", ["scores", "cap"], ["d"]), h.make_node("Tanh", ["d"], ["t"]),
+         h.make_node("Mul", ["t", "cap"], ["out"])], "cap",
+        [h.make_tensor_value_info("scores", T.FLOAT, None)],
+        [h.make_tensor_value_info("out", T.FLOAT, None)],
+        [h.make_tensor("cap", T.FLOAT, [], [5.0])])
+    node = h.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview",
+                       scale=0.3, score_mod=score_mod)
+    g = h.make_graph([node], "m", [h.make_tensor_value_info("q", dt, [b, hq, L, E]),
+                                   h.make_tensor_value_info("k", dt, [b, hkv, S, E]),
+                                   h.make_tensor_value_info("v", dt, [b, hkv, S, E])],
+                     [h.make_tensor_value_info("y", dt, [b, hq, L, E])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 26),
+                                       h.make_opsetid("ai.onnx.preview", 1)], ir_version=11)
+    feeds = {n: rng.standard_normal(s).astype(npt) for n, s in
+             (("q", (b, hq, L, E)), ("k", (b, hkv, S, E)), ("v", (b, hkv, S, E)))}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(feeds)["y"].numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol,
+                               atol=tol)

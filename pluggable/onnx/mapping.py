@@ -3391,3 +3391,49 @@ def _tensor_scatter(c, x, a):
         c.op("ExpandDims", pos, np.asarray(-1, np.int32))]
     coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=len(parts))
     return [c.op("TensorScatterUpdate", past, coords, upd)]
+
+
+# ================================================================ preview domain
+
+_SOFTMAX_PRECISION = {1: dtypes.float32, 10: dtypes.float16, 16: dtypes.bfloat16,
+                      11: dtypes.float64}
+
+
+@rule("FlexAttention", "BatchMatMulV2 Mul Cast Softmax GatherV2", domain="ai.onnx.preview",
+      raw=True)
+def _flex_attention(c, x, a):
+    """softmax(score_mod(Q K^T scale)) -> prob_mod -> @ V, the score and
+    probability graphs inlined; the softmax in float32 for 16-bit inputs
+    (or in softmax_precision)."""
+    q, k, v = (_tensorish(c, t) for t in x[:3])
+    if any(t.shape is None or len(t.shape) != 4 for t in (q, k, v)):
+        raise c.error("FlexAttention needs Q, K and V of rank 4 ([batch, heads, seq, size])")
+    hq, e = q.shape[1], q.shape[3]
+    hkv = k.shape[1]
+    if hq != hkv:
+        if not hkv or hq % hkv:
+            raise c.error(f"FlexAttention: {hq} query heads are not a multiple of {hkv} "
+                          "key/value heads")
+        rep = np.repeat(np.arange(hkv, dtype=np.int64), hq // hkv)
+        k = c.op("GatherV2", k, rep, np.asarray(1, np.int32))
+        v = c.op("GatherV2", v, rep, np.asarray(1, np.int32))
+    scale = a.get("scale")
+    scale = 1.0 / np.sqrt(e) if scale is None else scale
+    s = const(np.sqrt(np.float32(scale)), q)
+    scores = c.op("BatchMatMulV2", c.op("Mul", q, s), c.op("Mul", k, s), adj_y=True)
+    prec = a.get("softmax_precision")
+    if prec is not None:
+        dt = _SOFTMAX_PRECISION.get(int(prec))
+        if dt is None:
+            raise c.error(f"FlexAttention: softmax_precision {prec} is not a float type")
+    else:
+        dt = dtypes.float32 if q.dtype in (dtypes.float16, dtypes.bfloat16) else q.dtype
+    cast = lambda t: t if t.dtype is dt else c.op("Cast", t, DstT=dt)   # noqa: E731
+    scores = cast(scores)
+    if a.get("score_mod") is not None:
+        scores = cast(_tensorish(c, c.subgraph(a["score_mod"], [scores])[0]))
+    probs = c.op("Softmax", scores)
+    if a.get("prob_mod") is not None:
+        probs = cast(_tensorish(c, c.subgraph(a["prob_mod"], [probs])[0]))
+    out = c.op("BatchMatMulV2", probs, cast(v))
+    return [out if out.dtype is v.dtype else c.op("Cast", out, DstT=v.dtype)]
