@@ -328,3 +328,25 @@ def test_onnx_flex_attention_matches_the_reference_evaluator(dev, dt, npt, tol):
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=tol,
                                atol=tol)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_deform_conv_matches_the_reference_evaluator(dev):
+    from onnx.reference import ReferenceEvaluator
+    n, ch, hh, ww, oc, kh, kw = 2, 4, 7, 6, 6, 3, 2
+    strides, dil, pads = [2, 1], [1, 2], [1, 0, 1, 1]
+    oh = (hh + pads[0] + pads[2] - ((kh - 1) * dil[0] + 1)) // strides[0] + 1
+    ow = (ww + pads[1] + pads[3] - ((kw - 1) * dil[1] + 1)) // strides[1] + 1
+    shapes = {"x": (n, ch, hh, ww), "w": (oc, ch // 2, kh, kw), "off": (n, 2 * kh * kw * 2, oh, ow),
+              "b": (oc,), "m": (n, 2 * kh * kw, oh, ow)}
+    feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    feeds["off"] *= 2.0                                # taps that leave the image
+    node = h.make_node("DeformConv", ["x", "w", "off", "b", "m"], ["y"], group=2,
+                       offset_group=2, strides=strides, dilations=dil, pads=pads,
+                       kernel_shape=[kh, kw])
+    m = _model(node, [(k, T.FLOAT, list(s)) for k, s in shapes.items()],
+               [("y", T.FLOAT, None)], opset=19)
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(feeds)["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

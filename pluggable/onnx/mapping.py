@@ -3437,3 +3437,78 @@ def _flex_attention(c, x, a):
         probs = cast(_tensorish(c, c.subgraph(a["prob_mod"], [probs])[0]))
     out = c.op("BatchMatMulV2", probs, cast(v))
     return [out if out.dtype is v.dtype else c.op("Cast", out, DstT=v.dtype)]
+
+
+@rule("DeformConv", "Reshape Transpose StridedSlice AddV2 Sub Mul Floor Cast GreaterEqual "
+      "LessEqual LogicalAnd SelectV2 GatherV2 Pad BatchMatMulV2 ConcatV2", since=19)
+def _deform_conv(c, x, a):
+    """DeformConv of 2 spatial dimensions: every kernel tap samples the
+    input bilinearly (zero outside it) at its offset position, scaled by the
+    mask; the samples of a window meet the weights in a matrix product."""
+    X, Wt, off = x[0], x[1], x[2]
+    B = x[3] if len(x) > 3 else None
+    mask = x[4] if len(x) > 4 else None
+    if len(X.shape) != 4 or any(d is None for d in tuple(X.shape) + tuple(off.shape)):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: DeformConv is mapped for 2 "
+                                        "spatial dimensions of static shape")
+    n, ch, hh, ww = (int(d) for d in X.shape)
+    oc = int(Wt.shape[0])
+    kh, kw = (int(d) for d in (a.get("kernel_shape") or Wt.shape[2:]))
+    sh, sw = a.get("strides") or [1, 1]
+    dh, dw = a.get("dilations") or [1, 1]
+    pt, pl = (a.get("pads") or [0, 0, 0, 0])[:2]
+    grp, og = int(a.get("group", 1)), int(a.get("offset_group", 1))
+    oh, ow = int(off.shape[2]), int(off.shape[3])
+    k = kh * kw
+    if ch % og or ch % grp or oc % grp or off.shape[1] != og * k * 2:
+        raise c.error(f"DeformConv: channels {ch}, group {grp}, offset_group {og} and offset "
+                      f"shape {list(off.shape)} do not fit a {kh}x{kw} kernel")
+    cg = ch // og
+    base_y = (-pt + sh * np.arange(oh)[None, None, :, None]
+              + dh * np.arange(kh)[:, None, None, None]) * np.ones((kh, kw, oh, ow))
+    base_x = (-pl + sw * np.arange(ow)[None, None, None, :]
+              + dw * np.arange(kw)[None, :, None, None]) * np.ones((kh, kw, oh, ow))
+    off = reshape(c, off, [n, og, kh, kw, 2, oh, ow])
+    pos = [c.op("AddV2", reshape(c, _slice(c, off, [i], [i + 1], [4], [1]),
+                                 [n, og, kh, kw, oh, ow]), const(b, X))
+           for i, b in ((0, base_y), (1, base_x))]
+    y0, x0 = c.op("Floor", pos[0]), c.op("Floor", pos[1])
+    fy, fx = c.op("Sub", pos[0], y0), c.op("Sub", pos[1], x0)
+    one = const(1, X)
+    # the input as rows [(n, offset group, pixel), channel], a zero row last per image group
+    table = transpose(c, reshape(c, X, [n, og, cg, hh * ww]), [0, 1, 3, 2])
+    table = c.op("Pad", table, np.asarray([[0, 0], [0, 0], [0, 1], [0, 0]], np.int32))
+    table = reshape(c, table, [n * og * (hh * ww + 1), cg])
+    first = (np.arange(n * og, dtype=np.int64) * (hh * ww + 1)).reshape(n, og, 1, 1, 1, 1)
+    samples = None
+    for yc, xc, wy, wx in ((y0, x0, c.op("Sub", one, fy), c.op("Sub", one, fx)),
+                           (y0, c.op("AddV2", x0, one), c.op("Sub", one, fy), fx),
+                           (c.op("AddV2", y0, one), x0, fy, c.op("Sub", one, fx)),
+                           (c.op("AddV2", y0, one), c.op("AddV2", x0, one), fy, fx)):
+        inside = c.op("LogicalAnd",
+                      c.op("LogicalAnd", c.op("GreaterEqual", yc, const(0, X)),
+                           c.op("LessEqual", yc, const(hh - 1, X))),
+                      c.op("LogicalAnd", c.op("GreaterEqual", xc, const(0, X)),
+                           c.op("LessEqual", xc, const(ww - 1, X))))
+        flat = c.op("AddV2", c.op("Mul", yc, const(ww, X)), xc)
+        flat = c.op("SelectV2", inside, flat, const(hh * ww, X))
+        rows = c.op("AddV2", c.op("Cast", flat, DstT=dtypes.int64), first)
+        got = c.op("GatherV2", table, reshape(c, rows, [-1]), np.asarray(0, np.int32))
+        w = reshape(c, c.op("Mul", wy, wx), [-1, 1])
+        term = c.op("Mul", got, w)
+        samples = term if samples is None else c.op("AddV2", samples, term)
+    if mask is not None:
+        samples = c.op("Mul", samples, reshape(c, mask, [-1, 1]))
+    # [n, og, k, oh*ow, cg] -> [n, oh*ow, channel, k]
+    s = transpose(c, reshape(c, samples, [n, og, k, oh * ow, cg]), [0, 3, 1, 4, 2])
+    s = reshape(c, s, [n, oh * ow, ch, k])
+    cpg, ocg = ch // grp, oc // grp
+    outs = []
+    for g in range(grp):
+        sg = reshape(c, _slice(c, s, [g * cpg], [(g + 1) * cpg], [2], [1]), [n, oh * ow, cpg * k])
+        wg = reshape(c, _slice(c, Wt, [g * ocg], [(g + 1) * ocg], [0], [1]), [ocg, cpg * k])
+        outs.append(c.op("BatchMatMulV2", sg, wg, adj_y=True))
+    y = outs[0] if grp == 1 else c.op("ConcatV2", *outs, np.asarray(2, np.int32), N=grp)
+    if B is not None:
+        y = c.op("AddV2", y, B)
+    return [reshape(c, transpose(c, y, [0, 2, 1]), [n, oc, oh, ow])]
