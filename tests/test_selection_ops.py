@@ -350,3 +350,25 @@ def test_onnx_deform_conv_matches_the_reference_evaluator(dev):
     with pg.device(dev):
         got = pg.onnx.import_model(m)(feeds)["y"].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_sequence_input_is_fed_as_a_list(dev):
+    seq = h.make_tensor_sequence_value_info("s", T.FLOAT, None)
+    nodes = [h.make_node("SequenceInsert", ["s", "x"], ["s2"]),
+             h.make_node("ConcatFromSequence", ["s2"], ["y"], axis=0)]
+    g = h.make_graph(nodes, "m", [seq, h.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)], ir_version=10)
+    items = [rng.standard_normal((n, 3)).astype(np.float32) for n in (1, 4)]
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"s": items, "x": x})
+    pm = pg.onnx.import_model(m)
+    assert pm.inputs[0].sequence
+    with pg.device(dev):
+        np.testing.assert_array_equal(pm(s=items, x=x)["y"].numpy(), want[0])
+        np.testing.assert_array_equal(pm(s=items[:1], x=x)["y"].numpy(),
+                                      np.concatenate([items[0], x]))
+        with pytest.raises(errors.InvalidArgumentError, match="feed a list of tensors"):
+            pm(s=items[0], x=x)

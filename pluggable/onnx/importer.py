@@ -42,11 +42,14 @@ def _onnx():
 class ValueInfo:
     """Name, dtype and shape (None for a symbolic dimension) of a model input or output."""
 
-    def __init__(self, name: str, dtype: Any, shape: tuple | None):
+    def __init__(self, name: str, dtype: Any, shape: tuple | None, sequence: bool = False):
         self.name, self.dtype, self.shape = name, dtype, shape
+        self.sequence = sequence   # a sequence of tensors of that dtype and shape (a list)
 
     def __repr__(self) -> str:
-        return f"ValueInfo({self.name!r}, {getattr(self.dtype, 'name', self.dtype)}, {self.shape})"
+        kind = ", sequence" if self.sequence else ""
+        return (f"ValueInfo({self.name!r}, {getattr(self.dtype, 'name', self.dtype)}, "
+                f"{self.shape}{kind})")
 
 
 # ================================================================ loading
@@ -176,13 +179,18 @@ def _tensor_value(t, base: str | None, onnx) -> np.ndarray:
 
 
 def _value_info(v) -> ValueInfo:
-    tt = v.type.tensor_type
+    t, sequence = v.type, False
+    if t.HasField("optional_type"):   # an optional input is fed as its value
+        t = t.optional_type.elem_type
+    if t.HasField("sequence_type"):
+        t, sequence = t.sequence_type.elem_type, True
+    tt = t.tensor_type
     dt = mapping.ONNX_DTYPES.get(tt.elem_type)
     shape = None
     if tt.HasField("shape"):
         shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None
                       for d in tt.shape.dim)
-    return ValueInfo(v.name, dt, shape)
+    return ValueInfo(v.name, dt, shape, sequence)
 
 
 def _attrs(node, onnx) -> dict:
@@ -303,11 +311,14 @@ class Model:
         if missing:
             raise errors.InvalidArgumentError(
                 f"{self.name}: input {', '.join(missing)} is not fed")
-        tensors = [self._feed(v, feeds[v.name]) for v in self.inputs]
+        fed = [self._feed_sequence(v, feeds[v.name]) if v.sequence else self._feed(v, feeds[v.name])
+               for v in self.inputs]
+        tensors = [t for f in fed for t in (f if isinstance(f, list) else [f])]
         scope = placement.current()
-        values = {v.name: np.asarray(t.numpy()) for v, t in zip(self.inputs, tensors)
-                  if v.name in self._value_inputs}
+        values = {v.name: np.asarray(t.numpy()) for v, t in zip(self.inputs, fed)
+                  if v.name in self._value_inputs and not v.sequence}
         key = (None if scope is None else scope.name,
+               tuple(len(f) if isinstance(f, list) else None for f in fed),
                tuple((t.dtype, tuple(t.shape)) for t in tensors),
                tuple((k, a.tobytes()) for k, a in sorted(values.items())))
         cf = self._cache.get(key)
@@ -315,7 +326,7 @@ class Model:
             with self._lock:
                 cf = self._cache.get(key)
                 if cf is None:
-                    cf = self._cache[key] = self._build_checked(tensors, values)
+                    cf = self._cache[key] = self._build_checked(fed, values)
         flat = list(cf._call_flat(cf._check_inputs(tensors)))
         out = {}
         for v, n in zip(self.outputs, cf.onnx_layout):
@@ -342,6 +353,12 @@ class Model:
                     f"declares {v.shape} (None: any size)")
         return x
 
+    def _feed_sequence(self, v: ValueInfo, x: Any) -> list:
+        if not isinstance(x, (list, tuple)):
+            raise errors.InvalidArgumentError(
+                f"{self.name}: input {v.name!r} is a sequence: feed a list of tensors")
+        return [self._feed(v, e) for e in x]
+
     def _build_checked(self, tensors: list, values: dict) -> ConcreteFunction:
         """`_build`, with whatever a malformed model makes go wrong there
         (a value of a type pluggable lacks, a shape no op accepts) as a
@@ -365,10 +382,14 @@ class Model:
         with tracing.trace_scope(g):
             env: dict[str, Any] = {}
             for v, t in zip(self.inputs, tensors):
-                ph = tracing.placeholder(g, v.name, t.dtype, tuple(t.shape))
-                env[v.name] = values[v.name] if v.name in values else \
-                    tracing.SymbolicTensor(ph, 0)
-                specs.append((ph.name, TensorSpec(tuple(t.shape), t.dtype)))
+                items = []   # (a sequence input: one placeholder per tensor fed)
+                for i, e in enumerate(t if isinstance(t, list) else [t]):
+                    name = f"{v.name}_{i}" if isinstance(t, list) else v.name
+                    ph = tracing.placeholder(g, name, e.dtype, tuple(e.shape))
+                    items.append(tracing.SymbolicTensor(ph, 0))
+                    specs.append((ph.name, TensorSpec(tuple(e.shape), e.dtype)))
+                env[v.name] = items if isinstance(t, list) else values[v.name] \
+                    if v.name in values else items[0]
             for name, a in self._inits.items():
                 env[name] = a
             for node, r in zip(self.proto.graph.node, self._rules):
