@@ -42,9 +42,11 @@ def _onnx():
 class ValueInfo:
     """Name, dtype and shape (None for a symbolic dimension) of a model input or output."""
 
-    def __init__(self, name: str, dtype: Any, shape: tuple | None, sequence: bool = False):
+    def __init__(self, name: str, dtype: Any, shape: tuple | None, sequence: bool = False,
+                 optional: bool = False):
         self.name, self.dtype, self.shape = name, dtype, shape
         self.sequence = sequence   # a sequence of tensors of that dtype and shape (a list)
+        self.optional = optional   # may be fed None (no value)
 
     def __repr__(self) -> str:
         kind = ", sequence" if self.sequence else ""
@@ -179,8 +181,8 @@ def _tensor_value(t, base: str | None, onnx) -> np.ndarray:
 
 
 def _value_info(v) -> ValueInfo:
-    t, sequence = v.type, False
-    if t.HasField("optional_type"):   # an optional input is fed as its value
+    t, sequence, optional = v.type, False, v.type.HasField("optional_type")
+    if optional:   # fed as its value, or None
         t = t.optional_type.elem_type
     if t.HasField("sequence_type"):
         t, sequence = t.sequence_type.elem_type, True
@@ -190,7 +192,7 @@ def _value_info(v) -> ValueInfo:
     if tt.HasField("shape"):
         shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None
                       for d in tt.shape.dim)
-    return ValueInfo(v.name, dt, shape, sequence)
+    return ValueInfo(v.name, dt, shape, sequence, optional)
 
 
 def _attrs(node, onnx) -> dict:
@@ -311,14 +313,15 @@ class Model:
         if missing:
             raise errors.InvalidArgumentError(
                 f"{self.name}: input {', '.join(missing)} is not fed")
-        fed = [self._feed_sequence(v, feeds[v.name]) if v.sequence else self._feed(v, feeds[v.name])
+        fed = [None if v.optional and feeds[v.name] is None else
+               self._feed_sequence(v, feeds[v.name]) if v.sequence else self._feed(v, feeds[v.name])
                for v in self.inputs]
-        tensors = [t for f in fed for t in (f if isinstance(f, list) else [f])]
+        tensors = [t for f in fed if f is not None for t in (f if isinstance(f, list) else [f])]
         scope = placement.current()
         values = {v.name: np.asarray(t.numpy()) for v, t in zip(self.inputs, fed)
                   if v.name in self._value_inputs and not v.sequence}
         key = (None if scope is None else scope.name,
-               tuple(len(f) if isinstance(f, list) else None for f in fed),
+               tuple(len(f) if isinstance(f, list) else f is None for f in fed),
                tuple((t.dtype, tuple(t.shape)) for t in tensors),
                tuple((k, a.tobytes()) for k, a in sorted(values.items())))
         cf = self._cache.get(key)
@@ -382,6 +385,9 @@ class Model:
         with tracing.trace_scope(g):
             env: dict[str, Any] = {}
             for v, t in zip(self.inputs, tensors):
+                if t is None:   # an optional input fed no value
+                    env[v.name] = None
+                    continue
                 items = []   # (a sequence input: one placeholder per tensor fed)
                 for i, e in enumerate(t if isinstance(t, list) else [t]):
                     name = f"{v.name}_{i}" if isinstance(t, list) else v.name

@@ -201,12 +201,21 @@ def _unary(op_type: str, tf: str, since: int = 1):
 
 for _o, _t in [("Abs", "Abs"), ("Neg", "Neg"), ("Exp", "Exp"), ("Log", "Log"),
                ("Sqrt", "Sqrt"), ("Relu", "Relu"), ("Sigmoid", "Sigmoid"), ("Tanh", "Tanh"),
-               ("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"), ("Identity", "Identity"),
+               ("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"),
                ("Not", "LogicalNot"), ("Sin", "Sin"), ("Cos", "Cos"), ("Tan", "Tan"),
                ("Asin", "Asin"), ("Acos", "Acos"), ("Atan", "Atan"), ("Sinh", "Sinh"),
                ("Cosh", "Cosh"), ("Asinh", "Asinh"), ("Acosh", "Acosh"),
                ("Atanh", "Atanh"), ("Round", "Round")]:
     _unary(_o, _t)
+
+
+@rule("Identity", "Identity", raw=True)
+def _identity(c, x, a):
+    """(a sequence passes through as its list of tensors; a constant stays one)"""
+    def one(t):
+        return t if isinstance(t, np.ndarray) or t is None else c.op("Identity", t)
+    v = x[0]
+    return [[one(t) for t in v] if isinstance(v, list) else one(v)]
 
 
 def _binary(op_type: str, tf: str):
@@ -3512,3 +3521,23 @@ def _deform_conv(c, x, a):
     if B is not None:
         y = c.op("AddV2", y, B)
     return [reshape(c, transpose(c, y, [0, 2, 1]), [n, oc, oh, ow])]
+
+
+@rule("SequenceMap", "", since=17, raw=True)
+def _sequence_map(c, x, a):
+    """The body applied to each position of the input sequence (sequence
+    inputs give their item there, tensors themselves); one output
+    sequence per body output."""
+    seqs = [v for v in x if isinstance(v, list)]
+    if not x or not isinstance(x[0], list):
+        raise c.error("SequenceMap's first input must be a sequence")
+    n = len(x[0])
+    if any(len(s) != n for s in seqs):
+        raise c.error(f"SequenceMap's sequences differ in length ({[len(s) for s in seqs]})")
+    body = a["body"]
+    outs = [[] for _ in body.output]
+    for i in range(n):
+        res = c.subgraph(body, [v[i] if isinstance(v, list) else v for v in x])
+        for o, r in zip(outs, res):
+            o.append(r)
+    return outs
