@@ -11,6 +11,8 @@ import numpy as np
 from .op_util import define, err, index_array, sample
 
 _OUT_IDX = "out_idx: {int32, int64} = DT_INT32"
+# TensorFlow's numbertypes that pluggable has
+_NUMBERS = "int8, uint8, int16, int32, int64, uint32, uint64, half, bfloat16, float, double"
 
 
 def _where(shapes, attrs, values):
@@ -74,7 +76,7 @@ def _nms(shapes, attrs, values):
 def _ex_where(rng, types):
     T = types["T"]
     out = []
-    for shape in ((7,), (3, 4), (2, 3, 2), (0, 3), ()):
+    for shape in ((7,), (3, 4), (2, 3, 2), (0, 3)):
         x = sample(rng, T, shape)
         if not T.is_bool:   # zeros where the sample is small
             x = np.where(rng.random(shape) < 0.4, 0, x).astype(x.dtype)
@@ -125,7 +127,7 @@ def _ex_nms(rng, types):
 def define_selection_ops() -> None:
     """Registers Where, Unique, UniqueWithCounts, UniqueV2,
     UniqueWithCountsV2 and NonMaxSuppressionV3."""
-    define("Where", ["input: T"], ["index: int64"], ["T: type = DT_BOOL"], _where,
+    define("Where", ["input: T"], ["index: int64"], [f"T: {{bool, {_NUMBERS}}} = DT_BOOL"], _where,
            examples=_ex_where)
     define("Unique", ["x: T"], ["y: T", "idx: out_idx"], ["T: type", _OUT_IDX],
            _unique("Unique", False), examples=_ex_unique)
