@@ -372,3 +372,62 @@ def test_onnx_sequence_input_is_fed_as_a_list(dev):
                                       np.concatenate([items[0], x]))
         with pytest.raises(errors.InvalidArgumentError, match="feed a list of tensors"):
             pm(s=items[0], x=x)
+
+
+def _random_ensemble(n_trees, depth, n_feat, n_targets):
+    """Full binary trees of `depth` with random tests (every mode, one
+    set-membership node per tree), leaves shared out over the targets."""
+    nodes = {k: [] for k in ("modes", "feat", "split", "tn", "fn", "tl", "fl", "track")}
+    members, leaf_w, leaf_t, roots = [], [], [], []
+
+    def build(d):
+        i = len(nodes["modes"])
+        mode = int(rng.integers(0, 7))
+        for k, v in (("modes", mode), ("feat", int(rng.integers(0, n_feat))),
+                     ("split", float(rng.integers(-2, 3))), ("track", int(rng.integers(0, 2)))):
+            nodes[k].append(v)
+        for k in ("tn", "fn", "tl", "fl"):
+            nodes[k].append(0)
+        if mode == 6:
+            # (no member 0: onnx's reference evaluator ends a set at a falsy member)
+            members.extend([float(v) for v in rng.choice([-2, -1, 1, 2], 2, replace=False)]
+                           + [np.nan])
+        for side in ("t", "f"):
+            if d == depth:
+                nodes[side + "n"][i], nodes[side + "l"][i] = len(leaf_w), 1
+                leaf_w.append(float(rng.standard_normal()))
+                leaf_t.append(int(rng.integers(0, n_targets)))
+            else:
+                nodes[side + "n"][i] = build(d + 1)
+        return i
+    for _ in range(n_trees):
+        roots.append(build(1))
+    return nodes, members, leaf_w, leaf_t, roots
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("agg", [0, 1, 2, 3])
+def test_onnx_ml_tree_ensemble_matches_the_reference_evaluator(dev, agg):
+    from onnx.reference import ReferenceEvaluator
+    nodes, members, leaf_w, leaf_t, roots = _random_ensemble(3, 3, 4, 2)
+    node = h.make_node(
+        "TreeEnsemble", ["x"], ["y"], domain="ai.onnx.ml", n_targets=2, aggregate_function=agg,
+        nodes_modes=h.make_tensor("m", T.UINT8, [len(nodes["modes"])], nodes["modes"]),
+        nodes_featureids=nodes["feat"], nodes_truenodeids=nodes["tn"],
+        nodes_falsenodeids=nodes["fn"], nodes_trueleafs=nodes["tl"],
+        nodes_falseleafs=nodes["fl"], nodes_missing_value_tracks_true=nodes["track"],
+        nodes_splits=h.make_tensor("s", T.FLOAT, [len(nodes["split"])], nodes["split"]),
+        leaf_weights=h.make_tensor("w", T.FLOAT, [len(leaf_w)], leaf_w),
+        leaf_targetids=leaf_t, tree_roots=roots,
+        **({"membership_values": h.make_tensor("mv", T.FLOAT, [len(members)], members)}
+           if members else {}))
+    g = h.make_graph([node], "m", [h.make_tensor_value_info("x", T.FLOAT, [40, 4])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 21), h.make_opsetid("ai.onnx.ml", 5)],
+                     ir_version=10)
+    x = rng.integers(-3, 4, (40, 4)).astype(np.float32)     # ties with the splits
+    x[rng.random(x.shape) < 0.1] = np.nan
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    with pg.device(dev):
+        got = pg.onnx.import_model(m)(x=x)["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -3541,3 +3541,105 @@ def _sequence_map(c, x, a):
         for o, r in zip(outs, res):
             o.append(r)
     return outs
+
+
+def _tree_paths(a):
+    """Every root-to-leaf path of the ensemble: (leaf index, [(node, branch
+    taken)]), the trees in order."""
+    tl, fl = a["nodes_trueleafs"], a["nodes_falseleafs"]
+    tn, fn = a["nodes_truenodeids"], a["nodes_falsenodeids"]
+    paths = []
+
+    def walk(node, is_leaf, path):
+        if len(path) > len(tl):
+            raise errors.InvalidArgumentError("TreeEnsemble: a tree loops back on itself")
+        if is_leaf:
+            paths.append((int(node), path))
+            return
+        walk(tn[node], tl[node], path + [(int(node), True)])
+        walk(fn[node], fl[node], path + [(int(node), False)])
+    for root in a["tree_roots"]:
+        leaf_root = tl[root] and fl[root] and tn[root] == fn[root]
+        walk(tn[root] if leaf_root else root, bool(leaf_root), [])
+    return paths
+
+
+_TREE_CMP = {0: "LessEqual", 1: "Less", 2: "GreaterEqual", 3: "Greater", 4: "Equal",
+             5: "NotEqual"}
+
+
+@rule("TreeEnsemble", "GatherV2 LessEqual Less GreaterEqual Greater Equal NotEqual SelectV2 "
+      "LogicalOr LogicalAnd Cast MatMul AddV2 Mul Max Min Sum", since=5, domain="ai.onnx.ml")
+def _tree_ensemble(c, x, a):
+    """Each node's test on every row at once; a leaf is reached when every
+    test on its path goes its way (counted by a matrix product); the leaves
+    reached add up (or average, or take the min or max) per target."""
+    X = x[0]
+    if len(X.shape) != 2 or not X.dtype.is_floating:
+        raise c.error("TreeEnsemble takes a float matrix [rows, features]")
+    if int(a.get("post_transform", 0)):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: TreeEnsemble post_transform "
+                                        f"{a['post_transform']} is not mapped (only NONE is)")
+    npt = X.dtype.as_numpy_dtype
+    modes = np.asarray(a["nodes_modes"]).astype(np.int64).reshape(-1)
+    splits = np.asarray(a["nodes_splits"]).astype(npt).reshape(-1)
+    feats = c.op("GatherV2", X, np.asarray(a["nodes_featureids"], np.int64),
+                 np.asarray(1, np.int32))                                  # [rows, nodes]
+    cond = None
+    for m in sorted(set(modes.tolist())):
+        if m == 6:   # set membership: the members of each node, NaN-separated, in order
+            members, it = [], iter(np.asarray(a["membership_values"]).reshape(-1).tolist())
+            for mode in modes:
+                group = []
+                if mode == 6:
+                    for v in it:
+                        if np.isnan(v):
+                            break
+                        group.append(v)
+                members.append(group)
+            width = max(len(g) for g in members)
+            table = np.full((len(modes), max(width, 1)), np.nan, npt)
+            for i, g in enumerate(members):
+                table[i, :len(g)] = g
+            hit = c.op("Equal", c.op("ExpandDims", feats, np.asarray(-1, np.int32)), table)
+            got = c.op("Greater", c.op("Sum", c.op("Cast", hit, DstT=dtypes.int32),
+                                       np.asarray(-1, np.int32)), np.asarray(0, np.int32))
+        elif m in _TREE_CMP:
+            got = c.op(_TREE_CMP[m], feats, splits)
+        else:
+            raise c.error(f"TreeEnsemble: unknown node mode {m}")
+        cond = got if cond is None else c.op("SelectV2", modes == m, got, cond)
+    track = a.get("nodes_missing_value_tracks_true")
+    if track is not None and any(track):
+        nan = c.op("NotEqual", feats, feats)
+        cond = c.op("LogicalOr", cond, c.op("LogicalAnd", nan, np.asarray(track, bool)))
+    paths = _tree_paths(a)
+    turn = np.zeros((len(modes), len(paths)), npt)     # +1: must hold, -1: must fail
+    fails = np.zeros(len(paths), npt)
+    for j, (_, path) in enumerate(paths):
+        for node, branch in path:
+            turn[node, j] += 1 if branch else -1
+            fails[j] += 0 if branch else 1
+    length = np.asarray([len(p) for _, p in paths], npt)
+    held = c.op("AddV2", c.op("MatMul", c.op("Cast", cond, DstT=X.dtype), turn), fails)
+    reached = c.op("Equal", held, length)                                  # [rows, paths]
+    n_t = int(a["n_targets"])
+    leaf_w = np.asarray(a["leaf_weights"]).astype(npt).reshape(-1)
+    leaf_t = np.asarray(a["leaf_targetids"], np.int64).reshape(-1)
+    agg = int(a.get("aggregate_function", 1))
+    onto = np.zeros((len(paths), n_t), npt)
+    for j, (leaf, _) in enumerate(paths):
+        onto[j, leaf_t[leaf]] = 1
+    w = np.asarray([leaf_w[leaf] for leaf, _ in paths], npt)
+    if agg in (0, 1):   # AVERAGE, SUM
+        if agg == 0:
+            w = w / len(a["tree_roots"])
+        return [c.op("MatMul", c.op("Cast", reached, DstT=X.dtype), onto * w[:, None])]
+    if agg not in (2, 3):
+        raise c.error(f"TreeEnsemble: unknown aggregate_function {agg}")
+    big = np.finfo(npt).max if agg == 2 else np.finfo(npt).min
+    take = c.op("LogicalAnd", c.op("ExpandDims", reached, np.asarray(-1, np.int32)),
+                onto.astype(bool))                                          # [rows, paths, t]
+    vals = c.op("SelectV2", take, np.broadcast_to(w[:, None], onto.shape).copy(),
+                np.asarray(big, npt))
+    return [c.op("Min" if agg == 2 else "Max", vals, np.asarray(1, np.int32))]
