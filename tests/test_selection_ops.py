@@ -431,3 +431,15 @@ def test_onnx_ml_tree_ensemble_matches_the_reference_evaluator(dev, agg):
     with pg.device(dev):
         got = pg.onnx.import_model(m)(x=x)["y"].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_onnx_unique_of_bools_sorts_them():
+    from onnx.reference import ReferenceEvaluator
+    x = rng.random(15) < 0.5
+    m = _model(h.make_node("Unique", ["x"], ["y", "i", "inv", "c"]), [("x", T.BOOL, [15])],
+               [("y", T.BOOL, None), ("i", T.INT64, None), ("inv", T.INT64, None),
+                ("c", T.INT64, None)], opset=11)
+    want = ReferenceEvaluator(m).run(None, {"x": x})
+    got = pg.onnx.import_model(m)(x=x)
+    for o, w in zip(m.graph.output, want):
+        np.testing.assert_array_equal(got[o.name].numpy(), w, err_msg=o.name)

@@ -3177,6 +3177,8 @@ def _stable_argsort(c, v, n: int):
     values in their order: TopKV2 (descending, the lower index first among
     equals) of `v` reversed, read backwards."""
     rev = np.arange(n - 1, -1, -1, dtype=np.int64)
+    if v.dtype is dtypes.bool_:   # (TopKV2 sorts numbers)
+        v = c.op("Cast", v, DstT=dtypes.int8)
     _, idx = c.ops("TopKV2", c.op("GatherV2", v, rev, np.asarray(0, np.int32)),
                    np.asarray(n, np.int32), sorted=True, index_type=dtypes.int64)
     return c.op("Sub", const(n - 1, idx), c.op("GatherV2", idx, rev, np.asarray(0, np.int32)))
