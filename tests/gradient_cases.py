@@ -369,4 +369,6 @@ NO_GRADIENT = {
     **{op: "no gradient in TensorFlow either; all-reduce the gradients instead"
        for op in ("CollectiveReduceV2", "CollectiveReduceScatterV2", "CollectiveGatherV2",
                   "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "CollectiveAllToAllV2")},
+    **{op: "no gradient in TensorFlow either (tf.unique's gradient is a LookupError)"
+       for op in ("Unique", "UniqueWithCounts", "UniqueV2", "UniqueWithCountsV2")},
 }

@@ -332,7 +332,7 @@ def _plain(attrs: dict) -> dict:
 # gradients): such cases are not compared.
 TF_CPU_LIMITS = ("Could not find device", "No OpKernel", "not in the list of allowed values",
                  "only supports NHWC", "Conv2DCustomBackprop", "The implementation of",
-                 "is not yet supported", "only supports")
+                 "is not yet supported", "only supports", "No WhereOp available for")
 
 
 def _tf_unsupported(reply) -> bool:

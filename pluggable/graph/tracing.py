@@ -337,7 +337,9 @@ def const_value(t: SymbolicTensor) -> np.ndarray | None:
 
 def _run_shape_fn(op, shapes, attrs, values) -> list:
     out = op.shape_fn(shapes, attrs, values)
-    return [None if s is None else tuple(int(d) for d in s) for s in out]
+    # (a None size: a data-dependent dimension, as Where's number of rows)
+    return [None if s is None else tuple(None if d is None else int(d) for d in s)
+            for s in out]
 
 
 def _probe(op, shapes, attrs, values, distinct: bool) -> list | None:

@@ -42,11 +42,16 @@ def _onnx():
 class ValueInfo:
     """Name, dtype and shape (None for a symbolic dimension) of a model input or output."""
 
-    def __init__(self, name: str, dtype: Any, shape: tuple | None):
+    def __init__(self, name: str, dtype: Any, shape: tuple | None, sequence: bool = False,
+                 optional: bool = False):
         self.name, self.dtype, self.shape = name, dtype, shape
+        self.sequence = sequence   # a sequence of tensors of that dtype and shape (a list)
+        self.optional = optional   # may be fed None (no value)
 
     def __repr__(self) -> str:
-        return f"ValueInfo({self.name!r}, {getattr(self.dtype, 'name', self.dtype)}, {self.shape})"
+        kind = ", sequence" if self.sequence else ""
+        return (f"ValueInfo({self.name!r}, {getattr(self.dtype, 'name', self.dtype)}, "
+                f"{self.shape}{kind})")
 
 
 # ================================================================ loading
@@ -210,13 +215,18 @@ def _no_dtype(v, onnx) -> str:
 
 
 def _value_info(v) -> ValueInfo:
-    tt = v.type.tensor_type
+    t, sequence, optional = v.type, False, v.type.HasField("optional_type")
+    if optional:   # fed as its value, or None
+        t = t.optional_type.elem_type
+    if t.HasField("sequence_type"):
+        t, sequence = t.sequence_type.elem_type, True
+    tt = t.tensor_type
     dt = mapping.ONNX_DTYPES.get(tt.elem_type)
     shape = None
     if tt.HasField("shape"):
         shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None
                       for d in tt.shape.dim)
-    return ValueInfo(v.name, dt, shape)
+    return ValueInfo(v.name, dt, shape, sequence, optional)
 
 
 def _attrs(node, onnx) -> dict:
@@ -303,7 +313,7 @@ class Model:
                 if node.op_type in ("Shape", "Size") or \
                         not any(o in needed for o in node.output):
                     continue
-                more = {n for n in node.input if n} - needed
+                more = _reads(node) - needed
                 if more:
                     needed |= more
                     grew = True
@@ -336,11 +346,15 @@ class Model:
         if missing:
             raise errors.InvalidArgumentError(
                 f"{self.name}: input {', '.join(missing)} is not fed")
-        tensors = [self._feed(v, feeds[v.name]) for v in self.inputs]
+        fed = [None if v.optional and feeds[v.name] is None else
+               self._feed_sequence(v, feeds[v.name]) if v.sequence else self._feed(v, feeds[v.name])
+               for v in self.inputs]
+        tensors = [t for f in fed if f is not None for t in (f if isinstance(f, list) else [f])]
         scope = placement.current()
-        values = {v.name: np.asarray(t.numpy()) for v, t in zip(self.inputs, tensors)
-                  if v.name in self._value_inputs}
+        values = {v.name: np.asarray(t.numpy()) for v, t in zip(self.inputs, fed)
+                  if v.name in self._value_inputs and not v.sequence}
         key = (None if scope is None else scope.name,
+               tuple(len(f) if isinstance(f, list) else f is None for f in fed),
                tuple((t.dtype, tuple(t.shape)) for t in tensors),
                tuple((k, a.tobytes()) for k, a in sorted(values.items())))
         cf = self._cache.get(key)
@@ -348,7 +362,7 @@ class Model:
             with self._lock:
                 cf = self._cache.get(key)
                 if cf is None:
-                    cf = self._cache[key] = self._build_checked(tensors, values)
+                    cf = self._cache[key] = self._build_checked(fed, values)
         flat = list(cf._call_flat(cf._check_inputs(tensors)))
         out = {}
         for v, n in zip(self.outputs, cf.onnx_layout):
@@ -375,6 +389,12 @@ class Model:
                     f"declares {v.shape} (None: any size)")
         return x
 
+    def _feed_sequence(self, v: ValueInfo, x: Any) -> list:
+        if not isinstance(x, (list, tuple)):
+            raise errors.InvalidArgumentError(
+                f"{self.name}: input {v.name!r} is a sequence: feed a list of tensors")
+        return [self._feed(v, e) for e in x]
+
     def _build_checked(self, tensors: list, values: dict) -> ConcreteFunction:
         """`_build`, with whatever a malformed model makes go wrong there
         (a value of a type pluggable lacks, a shape no op accepts) as a
@@ -398,10 +418,17 @@ class Model:
         with tracing.trace_scope(g):
             env: dict[str, Any] = {}
             for v, t in zip(self.inputs, tensors):
-                ph = tracing.placeholder(g, v.name, t.dtype, tuple(t.shape))
-                env[v.name] = values[v.name] if v.name in values else \
-                    tracing.SymbolicTensor(ph, 0)
-                specs.append((ph.name, TensorSpec(tuple(t.shape), t.dtype)))
+                if t is None:   # an optional input fed no value
+                    env[v.name] = None
+                    continue
+                items = []   # (a sequence input: one placeholder per tensor fed)
+                for i, e in enumerate(t if isinstance(t, list) else [t]):
+                    name = f"{v.name}_{i}" if isinstance(t, list) else v.name
+                    ph = tracing.placeholder(g, name, e.dtype, tuple(e.shape))
+                    items.append(tracing.SymbolicTensor(ph, 0))
+                    specs.append((ph.name, TensorSpec(tuple(e.shape), e.dtype)))
+                env[v.name] = items if isinstance(t, list) else values[v.name] \
+                    if v.name in values else items[0]
             for name, a in self._inits.items():
                 env[name] = a
             for node, r in zip(self.proto.graph.node, self._rules):
@@ -495,6 +522,18 @@ def _all_nodes(graph, onnx):
         for a in node.attribute:
             for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
                 yield from _all_nodes(sub, onnx)
+
+
+def _reads(node) -> set:
+    """The names `node` reads: its inputs and, for an If, Loop or Scan,
+    the names its subgraphs read (the outer values they capture
+    included)."""
+    out = {n for n in node.input if n}
+    for a in node.attribute:
+        for sub in list(a.graphs) + ([a.g] if a.HasField("g") else []):
+            for inner in sub.node:
+                out |= _reads(inner)
+    return out
 
 
 def _as_tensor(g: Graph, x: Any):

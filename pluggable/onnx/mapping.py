@@ -43,7 +43,7 @@ VALUE_INPUTS = {"Reshape": {1}, "Squeeze": {1}, "Unsqueeze": {1}, "Slice": {1, 2
                 "CenterCropPad": {1}, "DFT": {1, 2}, "STFT": {1, 3}, "AffineGrid": {1},
                 "MaxUnpool": {2}, "Col2Im": {1, 2}, "MelWeightMatrix": {0, 1, 2, 3, 4},
                 "HannWindow": {0}, "HammingWindow": {0}, "BlackmanWindow": {0},
-                "Resize": {1, 2, 3}, "Upsample": {1}}
+                "Resize": {1, 2, 3}, "Upsample": {1}, "Dropout": {1, 2}}
 _BIG = 1 << 62
 
 # ONNX TensorProto.DataType -> pluggable dtype
@@ -208,12 +208,21 @@ def _unary(op_type: str, tf: str, since: int = 1):
 
 for _o, _t in [("Abs", "Abs"), ("Neg", "Neg"), ("Exp", "Exp"), ("Log", "Log"),
                ("Sqrt", "Sqrt"), ("Relu", "Relu"), ("Sigmoid", "Sigmoid"), ("Tanh", "Tanh"),
-               ("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"), ("Identity", "Identity"),
+               ("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"),
                ("Not", "LogicalNot"), ("Sin", "Sin"), ("Cos", "Cos"), ("Tan", "Tan"),
                ("Asin", "Asin"), ("Acos", "Acos"), ("Atan", "Atan"), ("Sinh", "Sinh"),
                ("Cosh", "Cosh"), ("Asinh", "Asinh"), ("Acosh", "Acosh"),
                ("Atanh", "Atanh"), ("Round", "Round")]:
     _unary(_o, _t)
+
+
+@rule("Identity", "Identity", raw=True)
+def _identity(c, x, a):
+    """(a sequence passes through as its list of tensors; a constant stays one)"""
+    def one(t):
+        return t if isinstance(t, np.ndarray) or t is None else c.op("Identity", t)
+    v = x[0]
+    return [[one(t) for t in v] if isinstance(v, list) else one(v)]
 
 
 def _binary(op_type: str, tf: str):
@@ -227,10 +236,26 @@ for _o, _t in [("Add", "AddV2"), ("Sub", "Sub"), ("Mul", "Mul"), ("Equal", "Equa
     _binary(_o, _t)
 
 
-@rule("Pow", "Pow Cast")
+@rule("Pow", "Pow Cast Bitcast SelectV2 Less AddV2")
 def _pow(c, x, a):
-    b = x[1] if x[1].dtype is x[0].dtype else c.op("Cast", x[1], DstT=x[0].dtype)
+    b = x[1]
+    if b.dtype in (dtypes.uint32, dtypes.uint64) and b.dtype is not x[0].dtype:
+        b = _unsigned_to(c, b, x[0].dtype)
+    b = b if b.dtype is x[0].dtype else c.op("Cast", b, DstT=x[0].dtype)
     return [c.op("Pow", x[0], b)]
+
+
+def _unsigned_to(c, u, dt):
+    """uint32/uint64 `u` as dtype `dt` (Cast reads no unsigned type wider
+    than 8 bits): its bits as the signed type, wrapped back up by 2**bits."""
+    signed = dtypes.int32 if u.dtype is dtypes.uint32 else dtypes.int64
+    s = c.op("Bitcast", u, type=signed)
+    wide = dtypes.float64 if dt.is_floating else dt
+    v = c.op("Cast", s, DstT=wide)
+    neg = c.op("Less", s, const(0, s))
+    v = c.op("SelectV2", neg, c.op("AddV2", v, const(2.0 ** (32 if signed is dtypes.int32
+                                                               else 64), v)), v)
+    return v if wide is dt else c.op("Cast", v, DstT=dt)
 
 
 def _trunc_div(c, a, b):
@@ -691,16 +716,27 @@ def _cos(c, x, a):
 @rule("Range", "Range Cast")
 def _range(c, x, a):
     vals = [c.value(t) for t in x]
-    if all(v is not None for v in vals):
+    if all(v is not None for v in vals):   # (one-element limits read as scalars, as ORT)
+        vals = [v.reshape(()) if v.size == 1 else v for v in vals]
         return [np.arange(vals[0], vals[1], vals[2]).astype(vals[0].dtype)]
     return [c.op("Range", *x)]
 
 
-@rule("Dropout", "Identity Fill")
+@rule("Dropout", "Identity Fill StatelessRandomUniformV2 GreaterEqual Cast Mul")
 def _dropout(c, x, a):
-    y = c.op("Identity", x[0])
-    mask = np.ones(tuple(x[0].shape), dtype=bool)
-    return [y, mask]
+    X = x[0]
+    ratio = c.value(x[1]) if len(x) > 1 and x[1] is not None else None
+    train = c.value(x[2]) if len(x) > 2 and x[2] is not None else None
+    ratio = 0.5 if ratio is None or c.opset < 12 else float(np.asarray(ratio).reshape(-1)[0])
+    if len(x) > 2 and x[2] is not None and train is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Dropout's training_mode must "
+                                        "be known when the graph is built")
+    if train is None or not bool(np.asarray(train).reshape(-1)[0]) or ratio == 0:
+        return [c.op("Identity", X), np.ones(tuple(X.shape), dtype=bool)]
+    keep = c.op("GreaterEqual", _uniform(c, X.shape, dtypes.float32, a.get("seed")),
+                np.asarray(ratio, np.float32))
+    scale = const(1.0 / (1.0 - ratio), X)
+    return [c.op("Mul", c.op("Mul", X, c.op("Cast", keep, DstT=X.dtype)), scale), keep]
 
 
 @rule("OneHot", "OneHot GatherV2 SelectV2 Less AddV2 Cast")
@@ -2812,9 +2848,36 @@ def _scatter_op(c, a):
     return _SCATTER[red]
 
 
-@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd TensorScatterMax TensorScatterMin")
+@rule("ScatterND", "TensorScatterUpdate TensorScatterAdd TensorScatterMax TensorScatterMin "
+      "GatherNd Mul Reshape StridedSlice")
 def _scatternd(c, x, a):
+    if a.get("reduction") == "mul":
+        return [_scatter_mul(c, x[0], x[1], x[2])]
     return [c.op(_scatter_op(c, a), x[0], x[1], x[2])]
+
+
+def _scatter_mul(c, X, idx, upd):
+    """ScatterND with reduction 'mul' (TensorFlow has no TensorScatterMul):
+    each element read, multiplied and written back; one index row at a
+    time unless the indices are constants without repeats, so repeated
+    indices multiply in order."""
+    if idx.shape is None or any(d is None for d in idx.shape):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: a scatter reduction 'mul' "
+                                        "needs indices of static shape")
+    k = int(idx.shape[-1])
+    n = int(np.prod(idx.shape[:-1], dtype=np.int64))
+    rows = reshape(c, idx, [n, k])
+    inner = [int(d) for d in upd.shape[len(idx.shape) - 1:]]
+    vals = reshape(c, upd, [n] + inner)
+    known = c.value(idx)
+    if known is not None and len(np.unique(known.reshape(n, k), axis=0)) == n:
+        return c.op("TensorScatterUpdate", X, rows,
+                    c.op("Mul", c.op("GatherNd", X, rows), vals))
+    for i in range(n):
+        r = _slice(c, rows, [i], [i + 1], [0], [1])
+        v = _slice(c, vals, [i], [i + 1], [0], [1])
+        X = c.op("TensorScatterUpdate", X, r, c.op("Mul", c.op("GatherNd", X, r), v))
+    return X
 
 
 def _element_coords(c, idx, X, ax):
@@ -2829,12 +2892,15 @@ def _element_coords(c, idx, X, ax):
 
 
 @rule("ScatterElements", "TensorScatterUpdate TensorScatterAdd TensorScatterMax "
-      "TensorScatterMin SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
+      "TensorScatterMin GatherNd Mul StridedSlice SelectV2 Less AddV2 Cast ExpandDims ConcatV2", since=11)
 def _scatter_elements(c, x, a):
     X, idx, upd = x
     ax = a.get("axis", 0)
     ax = ax + rank(X) if ax < 0 else ax
-    return [c.op(_scatter_op(c, a), X, _element_coords(c, idx, X, ax), upd)]
+    coords = _element_coords(c, idx, X, ax)
+    if a.get("reduction") == "mul":
+        return [_scatter_mul(c, X, coords, upd)]
+    return [c.op(_scatter_op(c, a), X, coords, upd)]
 
 
 rule("Scatter", "TensorScatterUpdate SelectV2 Less AddV2 Cast ExpandDims ConcatV2",
@@ -3134,3 +3200,487 @@ def _attention(c, x, a):
         b, h, s, d = y.shape
         y = reshape(c, transpose(c, y, [0, 2, 1, 3]), [b, s, h * d])
     return [y, present_k, present_v, qk][:max(c.n_outputs, 1)]
+
+
+# ================================================================ data-dependent shapes
+# (Where, Unique* and NonMaxSuppressionV3 have CPU kernels only: under another
+# device's scope they run on the host by soft placement.)
+
+@rule("NonZero", "Where Transpose", since=9)
+def _nonzero(c, x, a):
+    return [transpose(c, c.op("Where", x[0]), [1, 0])]
+
+
+def _stable_argsort(c, v, n: int):
+    """The permutation that sorts 1-D `v` (n elements) ascending, equal
+    values in their order: TopKV2 (descending, the lower index first among
+    equals) of `v` reversed, read backwards."""
+    rev = np.arange(n - 1, -1, -1, dtype=np.int64)
+    if v.dtype is dtypes.bool_:   # (TopKV2 sorts numbers)
+        v = c.op("Cast", v, DstT=dtypes.int8)
+    _, idx = c.ops("TopKV2", c.op("GatherV2", v, rev, np.asarray(0, np.int32)),
+                   np.asarray(n, np.int32), sorted=True, index_type=dtypes.int64)
+    return c.op("Sub", const(n - 1, idx), c.op("GatherV2", idx, rev, np.asarray(0, np.int32)))
+
+
+def _lexsort_rows(c, rows, n: int, d: int):
+    """The permutation that sorts the n rows of `rows` ([n, d])
+    lexicographically: stable sorts from the last column to the first."""
+    perm = None
+    zero = np.asarray(0, np.int32)
+    for j in range(d - 1, -1, -1):
+        col = c.op("GatherV2", rows, np.asarray(j, np.int64), np.asarray(1, np.int32))
+        if perm is not None:
+            col = c.op("GatherV2", col, perm, zero)
+        p = _stable_argsort(c, col, n)
+        perm = p if perm is None else c.op("GatherV2", perm, p, zero)
+    return perm
+
+
+@rule("Unique", "UniqueWithCountsV2 TopKV2 GatherV2 Sub Cumsum ScatterNd Reshape Transpose "
+      "ExpandDims", since=11)
+def _unique(c, x, a):
+    X = x[0]
+    if X.shape is None or any(d is None for d in X.shape):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Unique needs an input of "
+                                        "static shape")
+    shape = tuple(X.shape)
+    axis = a.get("axis")
+    if axis is None:
+        shape = (int(np.prod(shape, dtype=np.int64)),)
+        X = reshape(c, X, shape)
+        axis = 0
+    axis = _axes([axis], len(shape))[0]
+    perm = [axis] + [i for i in range(len(shape)) if i != axis]
+    n, rest = shape[axis], [shape[i] for i in perm[1:]]
+    d = int(np.prod(rest, dtype=np.int64))
+    rows = reshape(c, transpose(c, X, perm) if axis else X, [n, d])
+    zero = np.asarray(0, np.int32)
+    order = _lexsort_rows(c, rows, n, d) if a.get("sorted", 1) and n > 0 else None
+    if order is not None:
+        rows = c.op("GatherV2", rows, order, zero)
+    y, inv, counts = c.ops("UniqueWithCountsV2", rows, np.asarray([0], np.int64),
+                           out_idx=dtypes.int64)
+    starts = c.op("Cumsum", counts, zero, exclusive=True)
+    if order is not None:   # rows sorted: each value's run starts at `starts`
+        first = c.op("GatherV2", order, starts, zero)
+        inv = c.op("ScatterNd", c.op("ExpandDims", order, np.asarray(-1, np.int32)), inv,
+                   np.asarray([n], np.int64))
+    else:
+        first = c.op("GatherV2", _stable_argsort(c, inv, n), starts, zero) if n else inv
+    y = reshape(c, y, [-1] + rest)
+    if axis:
+        y = transpose(c, y, list(np.argsort(perm)))
+    return [y, first, inv, counts]
+
+
+def _nms_boxes(c, boxes, center: bool):
+    """ONNX boxes [N, 4] as TensorFlow's corners [y1, x1, y2, x2]
+    (center_point_box 1: [x_center, y_center, width, height])."""
+    if not center:
+        return boxes
+    cx, cy, w, h = (c.op("GatherV2", boxes, np.asarray(i, np.int64), np.asarray(1, np.int32))
+                    for i in range(4))
+    hw, hh = c.op("Mul", w, const(0.5, w)), c.op("Mul", h, const(0.5, h))
+    corners = [c.op("Sub", cy, hh), c.op("Sub", cx, hw), c.op("AddV2", cy, hh),
+               c.op("AddV2", cx, hw)]
+    return c.op("Pack", *corners, axis=1, N=4)
+
+
+@rule("NonMaxSuppression", "NonMaxSuppressionV3 GatherV2 Reshape Cast Mul Sub AddV2 Pack "
+      "ConcatV2 Minimum", since=10)
+def _nms(c, x, a):
+    boxes, scores = x[0], x[1]
+    if boxes.shape is None or scores.shape is None or None in tuple(scores.shape)[:2] \
+            or len(boxes.shape) != 3 or len(scores.shape) != 3:
+        raise errors.UnimplementedError(
+            f"ONNX node {c.node!r}: NonMaxSuppression needs boxes [batch, boxes, 4] and "
+            "scores [batch, classes, boxes] of known batch and class counts")
+    nb, nc = int(scores.shape[0]), int(scores.shape[1])
+    arg = lambda i: x[i] if len(x) > i and x[i] is not None else None   # noqa: E731
+    k = arg(2)
+    k = np.asarray(0, np.int32) if k is None else c.op(
+        "Cast", reshape(c, c.op("Minimum", k, const(2**31 - 1, k)), []), DstT=dtypes.int32)
+    iou = np.asarray(0, np.float32) if arg(3) is None else reshape(c, arg(3), [])
+    score = np.asarray(-np.inf, np.float32) if arg(4) is None else reshape(c, arg(4), [])
+    zero = np.asarray(0, np.int32)
+    parts = []
+    for b in range(nb):
+        bx = _nms_boxes(c, c.op("GatherV2", boxes, np.asarray(b, np.int64), zero),
+                        a.get("center_point_box", 0))
+        for k_ in range(nc):
+            sc = c.op("GatherV2", c.op("GatherV2", scores, np.asarray(b, np.int64), zero),
+                      np.asarray(k_, np.int64), zero)
+            sel = c.op("Cast", c.op("NonMaxSuppressionV3", bx, sc, k, iou, score),
+                       DstT=dtypes.int64)
+            z = c.op("Mul", sel, const(0, sel))
+            parts.append(c.op("Pack", c.op("AddV2", z, const(b, z)),
+                              c.op("AddV2", z, const(k_, z)), sel, axis=1, N=3))
+    if not parts:
+        return [np.zeros((0, 3), np.int64)]
+    if len(parts) == 1:
+        return parts
+    return [c.op("ConcatV2", *parts, np.asarray(0, np.int32), N=len(parts))]
+
+
+# ================================================================ ai.onnx.ml
+
+@rule("Binarizer", "Greater Cast", domain="ai.onnx.ml")
+def _binarizer(c, x, a):
+    X = x[0]
+    return [c.op("Cast", c.op("Greater", X, const(a.get("threshold", 0.0), X)), DstT=X.dtype)]
+
+
+@rule("ArrayFeatureExtractor", "GatherV2 Reshape", domain="ai.onnx.ml")
+def _array_feature_extractor(c, x, a):
+    X, idx = x
+    out = c.op("GatherV2", X, reshape(c, idx, [-1]), np.asarray(-1, np.int32))
+    return [reshape(c, out, [1, -1]) if rank(X) == 1 else out]
+
+
+@rule("Scan", "GatherV2 Pack StridedSlice Reshape Identity", since=8, until=8, raw=True)
+def _scan8(c, x, a):
+    """Scan-8: every input has a batch axis first, scanned along axis 1."""
+    if x[0] is not None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Scan-8 with sequence_lens is "
+                                        "not mapped (leave the input empty)")
+    items = [_tensorish(c, v) for v in x[1:]]
+    batch = items[0].shape[0] if items and items[0].shape else None
+    if batch is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: Scan-8 needs a known batch size")
+    zero = np.asarray(0, np.int32)
+    attrs = {"body": a["body"], "num_scan_inputs": a["num_scan_inputs"],
+             "scan_input_directions": a.get("directions")}
+    per = [_scan(c, [c.op("GatherV2", v, np.asarray(b, np.int64), zero) for v in items], attrs)
+           for b in range(batch)]
+    return [_stack(c, list(outs), 0) for outs in zip(*per)]
+
+
+# ================================================================ random
+# Counter-based (Philox) draws keyed by the node's seed; without one, by a key
+# chosen when the graph is built, so a built graph repeats its numbers.
+
+def _uniform(c, shape, dt, seed):
+    """Uniform [0, 1) samples of `shape` (static) and float dtype `dt`."""
+    if shape is None or any(d is None for d in shape):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: random values need a shape "
+                                        "known when the graph is built")
+    if seed is None:
+        key = np.random.default_rng().integers(0, 2**63, 1, dtype=np.uint64)
+    else:
+        key = np.asarray([int(seed) & (2**64 - 1)], np.uint64)
+    return c.op("StatelessRandomUniformV2", np.asarray(list(shape), np.int64), key,
+                np.zeros(2, np.uint64), np.asarray(1, np.int32), dtype=dt)
+
+
+def _random_dtype(c, a, like=None):
+    code = a.get("dtype")
+    dt = ONNX_DTYPES.get(int(code)) if code is not None else (like.dtype if like is not None
+                                                               else dtypes.float32)
+    if dt is None:
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: random values of ONNX type "
+                                        f"{code} have no pluggable dtype")
+    return dt
+
+
+def _scaled_uniform(c, shape, dt, a):
+    draw = dt if dt.is_floating else dtypes.float32
+    u = _uniform(c, shape, draw, a.get("seed"))
+    lo, hi = a.get("low", 0.0), a.get("high", 1.0)
+    u = c.op("AddV2", c.op("Mul", u, const(hi - lo, u)), const(lo, u))
+    return u if draw is dt else c.op("Cast", u, DstT=dt)
+
+
+@rule("RandomUniform", "StatelessRandomUniformV2 Mul AddV2 Cast")
+def _random_uniform(c, x, a):
+    return [_scaled_uniform(c, tuple(a["shape"]), _random_dtype(c, a), a)]
+
+
+@rule("RandomUniformLike", "StatelessRandomUniformV2 Mul AddV2 Cast")
+def _random_uniform_like(c, x, a):
+    return [_scaled_uniform(c, x[0].shape, _random_dtype(c, a, x[0]), a)]
+
+
+@rule("Bernoulli", "StatelessRandomUniformV2 Less Cast", since=15)
+def _bernoulli(c, x, a):
+    p = x[0]
+    u = _uniform(c, p.shape, p.dtype if p.dtype.is_floating else dtypes.float32,
+                 a.get("seed"))
+    return [c.op("Cast", c.op("Less", u, p), DstT=_random_dtype(c, a, p))]
+
+
+@rule("TensorScatter", "TensorScatterUpdate Cast Reshape AddV2 FloorMod ExpandDims ConcatV2",
+      since=24)
+def _tensor_scatter(c, x, a):
+    """A cache update: `update`'s sequence written into `past_cache` along
+    `axis` from each batch's write index (wrapping round when circular)."""
+    past, upd = x[0], x[1]
+    wi = x[2] if len(x) > 2 else None
+    shape, ushape = tuple(past.shape), tuple(upd.shape)
+    r = len(shape)
+    ax = _axes([a.get("axis", -2)], r)[0]
+    if ax == 0:
+        raise c.error("TensorScatter's axis cannot be the batch axis 0")
+    mode = a.get("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise c.error(f"TensorScatter mode must be 'linear' or 'circular', got {mode!r}")
+    if len(ushape) != r or any(ushape[i] != shape[i] for i in range(r) if i != ax) \
+            or ushape[ax] > shape[ax]:
+        raise c.error(f"update of shape {list(ushape)} does not fit past_cache of shape "
+                      f"{list(shape)} along axis {ax}")
+    grid = shape[:ax] + (ushape[ax],)
+    if wi is None:
+        wi = np.zeros(shape[0], np.int64)
+    wi = reshape(c, c.op("Cast", wi, DstT=dtypes.int64), [shape[0]] + [1] * ax)
+    steps = np.arange(ushape[ax], dtype=np.int64).reshape((1,) * ax + (ushape[ax],))
+    pos = c.op("AddV2", c.op("AddV2", wi, steps), np.zeros(grid, np.int64))
+    if mode == "circular":
+        pos = c.op("FloorMod", pos, np.asarray(shape[ax], np.int64))
+    prefix = np.indices(grid, dtype=np.int64)[:ax]
+    parts = [np.expand_dims(p, -1) for p in prefix] + [
+        c.op("ExpandDims", pos, np.asarray(-1, np.int32))]
+    coords = c.op("ConcatV2", *parts, np.asarray(-1, np.int32), N=len(parts))
+    return [c.op("TensorScatterUpdate", past, coords, upd)]
+
+
+# ================================================================ preview domain
+
+_SOFTMAX_PRECISION = {1: dtypes.float32, 10: dtypes.float16, 16: dtypes.bfloat16,
+                      11: dtypes.float64}
+
+
+@rule("FlexAttention", "BatchMatMulV2 Mul Cast Softmax GatherV2", domain="ai.onnx.preview",
+      raw=True)
+def _flex_attention(c, x, a):
+    """softmax(score_mod(Q K^T scale)) -> prob_mod -> @ V, the score and
+    probability graphs inlined; the softmax in float32 for 16-bit inputs
+    (or in softmax_precision)."""
+    q, k, v = (_tensorish(c, t) for t in x[:3])
+    if any(t.shape is None or len(t.shape) != 4 for t in (q, k, v)):
+        raise c.error("FlexAttention needs Q, K and V of rank 4 ([batch, heads, seq, size])")
+    hq, e = q.shape[1], q.shape[3]
+    hkv = k.shape[1]
+    if hq != hkv:
+        if not hkv or hq % hkv:
+            raise c.error(f"FlexAttention: {hq} query heads are not a multiple of {hkv} "
+                          "key/value heads")
+        rep = np.repeat(np.arange(hkv, dtype=np.int64), hq // hkv)
+        k = c.op("GatherV2", k, rep, np.asarray(1, np.int32))
+        v = c.op("GatherV2", v, rep, np.asarray(1, np.int32))
+    scale = a.get("scale")
+    scale = 1.0 / np.sqrt(e) if scale is None else scale
+    s = const(np.sqrt(np.float32(scale)), q)
+    scores = c.op("BatchMatMulV2", c.op("Mul", q, s), c.op("Mul", k, s), adj_y=True)
+    prec = a.get("softmax_precision")
+    if prec is not None:
+        dt = _SOFTMAX_PRECISION.get(int(prec))
+        if dt is None:
+            raise c.error(f"FlexAttention: softmax_precision {prec} is not a float type")
+    else:
+        dt = dtypes.float32 if q.dtype in (dtypes.float16, dtypes.bfloat16) else q.dtype
+    cast = lambda t: t if t.dtype is dt else c.op("Cast", t, DstT=dt)   # noqa: E731
+    scores = cast(scores)
+    if a.get("score_mod") is not None:
+        scores = cast(_tensorish(c, c.subgraph(a["score_mod"], [scores])[0]))
+    probs = c.op("Softmax", scores)
+    if a.get("prob_mod") is not None:
+        probs = cast(_tensorish(c, c.subgraph(a["prob_mod"], [probs])[0]))
+    out = c.op("BatchMatMulV2", probs, cast(v))
+    return [out if out.dtype is v.dtype else c.op("Cast", out, DstT=v.dtype)]
+
+
+@rule("DeformConv", "Reshape Transpose StridedSlice AddV2 Sub Mul Floor Cast GreaterEqual "
+      "LessEqual LogicalAnd SelectV2 GatherV2 Pad BatchMatMulV2 ConcatV2", since=19)
+def _deform_conv(c, x, a):
+    """DeformConv of 2 spatial dimensions: every kernel tap samples the
+    input bilinearly (zero outside it) at its offset position, scaled by the
+    mask; the samples of a window meet the weights in a matrix product."""
+    X, Wt, off = x[0], x[1], x[2]
+    B = x[3] if len(x) > 3 else None
+    mask = x[4] if len(x) > 4 else None
+    if len(X.shape) != 4 or any(d is None for d in tuple(X.shape) + tuple(off.shape)):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: DeformConv is mapped for 2 "
+                                        "spatial dimensions of static shape")
+    n, ch, hh, ww = (int(d) for d in X.shape)
+    oc = int(Wt.shape[0])
+    kh, kw = (int(d) for d in (a.get("kernel_shape") or Wt.shape[2:]))
+    sh, sw = a.get("strides") or [1, 1]
+    dh, dw = a.get("dilations") or [1, 1]
+    pt, pl = (a.get("pads") or [0, 0, 0, 0])[:2]
+    grp, og = int(a.get("group", 1)), int(a.get("offset_group", 1))
+    oh, ow = int(off.shape[2]), int(off.shape[3])
+    k = kh * kw
+    if ch % og or ch % grp or oc % grp or off.shape[1] != og * k * 2:
+        raise c.error(f"DeformConv: channels {ch}, group {grp}, offset_group {og} and offset "
+                      f"shape {list(off.shape)} do not fit a {kh}x{kw} kernel")
+    cg = ch // og
+    base_y = (-pt + sh * np.arange(oh)[None, None, :, None]
+              + dh * np.arange(kh)[:, None, None, None]) * np.ones((kh, kw, oh, ow))
+    base_x = (-pl + sw * np.arange(ow)[None, None, None, :]
+              + dw * np.arange(kw)[None, :, None, None]) * np.ones((kh, kw, oh, ow))
+    off = reshape(c, off, [n, og, kh, kw, 2, oh, ow])
+    pos = [c.op("AddV2", reshape(c, _slice(c, off, [i], [i + 1], [4], [1]),
+                                 [n, og, kh, kw, oh, ow]), const(b, X))
+           for i, b in ((0, base_y), (1, base_x))]
+    y0, x0 = c.op("Floor", pos[0]), c.op("Floor", pos[1])
+    fy, fx = c.op("Sub", pos[0], y0), c.op("Sub", pos[1], x0)
+    one = const(1, X)
+    # the input as rows [(n, offset group, pixel), channel], a zero row last per image group
+    table = transpose(c, reshape(c, X, [n, og, cg, hh * ww]), [0, 1, 3, 2])
+    table = c.op("Pad", table, np.asarray([[0, 0], [0, 0], [0, 1], [0, 0]], np.int32))
+    table = reshape(c, table, [n * og * (hh * ww + 1), cg])
+    first = (np.arange(n * og, dtype=np.int64) * (hh * ww + 1)).reshape(n, og, 1, 1, 1, 1)
+    samples = None
+    for yc, xc, wy, wx in ((y0, x0, c.op("Sub", one, fy), c.op("Sub", one, fx)),
+                           (y0, c.op("AddV2", x0, one), c.op("Sub", one, fy), fx),
+                           (c.op("AddV2", y0, one), x0, fy, c.op("Sub", one, fx)),
+                           (c.op("AddV2", y0, one), c.op("AddV2", x0, one), fy, fx)):
+        inside = c.op("LogicalAnd",
+                      c.op("LogicalAnd", c.op("GreaterEqual", yc, const(0, X)),
+                           c.op("LessEqual", yc, const(hh - 1, X))),
+                      c.op("LogicalAnd", c.op("GreaterEqual", xc, const(0, X)),
+                           c.op("LessEqual", xc, const(ww - 1, X))))
+        flat = c.op("AddV2", c.op("Mul", yc, const(ww, X)), xc)
+        flat = c.op("SelectV2", inside, flat, const(hh * ww, X))
+        rows = c.op("AddV2", c.op("Cast", flat, DstT=dtypes.int64), first)
+        got = c.op("GatherV2", table, reshape(c, rows, [-1]), np.asarray(0, np.int32))
+        w = reshape(c, c.op("Mul", wy, wx), [-1, 1])
+        term = c.op("Mul", got, w)
+        samples = term if samples is None else c.op("AddV2", samples, term)
+    if mask is not None:
+        samples = c.op("Mul", samples, reshape(c, mask, [-1, 1]))
+    # [n, og, k, oh*ow, cg] -> [n, oh*ow, channel, k]
+    s = transpose(c, reshape(c, samples, [n, og, k, oh * ow, cg]), [0, 3, 1, 4, 2])
+    s = reshape(c, s, [n, oh * ow, ch, k])
+    cpg, ocg = ch // grp, oc // grp
+    outs = []
+    for g in range(grp):
+        sg = reshape(c, _slice(c, s, [g * cpg], [(g + 1) * cpg], [2], [1]), [n, oh * ow, cpg * k])
+        wg = reshape(c, _slice(c, Wt, [g * ocg], [(g + 1) * ocg], [0], [1]), [ocg, cpg * k])
+        outs.append(c.op("BatchMatMulV2", sg, wg, adj_y=True))
+    y = outs[0] if grp == 1 else c.op("ConcatV2", *outs, np.asarray(2, np.int32), N=grp)
+    if B is not None:
+        y = c.op("AddV2", y, B)
+    return [reshape(c, transpose(c, y, [0, 2, 1]), [n, oc, oh, ow])]
+
+
+@rule("SequenceMap", "", since=17, raw=True)
+def _sequence_map(c, x, a):
+    """The body applied to each position of the input sequence (sequence
+    inputs give their item there, tensors themselves); one output
+    sequence per body output."""
+    seqs = [v for v in x if isinstance(v, list)]
+    if not x or not isinstance(x[0], list):
+        raise c.error("SequenceMap's first input must be a sequence")
+    n = len(x[0])
+    if any(len(s) != n for s in seqs):
+        raise c.error(f"SequenceMap's sequences differ in length ({[len(s) for s in seqs]})")
+    body = a["body"]
+    outs = [[] for _ in body.output]
+    for i in range(n):
+        res = c.subgraph(body, [v[i] if isinstance(v, list) else v for v in x])
+        for o, r in zip(outs, res):
+            o.append(r)
+    return outs
+
+
+def _tree_paths(a):
+    """Every root-to-leaf path of the ensemble: (leaf index, [(node, branch
+    taken)]), the trees in order."""
+    tl, fl = a["nodes_trueleafs"], a["nodes_falseleafs"]
+    tn, fn = a["nodes_truenodeids"], a["nodes_falsenodeids"]
+    paths = []
+
+    def walk(node, is_leaf, path):
+        if len(path) > len(tl):
+            raise errors.InvalidArgumentError("TreeEnsemble: a tree loops back on itself")
+        if is_leaf:
+            paths.append((int(node), path))
+            return
+        walk(tn[node], tl[node], path + [(int(node), True)])
+        walk(fn[node], fl[node], path + [(int(node), False)])
+    for root in a["tree_roots"]:
+        leaf_root = tl[root] and fl[root] and tn[root] == fn[root]
+        walk(tn[root] if leaf_root else root, bool(leaf_root), [])
+    return paths
+
+
+_TREE_CMP = {0: "LessEqual", 1: "Less", 2: "GreaterEqual", 3: "Greater", 4: "Equal",
+             5: "NotEqual"}
+
+
+@rule("TreeEnsemble", "GatherV2 LessEqual Less GreaterEqual Greater Equal NotEqual SelectV2 "
+      "LogicalOr LogicalAnd Cast MatMul AddV2 Mul Max Min Sum", since=5, domain="ai.onnx.ml")
+def _tree_ensemble(c, x, a):
+    """Each node's test on every row at once; a leaf is reached when every
+    test on its path goes its way (counted by a matrix product); the leaves
+    reached add up (or average, or take the min or max) per target."""
+    X = x[0]
+    if len(X.shape) != 2 or not X.dtype.is_floating:
+        raise c.error("TreeEnsemble takes a float matrix [rows, features]")
+    if int(a.get("post_transform", 0)):
+        raise errors.UnimplementedError(f"ONNX node {c.node!r}: TreeEnsemble post_transform "
+                                        f"{a['post_transform']} is not mapped (only NONE is)")
+    npt = X.dtype.as_numpy_dtype
+    modes = np.asarray(a["nodes_modes"]).astype(np.int64).reshape(-1)
+    splits = np.asarray(a["nodes_splits"]).astype(npt).reshape(-1)
+    feats = c.op("GatherV2", X, np.asarray(a["nodes_featureids"], np.int64),
+                 np.asarray(1, np.int32))                                  # [rows, nodes]
+    cond = None
+    for m in sorted(set(modes.tolist())):
+        if m == 6:   # set membership: the members of each node, NaN-separated, in order
+            members, it = [], iter(np.asarray(a["membership_values"]).reshape(-1).tolist())
+            for mode in modes:
+                group = []
+                if mode == 6:
+                    for v in it:
+                        if np.isnan(v):
+                            break
+                        group.append(v)
+                members.append(group)
+            width = max(len(g) for g in members)
+            table = np.full((len(modes), max(width, 1)), np.nan, npt)
+            for i, g in enumerate(members):
+                table[i, :len(g)] = g
+            hit = c.op("Equal", c.op("ExpandDims", feats, np.asarray(-1, np.int32)), table)
+            got = c.op("Greater", c.op("Sum", c.op("Cast", hit, DstT=dtypes.int32),
+                                       np.asarray(-1, np.int32)), np.asarray(0, np.int32))
+        elif m in _TREE_CMP:
+            got = c.op(_TREE_CMP[m], feats, splits)
+        else:
+            raise c.error(f"TreeEnsemble: unknown node mode {m}")
+        cond = got if cond is None else c.op("SelectV2", modes == m, got, cond)
+    track = a.get("nodes_missing_value_tracks_true")
+    if track is not None and any(track):
+        nan = c.op("NotEqual", feats, feats)
+        cond = c.op("LogicalOr", cond, c.op("LogicalAnd", nan, np.asarray(track, bool)))
+    paths = _tree_paths(a)
+    turn = np.zeros((len(modes), len(paths)), npt)     # +1: must hold, -1: must fail
+    fails = np.zeros(len(paths), npt)
+    for j, (_, path) in enumerate(paths):
+        for node, branch in path:
+            turn[node, j] += 1 if branch else -1
+            fails[j] += 0 if branch else 1
+    length = np.asarray([len(p) for _, p in paths], npt)
+    held = c.op("AddV2", c.op("MatMul", c.op("Cast", cond, DstT=X.dtype), turn), fails)
+    reached = c.op("Equal", held, length)                                  # [rows, paths]
+    n_t = int(a["n_targets"])
+    leaf_w = np.asarray(a["leaf_weights"]).astype(npt).reshape(-1)
+    leaf_t = np.asarray(a["leaf_targetids"], np.int64).reshape(-1)
+    agg = int(a.get("aggregate_function", 1))
+    onto = np.zeros((len(paths), n_t), npt)
+    for j, (leaf, _) in enumerate(paths):
+        onto[j, leaf_t[leaf]] = 1
+    w = np.asarray([leaf_w[leaf] for leaf, _ in paths], npt)
+    if agg in (0, 1):   # AVERAGE, SUM
+        if agg == 0:
+            w = w / len(a["tree_roots"])
+        return [c.op("MatMul", c.op("Cast", reached, DstT=X.dtype), onto * w[:, None])]
+    if agg not in (2, 3):
+        raise c.error(f"TreeEnsemble: unknown aggregate_function {agg}")
+    big = np.finfo(npt).max if agg == 2 else np.finfo(npt).min
+    take = c.op("LogicalAnd", c.op("ExpandDims", reached, np.asarray(-1, np.int32)),
+                onto.astype(bool))                                          # [rows, paths, t]
+    vals = c.op("SelectV2", take, np.broadcast_to(w[:, None], onto.shape).copy(),
+                np.asarray(big, npt))
+    return [c.op("Min" if agg == 2 else "Max", vals, np.asarray(1, np.int32))]

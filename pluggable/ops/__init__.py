@@ -14,6 +14,7 @@ from . import (array_op_defs, collective_op_defs, cpu_kernels, cpu_kernels_array
                cpu_kernels_random, definitions, fused_ops, gradient_ops, math_op_defs,
                nn_op_defs, random_op_defs, resource_ops, transformer_ops)
 from . import cpu_kernels_linalg, cpu_kernels_nd_index, linalg_op_defs, nd_index_op_defs
+from . import cpu_kernels_selection, selection_op_defs
 from . import py_func_ops  # noqa: F401  (EagerPyFunc)
 
 definitions.define_builtin_ops()
@@ -23,9 +24,11 @@ nn_op_defs.define_nn_ops()
 random_op_defs.define_random_ops()
 nd_index_op_defs.define_nd_index_ops()
 linalg_op_defs.define_linalg_ops()
+selection_op_defs.define_selection_ops()
 cpu_kernels.register_cpu_kernels(cpu_kernels_math.KERNELS, cpu_kernels_array.KERNELS,
                                  cpu_kernels_nn.KERNELS, cpu_kernels_random.KERNELS,
-                                 cpu_kernels_nd_index.KERNELS, cpu_kernels_linalg.KERNELS)
+                                 cpu_kernels_nd_index.KERNELS, cpu_kernels_linalg.KERNELS,
+                                 cpu_kernels_selection.KERNELS)
 resource_ops.define_resource_ops()
 gradient_ops.define_gradient_ops()
 fused_ops.define_fused_ops()
