@@ -60,6 +60,9 @@ def convertible(f: Any) -> Callable | None:
     return None
 
 
+operators.convertible[0] = convertible
+
+
 def convert(fn: types.FunctionType) -> Callable | None:
     """`fn` converted (None when it cannot be: no source, a generator ...;
     the reason is logged once)."""

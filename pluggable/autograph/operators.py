@@ -427,6 +427,10 @@ def _define_undefined(body: Callable, set_state: Callable, get_state: Callable, 
 
 # -------------------------------------------------------------------- calls
 
+# What converted_call converts: api.convertible, set when api is imported.
+convertible: list[Callable[[Any], Callable | None]] = [lambda f: None]
+
+
 def converted_call(f: Any, args: tuple, kwargs: dict | None) -> Any:
     """Calls `f`, converted first when it is a function of user code (not of
     pluggable, the standard library or an installed package)."""
@@ -435,8 +439,7 @@ def converted_call(f: Any, args: tuple, kwargs: dict | None) -> Any:
         return array_ops.range(*args, **kwargs)
     if f is logging_ops.print and tracing.current_graph() is not None:
         return _graph_print(args, kwargs)
-    from . import api   # (api imports this module)
-    target = api.convertible(f)
+    target = convertible[0](f)
     return (target or f)(*args, **kwargs)
 
 
