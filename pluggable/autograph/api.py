@@ -88,6 +88,9 @@ def _convert_code(fn: types.FunctionType) -> tuple:
                     getattr(fn, "__qualname__", fn), exc)
         return None, str(exc)
     text = ast.unparse(node)
+    # The factory must not bind the function's own name: the body may call
+    # it (recursion), which reads the global, not the converted function.
+    node.name = "__ag_converted"
     params = [operators_param()] + list(fn.__code__.co_freevars)
     factory = ast.FunctionDef("__ag_factory", ast.arguments(
         [], [ast.arg(p) for p in params], None, [], [], None, []),
@@ -99,6 +102,9 @@ def _convert_code(fn: types.FunctionType) -> tuple:
     outer = next(c for c in compiled.co_consts if isinstance(c, types.CodeType))
     inner = next(c for c in outer.co_consts if isinstance(c, types.CodeType)
                  and c.co_name == node.name)
+    inner = inner.replace(co_name=fn.__code__.co_name)
+    if hasattr(inner, "co_qualname"):
+        inner = inner.replace(co_qualname=fn.__code__.co_qualname)
     return inner, text
 
 
@@ -119,7 +125,26 @@ def _parse(fn: types.FunctionType) -> ast.FunctionDef:
     node.decorator_list = []
     if "__class__" in fn.__code__.co_freevars:
         _explicit_super(node)
+    parts = fn.__qualname__.split(".")
+    if len(parts) > 1 and parts[-2] != "<locals>":
+        _mangle(node, parts[-2])
     return node
+
+
+def _mangle(fn: ast.FunctionDef, cls: str) -> None:
+    """Private names (``self.__x``) as the class body compiled them: the
+    converted function is compiled outside its class."""
+    prefix = "_" + cls.lstrip("_")
+
+    def mangled(name: str) -> str:
+        if name.startswith("__") and not name.endswith("__") and cls.strip("_"):
+            return prefix + name
+        return name
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Attribute):
+            n.attr = mangled(n.attr)
+        elif isinstance(n, ast.Name):
+            n.id = mangled(n.id)
 
 
 def _explicit_super(fn: ast.FunctionDef) -> None:

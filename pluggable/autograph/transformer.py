@@ -85,6 +85,11 @@ def _walk_scope(node: ast.AST, root: bool = True) -> Iterable[ast.AST]:
                         yield inner
             elif isinstance(child, ast.ClassDef):
                 yield child
+            elif isinstance(child, (ast.ListComp, ast.SetComp, ast.DictComp,
+                                    ast.GeneratorExp)):
+                for inner in ast.walk(child):   # a scope of its own: only what it reads
+                    if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load):
+                        yield inner
             else:
                 stack.append(child)
 
@@ -387,10 +392,12 @@ class _Expressions(ast.NodeTransformer):
 class _ControlFlow(ast.NodeTransformer):
     """Pass 4: if / while / for become calls of ag__ operators."""
 
-    def __init__(self, fn: ast.FunctionDef, names: _Counter, excluded: set[str]):
+    def __init__(self, fn: ast.FunctionDef, names: _Counter, excluded: set[str],
+                 globals_: set[str]):
         self.fn = fn
         self.names = names
         self.excluded = excluded
+        self.globals = globals_
         self.parents: list[tuple[list, int, ast.AST]] = []   # (block, index, owner)
 
     # --- liveness
@@ -429,9 +436,8 @@ class _ControlFlow(ast.NodeTransformer):
         get_name, set_name = self.names.name("get_state"), self.names.name("set_state")
         getter = ast.FunctionDef(get_name, _no_args(), [ast.Return(
             ast.Tuple([_name(n) for n in names], ast.Load()))], [], None)
-        setter_body: list[ast.stmt] = []
+        setter_body: list[ast.stmt] = self._declare(names, [])
         if names:
-            setter_body.append(ast.Nonlocal(list(names)))
             setter_body.append(ast.Assign([ast.Tuple([_name(n, True) for n in names],
                                                      ast.Store())], _name("vars_")))
         else:
@@ -442,8 +448,16 @@ class _ControlFlow(ast.NodeTransformer):
     def _def(self, base: str, body: list, names: list[str], args: ast.arguments | None = None,
              ) -> tuple[ast.FunctionDef, str]:
         name = self.names.name(base)
-        stmts = ([ast.Nonlocal(list(names))] if names else []) + (body or [ast.Pass()])
+        stmts = self._declare(names, body) + (body or [ast.Pass()])
         return ast.FunctionDef(name, args or _no_args(), stmts, [], None), name
+
+    def _declare(self, names: list[str], body: list) -> list[ast.stmt]:
+        """``nonlocal`` for the statement's variables; ``global`` for the
+        function's globals among them or assigned in `body`."""
+        globals_ = sorted(self.globals & (set(names) | assigned(body)))
+        local = [n for n in names if n not in self.globals]
+        return ([ast.Global(globals_)] if globals_ else []) + \
+            ([ast.Nonlocal(local)] if local else [])
 
     def _undefined(self, names: list[str], node: ast.AST) -> list[ast.stmt]:
         """``x = ag__.Undefined('x')`` for each name that may not be bound yet."""
@@ -592,12 +606,13 @@ def convert_function(fn: ast.FunctionDef) -> ast.FunctionDef:
                 continue   # left as Python (a generator, say)
             n.decorator_list.insert(0, _ag("converted_function"))
     names = _Counter()
-    excluded = set()
+    excluded: set[str] = set()
+    globals_: set[str] = set()
     for n in _walk_scope(fn):
-        if isinstance(n, (ast.Global, ast.Nonlocal)):
-            excluded.update(n.names)
+        if isinstance(n, ast.Global):
+            globals_.update(n.names)
     fn.body = _flatten([_Jumps(names).visit(s) for s in fn.body])
     lower_returns(fn)
     fn.body = [_Expressions().visit(s) for s in fn.body]
-    _ControlFlow(fn, names, excluded).visit(fn)
+    _ControlFlow(fn, names, excluded, globals_).visit(fn)
     return fn
