@@ -419,3 +419,67 @@ def test_method_and_variable_updates_in_loops():
     c = Counter()
     assert float(c(pg.constant(7)).numpy()) == 3.0      # i = 0, 3, 6
     assert float(c(pg.constant(4)).numpy()) == 5.0      # i = 0, 3
+
+
+def test_recursion_on_python_values_calls_the_function_itself(capsys):
+    @pg.function
+    def countdown(n):
+        if n > 0:
+            print("tracing")
+            return countdown(n - 1)
+        return 1
+    assert int(countdown(4).numpy()) == 1
+    assert capsys.readouterr().out.count("tracing") == 4
+
+
+_flag = None
+
+
+def test_a_global_set_in_a_tensor_branch_is_carried():
+    @pg.function
+    def f(x):
+        global _flag
+        if x > 0:
+            _flag = x * 2.0
+        else:
+            _flag = x
+        return _flag
+    assert float(f(pg.constant(3.0)).numpy()) == 6.0
+    assert float(f(pg.constant(-3.0)).numpy()) == -3.0
+
+
+def test_methods_keep_private_names_and_super():
+    class Base(pg.Module):
+        def scale(self):
+            return 3.0
+
+    class Scaled(Base):
+        def __init__(self):
+            super().__init__()
+            self.__offset = 1.0
+
+        @pg.function
+        def __call__(self, x):
+            if pg.reduce_sum(x) > 0:
+                x = x * super().scale()
+            return x + self.__offset
+    m = Scaled()
+    x = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_allclose(m(pg.constant(x)).numpy(), x * 3.0 + 1.0)
+    np.testing.assert_allclose(m(pg.constant(-x)).numpy(), -x + 1.0)
+
+
+def test_run_functions_eagerly_runs_the_python_body(capsys):
+    @pg.function
+    def f(x):
+        if x > 0:
+            print("positive", float(x.numpy()))
+            x = x - 1.0
+        return x
+    pg.config.run_functions_eagerly(True)
+    try:
+        assert float(f(pg.constant(2.0)).numpy()) == 1.0
+        assert float(f(pg.constant(5.0)).numpy()) == 4.0
+    finally:
+        pg.config.run_functions_eagerly(False)
+    assert capsys.readouterr().out.splitlines() == ["positive 2.0", "positive 5.0"]
