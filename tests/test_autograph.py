@@ -146,12 +146,44 @@ def while_break(x):
     return x, i
 
 
+@tf.function
+def nested_break(x, n):
+    total = tf.constant(0.0)
+    for i in tf.range(n):
+        for j in tf.range(n):
+            if j > i:
+                break
+            total += x[0] * tf.cast(j, tf.float32)
+    return total
+
+
+@tf.function
+def try_break(x, n):
+    i = tf.constant(0)
+    s = tf.constant(0.0)
+    while i < n:
+        i += 1
+        try:
+            if tf.cast(i, tf.float32) > x[1] * 4.0 + 4.0:
+                break
+        except ValueError:
+            pass
+        s += x[0]
+    return s, i
+
+
+@tf.function
+def conditional_expression(x):
+    return x * 2.0 if tf.reduce_sum(x) > 0 else -x
+
+
 def make_inputs(name, rng):
     x = rng.uniform(-1.0, 1.0, 5).astype(np.float32)
     n = np.int32(rng.integers(3, 9))
     if name in ("while_tensor",):
         return [rng.uniform(0.2, 1.0, 5).astype(np.float32)]
-    if name in ("for_range", "break_continue", "nested_call", "defined_in_loop"):
+    if name in ("for_range", "break_continue", "nested_call", "defined_in_loop",
+                "nested_break", "try_break"):
         return [x, n]
     if name in ("rows", "tensor_array"):
         return [rng.uniform(-1.0, 1.0, (int(n), 3)).astype(np.float32)]
@@ -162,13 +194,15 @@ def make_inputs(name, rng):
 
 CASES = ["if_tensor", "elif_chain", "while_tensor", "for_range", "break_continue",
          "early_return", "rows", "nested_call", "logical", "defined_in_loop", "tensor_array",
-         "python_loop_tensor_if", "while_break"]
+         "python_loop_tensor_if", "while_break", "nested_break", "try_break",
+         "conditional_expression"]
 
 
 # A kernel each case runs on its device whatever the inputs (the check that
 # the graph ran there, not on a fallback).
 KERNEL = {"if_tensor": "Sum", "early_return": "Mean", "logical": "Sum",
-          "python_loop_tensor_if": "Sum", "while_tensor": "Tanh", "elif_chain": "Sum"}
+          "python_loop_tensor_if": "Sum", "while_tensor": "Tanh", "elif_chain": "Sum",
+          "conditional_expression": "Sum"}
 
 
 def _load(tmp_dir, module: str):
@@ -483,3 +517,27 @@ def test_run_functions_eagerly_runs_the_python_body(capsys):
     finally:
         pg.config.run_functions_eagerly(False)
     assert capsys.readouterr().out.splitlines() == ["positive 2.0", "positive 5.0"]
+
+
+def test_tensor_break_in_a_python_loop_is_unimplemented():
+    @pg.function
+    def f(x):
+        for k in [1, 2, 3]:
+            if x > k:
+                break
+            x = x + 1
+        return x
+    with pytest.raises(errors.UnimplementedError, match=r"the for loop at line \d+ iterates a "
+                       r"Python value \(list\) but a break or return in it depends on a tensor"):
+        f(pg.constant(0))
+
+
+def test_a_shape_that_changes_in_a_graph_loop_names_the_variable():
+    @pg.function
+    def f(x):
+        for _ in pg.range(3):
+            x = pg.concat([x, x], 0)
+        return x
+    with pytest.raises(errors.InvalidArgumentError, match=r"'x' has shape \(1,\) before the for "
+                       r"loop at line \d+, but shape \(2,\) after one iteration"):
+        f(pg.constant([1]))
