@@ -541,3 +541,18 @@ def test_a_shape_that_changes_in_a_graph_loop_names_the_variable():
     with pytest.raises(errors.InvalidArgumentError, match=r"'x' has shape \(1,\) before the for "
                        r"loop at line \d+, but shape \(2,\) after one iteration"):
         f(pg.constant([1]))
+
+
+def test_for_over_a_dataset_of_known_size(rng):
+    data = rng.uniform(-1, 1, (6, 2)).astype(np.float32)
+    ds = pg.data.Dataset.from_tensor_slices(data)
+
+    @pg.function
+    def total(d):
+        s = pg.constant(0.0)
+        for row in d:
+            if pg.reduce_sum(row) > 0:       # a tensor condition inside the Python loop
+                s += pg.reduce_sum(row)
+        return s
+    expected = sum(float(r.sum()) for r in data if r.sum() > 0)
+    np.testing.assert_allclose(float(total(ds).numpy()), expected, rtol=1e-5)
