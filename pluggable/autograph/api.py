@@ -91,7 +91,7 @@ def _convert_code(fn: types.FunctionType) -> tuple:
     # The factory must not bind the function's own name: the body may call
     # it (recursion), which reads the global, not the converted function.
     node.name = "__ag_converted"
-    params = [operators_param()] + list(fn.__code__.co_freevars)
+    params = [transformer.AG] + list(fn.__code__.co_freevars)
     factory = ast.FunctionDef("__ag_factory", ast.arguments(
         [], [ast.arg(p) for p in params], None, [], [], None, []),
         [node, ast.Return(ast.Name(node.name, ast.Load()))], [], None)
@@ -108,10 +108,6 @@ def _convert_code(fn: types.FunctionType) -> tuple:
     return inner, text
 
 
-def operators_param() -> str:
-    return transformer.AG
-
-
 def _parse(fn: types.FunctionType) -> ast.FunctionDef:
     lines, start = inspect.getsourcelines(fn)
     source = textwrap.dedent("".join(lines))
@@ -119,8 +115,6 @@ def _parse(fn: types.FunctionType) -> ast.FunctionDef:
     node = tree.body[0] if tree.body else None
     if not isinstance(node, ast.FunctionDef):
         raise transformer.ConversionError("only functions defined with `def` are converted")
-    if any(isinstance(n, ast.Lambda) for n in [node]):
-        raise transformer.ConversionError("lambdas are not converted")
     ast.increment_lineno(tree, start - 1)
     node.decorator_list = []
     if "__class__" in fn.__code__.co_freevars:

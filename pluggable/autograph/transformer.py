@@ -432,7 +432,7 @@ class _ControlFlow(ast.NodeTransformer):
         return node
 
     # --- helpers
-    def _state(self, names: list[str], prefix: str) -> tuple[list, str, str]:
+    def _state(self, names: list[str]) -> tuple[list, str, str]:
         get_name, set_name = self.names.name("get_state"), self.names.name("set_state")
         getter = ast.FunctionDef(get_name, _no_args(), [ast.Return(
             ast.Tuple([_name(n) for n in names], ast.Load()))], [], None)
@@ -508,7 +508,7 @@ class _ControlFlow(ast.NodeTransformer):
         defines = set(names) & exposed(node.body)[1] & exposed(node.orelse)[1]
         body, body_name = self._def("if_body", node.body, names)
         orelse, else_name = self._def("else_body", node.orelse, names)
-        state, get_name, set_name = self._state(names, "if")
+        state, get_name, set_name = self._state(names)
         call = _call("if_stmt", node.test, _name(body_name), _name(else_name),
                      _name(get_name), _name(set_name), self._names_tuple(names),
                      _const(node.lineno))
@@ -526,7 +526,7 @@ class _ControlFlow(ast.NodeTransformer):
         test_fn = ast.FunctionDef(self.names.name("loop_test"), _no_args(),
                                   [ast.Return(test)], [], None)
         body, body_name = self._def("loop_body", node.body, names)
-        state, get_name, set_name = self._state(names, "while")
+        state, get_name, set_name = self._state(names)
         call = _call("while_stmt", _name(test_fn.name), _name(body_name), _name(get_name),
                      _name(set_name), self._names_tuple(names), _const(node.lineno))
         out = self._finish(node, state + [test_fn, body], call, names)
@@ -567,7 +567,7 @@ class _ControlFlow(ast.NodeTransformer):
             extra_arg: ast.expr = _name(test_fn.name)
         else:
             extra_arg = _const(None)
-        state, get_name, set_name = self._state(names, "for")
+        state, get_name, set_name = self._state(names)
         call = _call("for_stmt", node.iter, extra_arg, _name(body_name), _name(get_name),
                      _name(set_name), self._names_tuple(names), _const(node.lineno))
         out = self._finish(node, state + defs + [body], call, names)
