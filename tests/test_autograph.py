@@ -363,8 +363,9 @@ def test_undefined_before_loop_names_the_variable_and_line():
         for i in pg.range(3):
             y = y + x  # noqa: F821
         return y
-    with pytest.raises(errors.InvalidArgumentError, match=r"'y' must be defined before the "
-                       r"for loop at line \d+"):
+    line = f.python_function.__code__.co_firstlineno + 2      # (the decorator, def, for)
+    with pytest.raises(errors.InvalidArgumentError, match=f"'y' must be defined before the "
+                       f"for loop at line {line}:"):
         f(pg.constant(1))
 
 
