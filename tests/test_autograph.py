@@ -557,3 +557,35 @@ def test_for_over_a_dataset_of_known_size(rng):
         return s
     expected = sum(float(r.sum()) for r in data if r.sum() > 0)
     np.testing.assert_allclose(float(total(ds).numpy()), expected, rtol=1e-5)
+
+
+def test_for_over_a_dataset_of_unknown_size_is_one_graph_loop(rng):
+    pairs = [(int(a), int(b)) for a, b in rng.integers(-9, 9, (5, 2))]
+    ds = pg.data.Dataset.from_generator(lambda: pairs, (pg.int32, pg.int32))
+
+    @pg.function
+    def train(d):
+        loss = pg.constant(0)
+        for x, y in d:
+            loss += pg.abs(y - x)
+        return loss
+    expected = sum(abs(b - a) for a, b in pairs)
+    assert int(train(ds).numpy()) == expected
+    assert int(train(ds).numpy()) == expected        # a fresh iterator at each call
+    ops = [n.op for n in train.get_concrete_function(ds).graph.nodes]
+    assert ops.count("While") == 1, ops
+
+    @pg.function
+    def first_above(d, limit):
+        out = pg.constant(-1, pg.int64)
+        for v in d:
+            if v > limit:
+                out = v
+                break
+        return out
+    big = pg.data.Dataset.range(10 ** 6)            # too large to unroll: a graph loop
+    limit = int(rng.integers(10, 50))
+    assert int(first_above(big, pg.constant(limit, pg.int64)).numpy()) == limit + 1
+    endless = pg.data.Dataset.from_tensor_slices(np.array([[1, 2]], np.int32)).repeat()
+    with pytest.raises(errors.UnimplementedError, match="infinite"):
+        train(endless.map(lambda v: (v[0], v[1])))   # no break: it would never end

@@ -256,6 +256,9 @@ def for_stmt(iterable: Any, extra_test: Callable[[], Any] | None,
     if t is not None:
         _tensor_for(t, extra_test, body, get_state, set_state, names, lineno)
         return
+    if _dataset_loop(iterable):
+        _dataset_for(iterable, extra_test, body, get_state, set_state, names, lineno)
+        return
     for x in iterable:
         if extra_test is not None:
             ok = extra_test()
@@ -294,11 +297,73 @@ def _tensor_for(t: SymbolicTensor, extra_test: Callable | None, body: Callable,
     _tensor_loop(test, step, get_state, set_state, names, lineno, "for", index)
 
 
+_UNROLL_LIMIT = 1024   # the most elements a dataset's loop unrolls (pluggable.data)
+
+
+def _dataset_loop(x: Any) -> bool:
+    """Whether `x` is a dataset whose loop in a trace must be a graph loop:
+    one of unknown, infinite or large size (smaller ones unroll)."""
+    if tracing.current_graph() is None or not hasattr(x, "_unrolled"):
+        return False
+    n = getattr(x, "_cardinality", None)
+    return isinstance(n, int) and (n < 0 or n > _UNROLL_LIMIT)
+
+
+def _dataset_for(ds: Any, extra_test: Callable | None, body: Callable,
+                 get_state: Callable, set_state: Callable, names: Sequence[str],
+                 lineno: int) -> None:
+    """``for x in dataset`` as one graph loop: a node opens a fresh iterator
+    at each run of the function, the loop's condition asks it for the next
+    element and the body takes that element."""
+    if ds._cardinality == -1 and extra_test is None:   # infinite, and no break
+        ds._unrolled()   # raises: such a loop never ends
+    spec = ds.element_spec
+    specs = nest.flatten(spec) if nest.is_nested(spec) else [spec]
+    state: dict = {}
+
+    def open_iterator() -> list:
+        state["it"], state["next"] = iter(ds), None
+        return [np.int32(0)]
+
+    def peek(token: Any) -> list:
+        try:
+            element = next(state["it"])
+        except StopIteration:
+            state["next"] = None
+            return [np.bool_(False)]
+        state["next"] = nest.flatten(element) if nest.is_nested(spec) else [element]
+        return [np.bool_(True)]
+
+    def take(token: Any) -> list:
+        return state["next"]
+
+    token = py_function.call_node(py_function.register(open_iterator), [], [dtypes.int32])[0]
+    index = [token]
+
+    def test():
+        more = py_function.call_node(py_function.register(peek), [index[0]], [dtypes.bool_])[0]
+        py_function.set_static_shape(more, ())
+        return more if extra_test is None else and_(lambda: extra_test(), lambda: more)
+
+    def step():
+        outs = py_function.call_node(py_function.register(take), [index[0]],
+                                     [s.dtype for s in specs])
+        for o, sp in zip(outs, specs):
+            py_function.set_static_shape(o, sp.shape)
+        body(nest.pack_as(spec, list(outs)) if nest.is_nested(spec) else outs[0])
+
+    # The elements' shapes may be unknown: what they feed may change shape.
+    _tensor_loop(test, step, get_state, set_state, names, lineno, "for", index, start=token,
+                 relax=True)
+
+
 def _tensor_loop(test: Callable[[], Any], body: Callable[[], None], get_state: Callable,
                  set_state: Callable, names: Sequence[str], lineno: int, kind: str,
-                 index: list | None = None) -> None:
+                 index: list | None = None, start: Any = None, relax: bool = False) -> None:
     """One ``pg.while_loop`` for a converted loop. `index` (a one-item list)
-    is an extra int32 counter the loop carries (the position of a for loop)."""
+    is an extra value the loop carries: the position of a for loop over a
+    tensor (from 0), or what `start` gives. `relax` lets the carried
+    tensors change shape (a dataset's elements of unknown shape)."""
     if "do_return" in names:
         raise errors.UnimplementedError(
             f"a return statement cannot be placed inside the {kind} loop at line {lineno}, "
@@ -306,13 +371,16 @@ def _tensor_loop(test: Callable[[], Any], body: Callable[[], None], get_state: C
             "it after the loop")
     init = list(get_state())
     if index is not None:
-        index[0] = np.int32(0)
+        index[0] = np.int32(0) if start is None else start
     if any(isinstance(v, Undefined) for v in init):
         init = _define_undefined(body, set_state, get_state, init, names, lineno, kind, index)
     plan = ["out" if _carries(v) or isinstance(v, tensor_array.TensorArray) else
             "undefined" if _is_undefined(v) else "same" for v in init]
     carried = [v for v, p in zip(init, plan) if p == "out"]
     first = [_carried_spec(v) for v in carried]
+    relax = relax and not any(isinstance(v, tensor_array.TensorArray) for v in carried)
+    if relax:
+        first = [(kind_, dtype, None) for kind_, dtype, _ in first]
 
     def unpack(values: Sequence) -> None:
         it = iter(values)
@@ -345,7 +413,10 @@ def _tensor_loop(test: Callable[[], Any], body: Callable[[], None], get_state: C
     if not start:
         control_flow.while_loop(lambda _: test(), lambda z: (body(), z)[1], [np.int32(0)])
         return
-    outs = control_flow.while_loop(cond_fn, body_fn, start)
+    invariants = None
+    if relax:
+        invariants = [()] * (index is not None) + [None] * len(carried)
+    outs = control_flow.while_loop(cond_fn, body_fn, start, invariants)
     unpack(outs if isinstance(outs, (list, tuple)) else [outs])
 
 
