@@ -589,3 +589,23 @@ def test_for_over_a_dataset_of_unknown_size_is_one_graph_loop(rng):
     endless = pg.data.Dataset.from_tensor_slices(np.array([[1, 2]], np.int32)).repeat()
     with pytest.raises(errors.UnimplementedError, match="infinite"):
         train(endless.map(lambda v: (v[0], v[1])))   # no break: it would never end
+
+
+def test_a_called_module_is_converted_too(rng):
+    class Clip(pg.Module):
+        def __call__(self, x):
+            while pg.reduce_max(pg.abs(x)) > 1.0:
+                x = x / 2.0
+            return x
+
+    clip = Clip()
+
+    @pg.function
+    def f(x):
+        return clip(x) + 0.0
+    x = rng.uniform(-8, 8, 4).astype(np.float32)
+    expected = x.copy()
+    while np.abs(expected).max() > 1.0:
+        expected = expected / 2.0
+    np.testing.assert_allclose(f(pg.constant(x)).numpy(), expected, rtol=1e-6)
+    assert "StatelessWhile" in _ops(f.get_concrete_function(pg.constant(x)))
