@@ -3,7 +3,7 @@ traces by source transformation, so that ``if`` / ``while`` / ``for`` and
 ``break`` / ``continue`` / ``return`` on tensors become ``pg.cond`` /
 ``pg.while_loop`` (TensorFlow's AutoGraph); on Python values they stay
 Python. ``pg.function(autograph=False)`` turns it off. See
-docs/user-guide.md (AutoGraph)."""
+docs/graph-mode.md (AutoGraph)."""
 from types import SimpleNamespace as _Namespace
 
 from .api import do_not_convert, to_code, to_graph
