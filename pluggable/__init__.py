@@ -82,7 +82,7 @@ __all__ = [
     # graph mode
     "function", "ConcreteFunction", "TensorSpec", "TensorArray", "cond", "py_function",
     "init_scope",
-    "while_loop",
+    "while_loop", "autograph",
     # models and input pipelines
     "Module", "data", "name_scope",
     # ops
@@ -115,6 +115,7 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "cond": (".graph", "cond"), "function": (".graph", "function"),
     "while_loop": (".graph", "while_loop"),
     "graph": (".graph", None), "custom_ops": (".custom_ops", None),
+    "autograph": (".autograph", None),
     "training": (".training", None),
     "GradientTape": (".autodiff", "GradientTape"),
     "UnconnectedGradients": (".autodiff", "UnconnectedGradients"),

@@ -23,6 +23,7 @@ LAYERS = {
     "pluggable.ops": 5,
     "pluggable.autodiff": 6,
     "pluggable.graph": 6,
+    "pluggable.autograph": 6,
     "pluggable.profiler": 6,
     "pluggable.custom_ops": 6,
     "pluggable.data": 6,

@@ -3,7 +3,9 @@
 Outside a traced function they are plain Python (``if`` / ``while`` on the
 tensor's value). Inside one, with a symbolic predicate, they trace their
 branches (loop condition and body) into functions of the graph's library
-and add TensorFlow's ``StatelessIf`` / ``StatelessWhile`` node. Tensors of
+and add TensorFlow's ``StatelessIf`` / ``StatelessWhile`` node (``If`` /
+``While`` where they hold stateful ops, which the graph keeps even when
+their outputs are unused). Tensors of
 the enclosing function that a branch reads are captured: they become extra
 inputs of the node (and, for a loop, extra loop variables passed through
 unchanged).
@@ -13,7 +15,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Callable, Sequence
 
-from ..framework import dtypes, errors
+from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor
 from . import graph_ops, nest, tensor_array, tracing
 from .ir import Graph
@@ -69,6 +71,17 @@ def _align_captures(graphs: list[Graph], n_args: int) -> list[SymbolicTensor]:
     return outer
 
 
+def _stateful(g: Graph) -> bool:
+    """Whether function graph `g` has a stateful op (a print, a variable
+    update): its control-flow node is then ``If`` / ``While``, which the
+    graph keeps even when its outputs are unused, as TensorFlow does."""
+    for n in g.nodes:
+        op = registry.OPS.get(n.op)
+        if n.op in ("If", "While") or (op is not None and op.is_stateful):
+            return True
+    return False
+
+
 def _merge_shape(a, b):
     if a is None or b is None or len(a) != len(b):
         return None
@@ -104,7 +117,8 @@ def cond(pred: Any, true_fn: Callable[[], Any], false_fn: Callable[[], Any],
     out_shapes = [_merge_shape(a.shape, b.shape) for a, b in zip(then_out, else_out)]
     attrs = graph_ops.default_if_attrs(p.dtype, [t.dtype for t in ins], out_dtypes,
                                        then_g.name, else_g.name, out_shapes)
-    node = g.add_node("StatelessIf", [p.ref] + [t.ref for t in ins], attrs, out_dtypes,
+    op = "If" if _stateful(then_g) or _stateful(else_g) else "StatelessIf"
+    node = g.add_node(op, [p.ref] + [t.ref for t in ins], attrs, out_dtypes,
                       out_shapes, name=base, device=tracing.scope_name())
     outs = [SymbolicTensor(node, i) for i in range(len(out_dtypes))]
     return nest.pack_as(then_res, outs) if then_res is not None else None
@@ -179,7 +193,8 @@ def while_loop(cond: Callable[..., Any], body: Callable[..., Any], loop_vars: Se
     all_shapes = list(shapes) + [t.shape for t in captured]
     attrs = graph_ops.default_while_attrs([t.dtype for t in all_in], cond_g.name, body_g.name,
                                           all_shapes)
-    node = g.add_node("StatelessWhile", [t.ref for t in all_in], attrs,
+    op = "While" if _stateful(body_g) or _stateful(cond_g) else "StatelessWhile"
+    node = g.add_node(op, [t.ref for t in all_in], attrs,
                       [t.dtype for t in all_in], all_shapes, name=base, device=tracing.scope_name())
     outs = [SymbolicTensor(node, i) for i in range(len(flat_in))]
     result = nest.pack_as(vars_, outs)

@@ -494,7 +494,8 @@ class Function:
     """A Python function traced into graphs: see ``pg.function``."""
 
     def __init__(self, python_function: Callable, input_signature: Sequence | None = None,
-                 name: str | None = None, reduce_retracing: bool = False):
+                 name: str | None = None, reduce_retracing: bool = False,
+                 autograph: bool = True):
         if not callable(python_function):
             raise TypeError(f"pg.function needs a callable, got {python_function!r}")
         functools.update_wrapper(self, python_function)
@@ -517,6 +518,8 @@ class Function:
                     raise TypeError(f"{self.__name__}: input_signature{path} must be a "
                                     f"pg.TensorSpec, got {s!r}")
         self.reduce_retracing = bool(reduce_retracing)
+        self._autograph = bool(autograph)
+        self._method_of = None   # (function, instance weakref) of a bound method
         self._cache: dict = {}
         self._lock = threading.RLock()
         self._traces = 0
@@ -527,7 +530,8 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tracing.current_graph() is not None or _run_eagerly[0]:
             # inside another trace: inlined; run_functions_eagerly: op by op
-            return self.python_function(*args, **kwargs)
+            body = self.python_function if _run_eagerly[0] else self._traced_body()
+            return body(*args, **kwargs)
         # The tape module is loaded once a tape exists; while another thread
         # is still importing it, it has no records_call yet and no tape can
         # be recording.
@@ -562,7 +566,9 @@ class Function:
             functools.update_wrapper(method, fn)
             params = list(self._signature.parameters.values())[1:]
             method.__signature__ = self._signature.replace(parameters=params)
-            f = Function(method, self.input_signature, self.__name__, self.reduce_retracing)
+            f = Function(method, self.input_signature, self.__name__, self.reduce_retracing,
+                         self._autograph)
+            f._method_of = (fn, ref)
             self._bound[id(instance)] = (ref, f)
             return f
 
@@ -703,7 +709,7 @@ class Function:
             kw = dict(symbolic[len(args):])
             # Side effects of the body (print, a counter, a list it appends
             # to) happen here, once per trace, as in tf.function.
-            result = self.python_function(*pos, **kw)
+            result = self._traced_body()(*pos, **kw)
             structure = self._outputs(graph, result)
         self._log_trace(specs, named)
         given = dict(named)
@@ -719,6 +725,20 @@ class Function:
                 parameters.append((prm.name, prm.kind.name, type_text(prm.default)))
         parameters += [(n, "VAR_POSITIONAL", type_text(v)) for n, v in given.items()]
         return ConcreteFunction(graph, specs, structure, self.__name__, parameters, literals)
+
+    def _traced_body(self) -> Callable:
+        """What a trace runs: the Python function as AutoGraph converts it
+        (``pluggable.autograph``), or as it is with ``autograph=False``."""
+        if not self._autograph:
+            return self.python_function
+        from ..autograph import api
+        if self._method_of is None:
+            return api.convertible(self.python_function) or self.python_function
+        fn, ref = self._method_of
+        converted = api.convertible(fn)
+        if converted is None:
+            return self.python_function
+        return lambda *args, **kwargs: converted(ref(), *args, **kwargs)
 
     def _symbolic_arg(self, graph: Graph, name: str, value: Any, specs: list) -> Any:
         def leaf(path: str, x: Any) -> Any:
@@ -816,7 +836,8 @@ def _placeholder_name(path: str) -> str:
 
 
 def function(func: Callable | None = None, *, input_signature: Sequence | None = None,
-             name: str | None = None, reduce_retracing: bool = False) -> Any:
+             name: str | None = None, reduce_retracing: bool = False,
+             autograph: bool = True) -> Any:
     """Compiles a Python function into graphs (``tf.function``)::
 
         @pg.function
@@ -836,7 +857,12 @@ def function(func: Callable | None = None, *, input_signature: Sequence | None =
     ``reduce_retracing=True`` generalises shapes when a call needs a new
     trace that differs from an earlier one only in tensor sizes: the new
     trace has None for the sizes that differ (an unknown shape where the
-    ranks differ), so later calls of other sizes reuse it."""
+    ranks differ), so later calls of other sizes reuse it.
+
+    ``autograph=True`` (the default) converts Python ``if`` / ``while`` /
+    ``for`` (and ``break``, ``continue``, ``return`` in them) on tensors into
+    graph control flow by source transformation (``pg.autograph``);
+    ``False`` traces the Python function as it is."""
     if func is None:
-        return lambda f: Function(f, input_signature, name, reduce_retracing)
-    return Function(func, input_signature, name, reduce_retracing)
+        return lambda f: Function(f, input_signature, name, reduce_retracing, autograph)
+    return Function(func, input_signature, name, reduce_retracing, autograph)

@@ -37,6 +37,8 @@ def rewire(graph: Graph, mapping: dict) -> None:
 
 
 def _stateful(node: Node) -> bool:
+    if node.op in ("If", "While"):   # control flow whose functions have stateful ops
+        return True
     op = registry.OPS.get(node.op)
     return op is not None and op.is_stateful
 

@@ -373,6 +373,13 @@ def _int_index(s: Any) -> int | None:
     return None
 
 
+def _traced_index(s: Any) -> bool:
+    """Whether `s` is a scalar integer tensor without a value yet (a
+    symbolic tensor of a traced function): ``x[i]`` slices at run time."""
+    return isinstance(s, Tensor) and getattr(s, "node", None) is not None and \
+        s.shape == () and s.dtype.is_integer
+
+
 def slice_key(key: Any) -> tuple[list, list, list, dict]:
     """A Python subscript -> StridedSlice's (begin, end, strides, masks)."""
     if not isinstance(key, tuple):
@@ -400,6 +407,9 @@ def slice_key(key: Any) -> tuple[list, list, list, dict]:
                 masks["end_mask"] |= bit
             begin.append(start or 0), end.append(stop or 0)
             strides.append(1 if step is None else step)
+        elif _traced_index(s):   # an integer tensor of a function being traced
+            masks["shrink_axis_mask"] |= bit
+            begin.append(s), end.append(s + 1), strides.append(1)
         else:
             n = _int_index(s)
             if n is None:
@@ -413,5 +423,18 @@ def slice_key(key: Any) -> tuple[list, list, list, dict]:
 def getitem(tensor: Tensor, key: Any) -> Tensor:
     """``tensor[key]`` (op StridedSlice)."""
     begin, end, strides, masks = slice_key(key)
+    if any(isinstance(v, Tensor) for v in begin):
+        b, e = ([raw_ops.Cast(x=v, DstT=dtypes.int32) if isinstance(v, Tensor) else
+                 np.int32(v) for v in vs] for vs in (begin, end))
+        out = raw_ops.StridedSlice(input=tensor, begin=stack(b), end=stack(e),
+                                   strides=np.asarray(strides, np.int32), **masks)
+        n = len(begin)
+        if out.shape is None and tensor.shape is not None and \
+                masks["shrink_axis_mask"] == (1 << n) - 1:   # only indices: the rest stays
+            shape = tuple(tensor.shape[n:])
+            shapes = list(out.node.out_shapes)
+            shapes[out.index] = shape
+            out.node.out_shapes, out._shape = shapes, shape
+        return out
     b, e, s = _same_index_type(begin, end, strides)
     return raw_ops.StridedSlice(input=tensor, begin=b, end=e, strides=s, **masks)
