@@ -31,15 +31,16 @@ __all__ = ["as_string", "bytes_split", "format", "join", "length", "lower", "red
 
 
 def _strings(value: Any, fn: str) -> Any:
-    """`value` as a string tensor (ragged stays ragged); TypeError, as in
-    TensorFlow, for a tensor of another dtype."""
+    """`value` as a string tensor (ragged stays ragged); InvalidArgumentError,
+    as in TensorFlow, for a tensor of another dtype."""
     if isinstance(value, RaggedTensor):
         t = value.flat_values
     else:
         t = value = convert_to_tensor(value) if not isinstance(value, Tensor) else value
     if t.dtype is not dtypes.string:
-        raise TypeError(f"tf.strings.{fn}: expected a string tensor, got dtype "
-                        f"{t.dtype.name}; convert it first (pg.strings.as_string)")
+        raise InvalidArgumentError(f"tf.strings.{fn}: expected a string tensor but got a "
+                                   f"{t.dtype.name} tensor; convert it first "
+                                   "(pg.strings.as_string)")
     return value
 
 

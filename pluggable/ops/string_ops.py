@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..framework import dtypes
+from ..framework import dtypes, errors
 from ..framework.registry import KernelDef, OPS, register_kernel
 from .logging_ops import _array as _format_array
 from .op_util import define, err, sample
@@ -184,8 +184,8 @@ def _reduce_join(ins, attrs):
     axes = [int(x) for x in np.asarray(axes).reshape(-1)]
     for x in axes:
         if not -rank <= x < rank:
-            raise err("ReduceJoin", f"Invalid reduction dimension {x} for input with {rank} "
-                      "dimensions.")
+            raise errors.OutOfRangeError(f"ReduceJoin: Invalid reduction dimension {x} for "
+                                         f"input with {rank} dimension(s)", op="ReduceJoin")
     axes = sorted({x % rank for x in axes})
     keep = [d for d in range(rank) if d not in axes]
     moved = np.transpose(a, keep + axes).reshape([a.shape[d] for d in keep] + [-1])
