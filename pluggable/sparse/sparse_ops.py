@@ -1,7 +1,7 @@
 """The ``pg.sparse`` functions over ``SparseTensor``. Index bookkeeping
 (checks, ordering, merging positions) happens on the host; the values move
-through the ops on the current device (``TensorScatterUpdate``,
-``GatherNd``, ``MatMul``, ``Sum``, ``UnsortedSegmentSum``)."""
+through the ops on the current device (``UnsortedSegmentSum``,
+``GatherNd``, ``MatMul``, ``Sum``, ``ConcatV2``)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -52,10 +52,17 @@ def to_dense(sp_input: Any, default_value: Any = None, validate_indices: bool = 
                       else str(default_value).encode(), object)
         out[tuple(idx.T)] = st.values.numpy()
         return constant(out)
-    base = math_ops.fill([int(d) for d in shape], math_ops.cast(default_value, dt))
-    if not len(idx):
-        return base
-    return nd_index_ops.tensor_scatter_nd_update(base, st.indices, st.values)
+    # one segment per dense element: the values land at their (validated,
+    # unique) positions; the default is added outside the sum and taken off
+    # the values, so every element that holds no value is the default
+    dims = [int(d) for d in shape]
+    flat = np.ravel_multi_index(tuple(idx.T), dims).astype(np.int64) if len(idx) \
+        else np.zeros(0, np.int64)
+    default = math_ops.cast(default_value, dt)
+    values = math_ops.subtract(st.values, default) if default_value else st.values
+    out = math_ops.unsorted_segment_sum(values, flat, int(np.prod(dims)))
+    out = math_ops.add(out, default) if default_value else out
+    return math_ops.reshape(out, dims)
 
 
 def from_dense(tensor: Any, name: str | None = None) -> SparseTensor:
