@@ -73,6 +73,7 @@ EXPRESSIONS = [
     ("StringToHashBucketFast", "tf.strings.to_hash_bucket_fast(x, 1000)"),
     ("StringToHashBucketFast", "tf.strings.to_hash_bucket_fast(tf.strings.split(x), 77)"),
     ("Substr", "tf.strings.substr(tf.strings.split(x), 0, 2)"),
+    ("Fill", "tf.fill([2, 3], x[0])"),
 ]
 
 

@@ -233,7 +233,7 @@ def define_builtin_ops() -> None:
     _define("Reshape", ["tensor: T", "shape: Tshape"], ["output: T"],
             [f"T: {_ALL_AND_STRING}", f"Tshape: {_INDEX}"], _reshape, host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
-            [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
+            [f"T: {_ALL_AND_STRING}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
     _define("Identity", ["input: T"], ["output: T"], [f"T: {_ALL[:-1]}, uint32, uint64, string}}"],
             _same)
     _define("Conv2D", ["input: T", "filter: T"], ["output: T"],
