@@ -147,3 +147,15 @@ def test_string_ops_stay_on_the_cpu_under_a_device_scope(rng):
         total = pg.reduce_sum(n)          # a number again: MY_DEVICE may take it
     assert n.numpy().tolist() == [len(w) for w in x]
     assert int(total.numpy()) == sum(len(w) for w in x)
+
+
+@pytest.mark.parametrize("dtype,little", [("uint8", True), ("int16", False), ("float32", True),
+                                          ("int64", True), ("float64", False)])
+def test_decode_raw_matches_tensorflow(dtype, little, tf_oracle, rng):
+    raw = np.array([bytes(rng.integers(0, 256, 16).astype(np.uint8)) for _ in range(3)], object)
+    want = tf_oracle.run(f"result = tf.io.decode_raw(x, tf.{dtype}, little_endian={little})"
+                         ".numpy()", x=raw)
+    with pg.testing.expect_kernel("DecodeRaw", "CPU"):
+        got = pg.io.decode_raw(raw, getattr(pg, dtype), little_endian=little).numpy()
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype

@@ -223,6 +223,23 @@ def _format_tensor(a: np.ndarray, summarize: int) -> str:
     return _format_array(a, summarize, 0)
 
 
+def _decode_raw(ins, attrs):
+    a = ins[0]
+    dt = dtypes.as_dtype(attrs["out_type"]).as_numpy_dtype
+    npdt = np.dtype(dt).newbyteorder("<" if attrs["little_endian"] else ">")
+    sizes = {len(s) for s in a.flat}
+    if len(sizes) > 1:
+        raise err("DecodeRaw", f"DecodeRaw requires input strings to all be the same size, "
+                  f"but element 0 has size {len(a.flat[0])} != {sorted(sizes)[-1]}")
+    size = sizes.pop() if sizes else 0
+    if size % npdt.itemsize:
+        raise err("DecodeRaw", f"Input to DecodeRaw has length {size} that is not a multiple "
+                  f"of {npdt.itemsize}, the size of {dtypes.as_dtype(attrs['out_type']).name}")
+    n = size // npdt.itemsize
+    out = np.frombuffer(b"".join(a.flat), npdt).astype(dt) if a.size else np.zeros(0, dt)
+    return [out.reshape(a.shape + (n,))]
+
+
 # ---------------------------------------------------------------- splitting
 
 def _string_split_v2(ins, attrs):
@@ -481,6 +498,10 @@ def _broadcast(op: str, n: int | None = None):
     return shape_fn
 
 
+def _decode_raw_shape(shapes, attrs, values):
+    return [None if shapes[0] is None else tuple(shapes[0]) + (None,)]
+
+
 def _scalar(shapes, attrs, values):
     return [()]
 
@@ -563,6 +584,14 @@ def _ex_hash(rng, types):
     return [({"input": _words(rng, (2, 3))}, {"num_buckets": 7})]
 
 
+def _ex_decode_raw(rng, types):
+    t = types["out_type"]
+    a = sample(rng, t, (3, 4))
+    return [({"bytes": _map(lambda i: a[i].tobytes(), np.arange(3))}, {"out_type": t}),
+            ({"bytes": np.array(a[0].astype(a.dtype.newbyteorder(">")).tobytes(), object)},
+             {"out_type": t, "little_endian": False})]
+
+
 def _ex_format(rng, types):
     return [({"inputs": [sample(rng, dtypes.float32, (4,)), sample(rng, dtypes.int32, ())]},
              {"template": "x={} n={}", "placeholder": "{}"})]
@@ -627,6 +656,10 @@ _OPS = [
     ("StringFormat", ["inputs: T"], ["output: string"],
      ["T: list(type) >= 0", "template: string = '%s'", "placeholder: string = '%s'",
       "summarize: int = 3"], _scalar, _ex_format, _string_format),
+    ("DecodeRaw", ["bytes: string"], ["output: out_type"],
+     ["out_type: {half, float, double, int32, uint8, int16, int8, int64, bool, "
+      "bfloat16}", "little_endian: bool = true"], _decode_raw_shape, _ex_decode_raw,
+     _decode_raw),
     ("StringSplitV2", ["input: string", "sep: string"],
      ["indices: int64", "values: string", "shape: int64"], ["maxsplit: int = -1"],
      _split_shapes, _ex_split, _string_split_v2),
