@@ -183,7 +183,7 @@ def split(input: Any = None, sep: Any = None, maxsplit: int = -1,  # noqa: A002
     return _ragged_result(t, rows)
 
 
-def _decode(t: Any, encoding: str, errors_: str, replacement_char: int,
+def _decode(encoding: str, errors_: str, replacement_char: int,
             replace_control_characters: bool, offsets: bool) -> Callable:
     op = raw_ops.UnicodeDecodeWithOffsets if offsets else raw_ops.UnicodeDecode
     return lambda v: op(input=v, input_encoding=encoding, errors=errors_,
@@ -196,7 +196,7 @@ def unicode_decode(input: Any, input_encoding: str, errors: str = "replace",  # 
                    name: str | None = None) -> Any:
     """The Unicode code points (int32) of each string; op UnicodeDecode."""
     t = _strings(input, "unicode_decode")
-    dec = _decode(t, input_encoding, errors, replacement_char, replace_control_characters,
+    dec = _decode(input_encoding, errors, replacement_char, replace_control_characters,
                   False)
 
     def rows(v):
@@ -212,7 +212,7 @@ def unicode_decode_with_offsets(input: Any, input_encoding: str,  # noqa: A002
     """(code points, byte offset where each starts); op
     UnicodeDecodeWithOffsets."""
     t = _strings(input, "unicode_decode_with_offsets")
-    dec = _decode(t, input_encoding, errors, replacement_char, replace_control_characters,
+    dec = _decode(input_encoding, errors, replacement_char, replace_control_characters,
                   True)
     found = {}
 
@@ -230,7 +230,7 @@ def unicode_split(input: Any, input_encoding: str, errors: str = "replace",  # n
     """Each string split into its characters (each a string, in
     `input_encoding`)."""
     t = _strings(input, "unicode_split")
-    dec = _decode(t, input_encoding, errors, replacement_char, False, True)
+    dec = _decode(input_encoding, errors, replacement_char, False, True)
 
     def rows(v):
         splits, _, starts = dec(v)

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..framework import errors
 from ..framework.tensor import Tensor
-from ..ops import array_ops, math_ops, variables
+from ..ops import math_ops, variables
 from ..ops.variables import Variable
 from ..runtime import dispatch, placement
 from ..runtime.tensors import convert_to_tensor
