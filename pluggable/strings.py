@@ -132,12 +132,14 @@ def join(inputs: Any, separator: str = "", name: str | None = None) -> Any:
 
 def reduce_join(inputs: Any, axis: Any = None, keepdims: bool = False,
                 separator: str = "", name: str | None = None) -> Tensor:
-    """The strings joined along `axis` (every axis when None); op ReduceJoin."""
+    """The strings joined along `axis` (every axis when None; several axes
+    reduce in the order given); op ReduceJoin."""
     t = _strings(inputs, "reduce_join")
     if isinstance(t, RaggedTensor):
         raise errors.UnimplementedError("tf.strings.reduce_join of a ragged tensor is not "
                                         "supported; use its to_tensor() or flat_values")
-    axes = list(range(t.shape.rank)) if axis is None else np.asarray(axis).reshape(-1)
+    # every axis, the last first: the strings in row-major order
+    axes = list(range(t.shape.rank))[::-1] if axis is None else np.asarray(axis).reshape(-1)
     return raw_ops.ReduceJoin(inputs=t, reduction_indices=np.asarray(axes, np.int32),
                               keep_dims=keepdims, separator=separator)
 

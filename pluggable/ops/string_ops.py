@@ -186,9 +186,13 @@ def _reduce_join(ins, attrs):
         if not -rank <= x < rank:
             raise errors.OutOfRangeError(f"ReduceJoin: Invalid reduction dimension {x} for "
                                          f"input with {rank} dimension(s)", op="ReduceJoin")
-    axes = sorted({x % rank for x in axes})
+    axes = [x % rank for x in axes]
+    for i, x in enumerate(axes):
+        if x in axes[:i]:
+            raise err("ReduceJoin", f"Duplicate reduction dimension {x}")
     keep = [d for d in range(rank) if d not in axes]
-    moved = np.transpose(a, keep + axes).reshape([a.shape[d] for d in keep] + [-1])
+    # the axes reduce in the order given: the first one varies fastest
+    moved = np.transpose(a, keep + axes[::-1]).reshape([a.shape[d] for d in keep] + [-1])
     sep = _sep(attrs)
     out = _strings(moved.shape[:-1])
     out.flat[:] = [sep.join(row) for row in moved.reshape(-1, moved.shape[-1])]
