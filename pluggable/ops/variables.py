@@ -85,7 +85,8 @@ class Variable:
     compute dtype (see ``pluggable.framework.dtype_policy``)."""
 
     def __new__(cls, *args: Any, **kwargs: Any):
-        creator = variable_creator.get() if cls is Variable else None
+        # (no arguments: a copy or an unpickled variable, made field by field)
+        creator = variable_creator.get() if cls is Variable and (args or kwargs) else None
         if creator is not None:
             return creator(*args, **kwargs)
         return super().__new__(cls)
