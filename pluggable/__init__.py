@@ -66,6 +66,7 @@ __all__ = [
     "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
     "math", "mixed_precision", "nn", "onnx",
     "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
+    "strings", "sparse", "SparseTensor", "io",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
@@ -127,6 +128,8 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "data": (".data", None),
     "ragged": (".ragged", None), "RaggedTensor": (".ragged", "RaggedTensor"),
     "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"), "experimental": (".experimental", None),
+    "strings": (".strings", None), "sparse": (".sparse", None), "io": (".io", None),
+    "SparseTensor": (".sparse", "SparseTensor"),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

@@ -6,6 +6,7 @@ from .runtime.device_config import (  # noqa: F401
     LogicalDeviceConfiguration, get_memory_growth, get_memory_info, reset_memory_stats,
     set_memory_growth)
 from .runtime.device_config import (  # noqa: F401
+    LogicalDeviceConfiguration as VirtualDeviceConfiguration,
     get_logical_device_configuration as get_virtual_device_configuration,
     set_logical_device_configuration as set_virtual_device_configuration)
 from .runtime.device_config import get_visible_devices, set_visible_devices  # noqa: F401

@@ -357,6 +357,26 @@ def test_jacobian(rng):
     np.testing.assert_allclose(j.numpy()[0], (w * np.exp(a)[:, None]).T, rtol=1e-12)
 
 
+def test_batch_jacobian_matches_tensorflow(tf_oracle, rng):
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    code = ("x = tf.constant(x)\nwith tf.GradientTape() as tape:\n    tape.watch(x)\n"
+            "    y = tf.tanh(tf.matmul(x, w)) * x[:, :1]\n"
+            "result = tape.batch_jacobian(y, x).numpy()")
+    want = tf_oracle.run(code, x=x, w=w)
+    ns = {"tf": pg, "x": x, "w": w}
+    exec(code.replace(".numpy()", ""), ns)
+    got = ns["result"]
+    assert tuple(got.shape) == want.shape == (4, 2, 3)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="batch"):
+        with pg.GradientTape() as tape:
+            xt = pg.constant(x)
+            tape.watch(xt)
+            y = pg.reduce_sum(xt)
+        tape.batch_jacobian(y, xt)
+
+
 # ------------------------------------------------------------ variables
 
 def test_variable_gradients_and_automatic_watching(device, rng):

@@ -193,6 +193,7 @@ def test_examples_run_on_cpu(name, rng):
                 out = getattr(pg.raw_ops, name)(**inputs, **attrs)
             outs = out if isinstance(out, (list, tuple)) else [out]
             for o in outs:
-                assert isinstance(o.numpy(), (np.ndarray, np.generic))  # 0-d: a numpy scalar
+                # 0-d: a numpy scalar (bytes for a string, as in TensorFlow)
+                assert isinstance(o.numpy(), (np.ndarray, np.generic, bytes))
             ran += 1
     assert ran > 0

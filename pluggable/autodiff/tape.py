@@ -21,8 +21,11 @@ import logging
 import threading
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from ..framework import registry
 from ..framework.tensor import Tensor
+from ..ops import array_ops, math_ops
 from ..ops.variables import Variable, owner_of
 from ..runtime import dispatch, hooks
 from . import backprop
@@ -326,6 +329,28 @@ class GradientTape:
                                      on_gradient)
         finally:
             self._finish()
+
+    def batch_jacobian(self, target: Any, source: Any,
+                       unconnected_gradients: "UnconnectedGradients | str" =
+                       UnconnectedGradients.NONE, parallel_iterations: Any = None,
+                       experimental_use_pfor: bool = True) -> Any:
+        """The Jacobian of each example of `target` ([B, T...]) with respect
+        to the same example of `source` ([B, S...]): a tensor [B, T..., S...]
+        (TensorFlow's; right when example b of the target depends only on
+        example b of the source)."""
+        tshape, sshape = list(target.shape), list(source.shape)
+        if not tshape or not sshape or tshape[0] != sshape[0]:
+            raise ValueError(f"batch_jacobian: target {tshape} and source {sshape} need the "
+                             "same first (batch) dimension")
+        j = self.jacobian(target, source, unconnected_gradients)
+        if j is None:
+            return None
+        b = tshape[0]
+        tn, sn = int(np.prod(tshape[1:])), int(np.prod(sshape[1:]))
+        j = math_ops.transpose(math_ops.reshape(j, [b, tn, b, sn]), [0, 2, 1, 3])
+        diag = array_ops.gather(math_ops.reshape(j, [b * b, tn, sn]),
+                                np.arange(b, dtype=np.int64) * (b + 1))
+        return math_ops.reshape(diag, [b] + tshape[1:] + sshape[1:])
 
     def jacobian(self, target: Any, sources: Any,
                  unconnected_gradients: "UnconnectedGradients | str" = UnconnectedGradients.NONE,

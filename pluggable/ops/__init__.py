@@ -16,6 +16,7 @@ from . import (array_op_defs, collective_op_defs, cpu_kernels, cpu_kernels_array
 from . import cpu_kernels_linalg, cpu_kernels_nd_index, linalg_op_defs, nd_index_op_defs
 from . import cpu_kernels_selection, selection_op_defs
 from . import py_func_ops  # noqa: F401  (EagerPyFunc)
+from . import string_ops
 
 definitions.define_builtin_ops()
 array_op_defs.define_array_ops()
@@ -34,6 +35,7 @@ gradient_ops.define_gradient_ops()
 fused_ops.define_fused_ops()
 collective_op_defs.define_collective_ops()
 transformer_ops.define_transformer_ops()
+string_ops.define_string_ops()
 
 from . import tensor_methods  # noqa: E402,F401  (Tensor operators, indexing, iteration)
 

@@ -17,6 +17,7 @@ from ..framework.registry import make_op_def, register_op
 _REAL = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8}"
 _FLOAT = "{bfloat16, half, float, double}"
 _ALL = "{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double}"
+_ALL_AND_STRING = f"{_ALL[:-1]}, string}}"
 _INDEX = "{int32, int64} = DT_INT32"
 # The narrow element types (dtypes.LIMITED but uint16): Cast converts them
 # and the data-movement ops below carry them.
@@ -238,7 +239,7 @@ def define_builtin_ops() -> None:
             [f"T: {_CASTABLE[:-1]}, string}}", f"Tshape: {_INDEX}"], _reshape,
             host_value_inputs=["shape"])
     _define("Fill", ["dims: index_type", "value: T"], ["output: T"],
-            [f"T: {_ALL}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
+            [f"T: {_ALL_AND_STRING}", f"index_type: {_INDEX}"], _fill, host_value_inputs=["dims"])
     _define("Identity", ["input: T"], ["output: T"], [f"T: {_CASTABLE[:-1]}, string}}"], _same)
     _define("Conv2D", ["input: T", "filter: T"], ["output: T"],
             [f"T: {{half, bfloat16, float, double, int32}}", "strides: list(int)",

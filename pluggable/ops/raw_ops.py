@@ -255,10 +255,11 @@ def _make(op_name: str):
             f"    outs = {'call' if op.has_list_inputs or op.has_list_outputs else 'execute'}"
             f"(op, [{', '.join(inputs)}], given)\n"
             f"    return outs[0] if len(outs) == 1 else tuple(outs)\n")
-    # the builtin as _type: an attribute may be named "type" (Bitcast's is)
-    code = re.sub(r"(?<![\w.])type\(", "_type(", code)
+    # the builtins as _type, _len: an attribute may be named "type" (Bitcast's
+    # is), an input "len" (Substr's is)
+    code = re.sub(r"(?<![\w.])(type|len)\(", r"_\1(", code)
     scope = {"execute": execute, "call": call, "op": op, "_UNSET": _UNSET,
-             "_stand_ins": STAND_INS, "_type": type, **_fast_globals(op)}
+             "_stand_ins": STAND_INS, "_type": type, "_len": len, **_fast_globals(op)}
     exec(compile(code, f"<raw_ops.{op_name}>", "exec"), scope)
     fn = scope[op_name]
     fn.__qualname__ = op_name

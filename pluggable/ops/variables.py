@@ -12,6 +12,7 @@ is expected: it stands for its current value.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import itertools
 import weakref
 from typing import Any, Callable
@@ -34,6 +35,10 @@ _uid = itertools.count(1)
 # so that a variable made while a function is traced is made eagerly, once,
 # as in TensorFlow.
 creation_scope: list[Callable] = [contextlib.nullcontext]
+# What ``pg.Variable(...)`` makes while set: ``creator(*args, **kwargs)``
+# instead of a plain Variable (``MirroredStrategy.scope()`` sets one).
+variable_creator: contextvars.ContextVar = contextvars.ContextVar(
+    "pluggable_variable_creator", default=None)
 
 
 def owner_of(handle: Any) -> "Variable | None":
@@ -78,6 +83,13 @@ class Variable:
     floating variable is an autocast variable: stored in the policy's
     variable dtype (float32 unless `dtype` says otherwise), read as the
     compute dtype (see ``pluggable.framework.dtype_policy``)."""
+
+    def __new__(cls, *args: Any, **kwargs: Any):
+        # (no arguments: a copy or an unpickled variable, made field by field)
+        creator = variable_creator.get() if cls is Variable and (args or kwargs) else None
+        if creator is not None:
+            return creator(*args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, initial_value: Any, trainable: bool = True, name: str | None = None,
                  dtype: Any = None):

@@ -18,7 +18,7 @@ import numpy as np
 from ..framework import dtypes, errors
 from ..framework.tensor import Tensor
 from ..framework.tensor_shape import TensorShape
-from ..ops import array_ops
+from ..ops import array_ops, math_ops
 from ..runtime import placement
 from ..runtime.tensors import constant, convert_to_tensor
 
@@ -502,9 +502,43 @@ class RaggedTensor:
             return out
         return np.array(rows)
 
-    def to_sparse(self, name: str | None = None):
-        raise errors.UnimplementedError(
-            "RaggedTensor.to_sparse: pluggable has no SparseTensor; use to_tensor()")
+    def to_sparse(self, name: str | None = None) -> "SparseTensor":
+        """The values as a ``pg.SparseTensor`` of the bounding shape (indices
+        in row-major order)."""
+        from ..sparse import SparseTensor
+        idx = None
+        for splits in self._nested_np():
+            rows = np.repeat(np.arange(len(splits) - 1), np.diff(splits))
+            cols = np.arange(int(splits[-1])) - splits[:-1][rows]
+            idx = np.stack([rows, cols], 1) if idx is None else \
+                np.concatenate([idx[rows], cols[:, None]], 1)
+        flat = self.flat_values
+        inner = list(flat.shape)[1:]
+        if inner:  # every element of the uniform inner dimensions is a value
+            cells = np.indices(inner).reshape(len(inner), -1).T
+            idx = np.concatenate([np.repeat(idx, len(cells), 0),
+                                  np.tile(cells, (len(idx), 1))], 1)
+        values = math_ops.reshape(flat, [-1])
+        return SparseTensor(idx.astype(np.int64), values,
+                            np.array(self._bounding_dims(), np.int64))
+
+    @classmethod
+    def from_sparse(cls, st_input: Any, name: str | None = None,
+                    row_splits_dtype: Any = dtypes.int64) -> "RaggedTensor":
+        """The rows of a 2-D ``pg.SparseTensor`` whose indices are in
+        row-major order, each ending at its last value."""
+        idx, shape = st_input.indices.numpy(), st_input.dense_shape.numpy()
+        if len(shape) != 2:
+            raise ValueError(f"from_sparse: the SparseTensor must have rank 2, got dense_shape "
+                             f"{shape.tolist()}")
+        if len(idx) and (np.any(np.diff(idx[:, 0]) < 0) or np.any(
+                idx[:, 1] != np.arange(len(idx)) - np.searchsorted(idx[:, 0], idx[:, 0]))):
+            raise errors.InvalidArgumentError(
+                "from_sparse: the SparseTensor's indices must be in row-major order and each "
+                "row's values must start at column 0 without gaps; pg.sparse.reorder first")
+        return cls.from_value_rowids(st_input.values, idx[:, 0].astype(np.int64),
+                                     nrows=int(shape[0])).with_row_splits_dtype(
+                                         row_splits_dtype)
 
     # --------------------------------------------------------------- misc
     def __repr__(self) -> str:

@@ -43,9 +43,10 @@ def list_logical_devices(device_type: str | None = None) -> list[LogicalDevice]:
     ``[LogicalDevice(name='/device:CPU:0', device_type='CPU'), ...]``; filtered
     by `device_type` (exact, like TensorFlow: "MY_DEVICE"). Initialises the
     runtime: device configuration cannot change afterwards."""
-    return [LogicalDevice(f"/device:{d.short_name}", d.device_type)
-            for d in placement.all_devices()
-            if device_type is None or d.device_type == device_type]
+    names = [(d.short_name, d.device_type) for d in placement.all_devices()]
+    names[1:1] = [(f"CPU:{i}", "CPU") for i in range(1, ld.cpu_count())]
+    return [LogicalDevice(f"/device:{name}", kind) for name, kind in names
+            if device_type is None or kind == device_type]
 
 
 def get_visible_devices(device_type: str | None = None) -> list[PhysicalDevice]:
@@ -122,8 +123,10 @@ def set_logical_device_configuration(
     each with its own stream and caching allocator and, with `memory_limit`
     (MiB), a limit on the device memory it holds: an allocation past it
     raises ResourceExhaustedError on that logical device only. The CPU takes
-    one configuration without a memory limit. Raises ValueError for bad
-    arguments, RuntimeError once the runtime is initialised."""
+    configurations without a memory limit: ``CPU:1``, ``CPU:2``, ... then
+    name the host CPU too (for ``pg.distribute.MirroredStrategy`` replicas;
+    their tensors report ``CPU:0``). Raises ValueError for bad arguments,
+    RuntimeError once the runtime is initialised."""
     _physical(device)
     configs = list(logical_devices)
     if not configs or not all(isinstance(c, LogicalDeviceConfiguration) for c in configs):
@@ -135,9 +138,6 @@ def set_logical_device_configuration(
         return
     if placement.initialized():
         raise RuntimeError("Virtual devices cannot be modified after being initialized")
-    if device.device_type == "CPU" and len(configs) > 1:
-        raise ValueError("pluggable runs one logical CPU device; several logical CPU "
-                         "devices are not supported (split a plugin device instead)")
     ld.configurations[device] = configs
 
 

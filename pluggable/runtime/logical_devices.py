@@ -59,6 +59,14 @@ def forced_memory_growth(dev: Device) -> bool:
     return bool(dev._c.platform.platform.force_memory_growth)
 
 
+def cpu_count() -> int:
+    """How many logical CPU devices the configuration names (1 by default).
+    They share the one host CPU device: ``CPU:1`` runs its ops on the CPU's
+    kernels, and its tensors report ``CPU:0``."""
+    return max((len(c) for p, c in configurations.items() if p.device_type == "CPU"),
+               default=1)
+
+
 def is_visible(p: PhysicalDevice) -> bool:
     return visible is None or p in visible or p.device_type == "CPU"
 

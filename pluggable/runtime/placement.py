@@ -115,6 +115,8 @@ def get_device(name: "str | AnyDevice") -> AnyDevice:
     if isinstance(name, (CpuDevice, Device)):
         return name
     dtype, ordinal = parse(name)
+    if dtype == "CPU" and ordinal < logical_devices.cpu_count():
+        return CPU  # the logical CPU devices share the host CPU
     matches = [d for d in all_devices() if d.device_type == dtype]
     if not matches:
         raise errors.InvalidArgumentError(
