@@ -32,7 +32,10 @@ TF_MODULES = [f"tensorflow.core.framework.{name}_pb2" for name in (
     "tensorflow.core.grappler.costs.op_performance_data_pb2",
     "tensorflow.core.protobuf.device_properties_pb2",
     "tensorflow.tsl.profiler.protobuf.xplane_pb2",
-]
+    "tensorflow.core.framework.tensor_slice_pb2", "tensorflow.core.framework.variable_pb2",
+] + [f"tensorflow.core.protobuf.{name}_pb2" for name in (
+    "saved_model", "meta_graph", "saved_object_graph", "saver", "struct",
+    "trackable_object_graph", "tensor_bundle")]
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +208,16 @@ EXPECTED_NAMES = {
     "OpInfo", "SessionInfo", "OpPerformance", "OpPerformanceList", "NormalDistribution",
     "LogNormalDistribution", "XSpace", "XPlane", "XLine", "XEvent", "XStat",
     "XEventMetadata", "XStatMetadata",
+    # SavedModel and TensorBundle checkpoints
+    "SavedModel", "MetaGraphDef", "CollectionDef", "TensorInfo", "SignatureDef",
+    "AssetFileDef", "SaverDef", "SavedObjectGraph", "SavedObject", "SavedUserObject",
+    "SavedAsset", "SavedFunction", "CapturedTensor", "SavedConcreteFunction",
+    "SavedBareConcreteFunction", "SavedConstant", "SavedVariable", "FunctionSpec",
+    "SavedResource", "SaveableObject", "StructuredValue", "NoneValue", "ListValue",
+    "TupleValue", "DictValue", "PairValue", "NamedTupleValue", "TensorSpecProto",
+    "BoundedTensorSpecProto", "TypeSpecProto", "TrackableObjectGraph", "RegisteredSaver",
+    "BundleHeaderProto", "BundleEntryProto", "TensorSliceProto", "VariableSynchronization",
+    "VariableAggregation", "VariableDef", "SaveSliceInfoDef",
 }
 
 
