@@ -50,6 +50,12 @@ class RestoredObject(Module):
     def __init__(self) -> None:
         super().__init__(name="restored")
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        call = vars(self).get("__call__")
+        if call is None:
+            raise TypeError("this restored object was saved without a __call__ function")
+        return call(*args, **kwargs)
+
 
 class Signatures(dict):
     """The signatures of a loaded SavedModel, by key (``"serving_default"``)."""
@@ -166,13 +172,14 @@ def read_saved_model(directory: str):
                                    "takes the directory that saved_model.pb is in")
     data = _read(directory, SAVED_MODEL_FILE, limit=_MAX_PB_BYTES)
     sm = proto.decode(proto.messages().SavedModel, data, source=path)
+    if not sm.meta_graphs or sm.saved_model_schema_version == 0:
+        raise _bad(path, f"it holds {len(sm.meta_graphs)} MetaGraphDefs and schema version "
+                   f"{sm.saved_model_schema_version} (the file is empty or truncated)")
     if sm.saved_model_schema_version != SCHEMA_VERSION:
         raise errors.UnimplementedError(
             f"{path} has SavedModel schema version {sm.saved_model_schema_version}; "
             f"pluggable reads version {SCHEMA_VERSION} (save it with a writer of that "
             "version)")
-    if not sm.meta_graphs:
-        raise _bad(path, "it holds no MetaGraphDef (the file is empty or truncated)")
     return sm
 
 

@@ -260,7 +260,7 @@ def write_bundle(values: dict[str, np.ndarray]) -> tuple[bytes, bytes]:
             raw, crc = _string_bytes([bytes(v) for v in a.reshape(-1)])
             dt = m.DataType.DT_STRING
         else:
-            a = np.ascontiguousarray(a, a.dtype.newbyteorder("<"))
+            a = np.asarray(a, a.dtype.newbyteorder("<"), order="C")
             raw = a.tobytes()
             crc = crc32c(raw)
             dt = proto.to_datatype(dtypes.as_dtype(a.dtype))
