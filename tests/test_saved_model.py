@@ -60,18 +60,21 @@ def test_tensorflow_loads_a_pluggable_savedmodel(tmp_path, rng, tf_oracle):
         "m = tf.saved_model.load(path)\n"
         "sig = m.signatures['serving_default']\n"
         "result = {'call': m(x), 'sig': sig(x=tf.constant(x)),\n"
-        "          'vars': {v.name: (v.numpy(), v.trainable) for v in m.variables},\n"
+        "          'vars': [(v.numpy(), v.trainable) for v in\n"
+        "                   [m.layers[0].w, m.layers[0].b, m.layers[1].w, m.layers[1].b,\n"
+        "                    m.scale]],\n"
         "          'inputs': sorted(sig.structured_input_signature[1])}\n",
         path=str(tmp_path / "m"), x=x)
     np.testing.assert_allclose(got["call"], want, rtol=1e-5, atol=1e-5)
     assert list(got["sig"]) == ["output_0"]
     np.testing.assert_allclose(got["sig"]["output_0"], want, rtol=1e-5, atol=1e-5)
     assert got["inputs"] == ["x"]
-    ours = {v.name: (v.numpy(), v.trainable) for v in model.variables}
-    assert sorted(got["vars"]) == sorted(ours)
-    for name, (value, trainable) in ours.items():
-        np.testing.assert_array_equal(got["vars"][name][0], value)
-        assert got["vars"][name][1] == trainable
+    ours = [model.layers[0].w, model.layers[0].b, model.layers[1].w, model.layers[1].b,
+            model.scale]
+    for var, (value, trainable) in zip(ours, got["vars"]):
+        np.testing.assert_array_equal(value, var.numpy())
+        assert trainable == var.trainable
+    assert [t for _, t in got["vars"]] == [True] * 4 + [False]
 
 
 def test_tensorflow_reads_the_variables_as_a_tensorflow_checkpoint(tmp_path, rng, tf_oracle):
