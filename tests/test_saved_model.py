@@ -368,3 +368,58 @@ def test_sstable_round_trip_of_many_records(rng):
     table = tensor_bundle.write_table(records)
     assert tensor_bundle.read_table(table, "t") == records
     assert struct.unpack("<Q", table[-8:])[0] == tensor_bundle.MAGIC
+
+
+class Branchy(pg.Module):
+    def __init__(self, rng):
+        super().__init__()
+        self.v = pg.Variable(rng.uniform(0.5, 2.0, 3).astype(np.float32), name="v")
+
+    @pg.function(input_signature=[pg.TensorSpec([3], pg.float32, name="x")])
+    def __call__(self, x):
+        y = pg.cond(pg.reduce_sum(x) > 0, lambda: x * self.v, lambda: x - self.v)
+        _, y = pg.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y + self.v),
+                             [pg.constant(0), y])
+        return y
+
+
+def branchy_reference(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return (x * v if x.sum() > 0 else x - v) + 3 * v
+
+
+def test_branches_and_loops_that_read_variables_round_trip(tmp_path, rng, tf_oracle):
+    model = Branchy(rng)
+    xs = [rng.uniform(0.1, 1, 3).astype(np.float32), -rng.uniform(0.1, 1, 3).astype(np.float32)]
+    pg.saved_model.save(model, tmp_path)
+    loaded = pg.saved_model.load(tmp_path)
+    tf_got = tf_oracle.run("m = tf.saved_model.load(path)\nresult = [m(x) for x in xs]\n",
+                           path=str(tmp_path), xs=xs)
+    for x, theirs in zip(xs, tf_got):
+        want = branchy_reference(model.v.numpy(), x)
+        np.testing.assert_allclose(model(pg.constant(x)).numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(loaded(pg.constant(x)).numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(theirs, want, rtol=1e-6)
+    loaded.v.assign(np.ones(3, np.float32))     # the loaded branches read the variable
+    np.testing.assert_allclose(loaded(pg.constant(xs[0])).numpy(), xs[0] + 3, rtol=1e-6)
+
+
+def test_pluggable_runs_tensorflows_branches_over_variables(tmp_path, rng, tf_oracle):
+    v = rng.uniform(0.5, 2.0, 3).astype(np.float32)
+    xs = [rng.uniform(0.1, 1, 3).astype(np.float32), -rng.uniform(0.1, 1, 3).astype(np.float32)]
+    want = tf_oracle.run(
+        "class M(tf.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.v = tf.Variable(v)\n"
+        "    @tf.function(input_signature=[tf.TensorSpec([3], tf.float32)])\n"
+        "    def f(self, x):\n"
+        "        y = tf.cond(tf.reduce_sum(x) > 0, lambda: x * self.v, lambda: x - self.v)\n"
+        "        return tf.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y + self.v),\n"
+        "                             [tf.constant(0), y])[1]\n"
+        "m = M()\n"
+        "tf.saved_model.save(m, path)\n"
+        "result = [m.f(x) for x in xs]\n", v=v, xs=xs, path=str(tmp_path))
+    loaded = pg.saved_model.load(tmp_path)
+    for x, theirs in zip(xs, want):
+        np.testing.assert_allclose(theirs, branchy_reference(v, x), rtol=1e-6)
+        np.testing.assert_allclose(loaded.f(pg.constant(x)).numpy(), theirs, rtol=1e-6)

@@ -369,6 +369,45 @@ class _Functions:
         return graphdef.from_function_def(fd, self.graphs)
 
 
+_FUNC_ATTRS = {"If": ("then_branch", "else_branch"), "StatelessIf": ("then_branch", "else_branch"),
+               "While": ("cond", "body"), "StatelessWhile": ("cond", "body")}
+
+
+def bind_handles(g, counter: list) -> None:
+    """Where a branch or loop function of `g` receives a variable's handle
+    as an argument, a copy of the function reads the handle from a Const
+    instead (how traced functions hold variables), recursively."""
+    for node in list(g.nodes):
+        attrs = _FUNC_ATTRS.get(node.op)
+        if attrs is None:
+            continue
+        first = 1 if node.op.endswith("If") else 0
+        handles = {k - first: src for k, (src, _) in enumerate(node.inputs)
+                   if k >= first and src.op == "Const" and
+                   src.out_dtypes[0] is dtypes.resource}
+        if not handles:
+            continue
+        for a in attrs:
+            src_graph = g.library.get(node.attrs[a])
+            if src_graph is None:
+                continue
+            fg = src_graph.copy()
+            counter[0] += 1
+            fg.name = f"{src_graph.name}_bound_{counter[0]}"
+            for k, const in handles.items():
+                if k >= len(fg.inputs):
+                    continue
+                ph = fg.inputs[k]
+                c = fg.add_node("Const", [], dict(const.attrs), [dtypes.resource], [()],
+                                name="variable_handle")
+                for n in fg.nodes:
+                    n.inputs = [(c, 0) if s is ph else (s, i) for s, i in n.inputs]
+                fg.outputs = [(c, 0) if s is ph else (s, i) for s, i in fg.outputs]
+            bind_handles(fg, counter)
+            g.library[fg.name] = fg
+            node.attrs = dict(node.attrs, **{a: fg.name})
+
+
 def _spec_of(v) -> Any:
     """The nest of TensorSpecs (or Python values) a StructuredValue holds."""
     which = v.WhichOneof("kind")
@@ -421,6 +460,7 @@ def _concrete(functions: _Functions, name: str, saved, variables: dict, og,
         ph.attrs = {"dtype": dtypes.resource, "value": var.handle}
         ph.out_shapes = [()]
     g.inputs = g.inputs[:n_args]
+    bind_handles(g, [0])
     args, kwargs = _spec_of(saved.canonicalized_input_signature) or ((), {})
     flat = nest.flatten(list(args)) + [kwargs[k] for k in kwargs]
     specs = [s for s in flat if isinstance(s, TensorSpec)]

@@ -156,6 +156,103 @@ def _walk(root: Any) -> list[_Node]:
 
 # ------------------------------------------------------------------ functions
 
+def _is_handle(node) -> bool:
+    return node.op == "Const" and node.out_dtypes[0] is dtypes.resource
+
+
+def _handle_in(g, var: Variable):
+    """A node of `g` giving `var`'s handle (a Const made for it if none is)."""
+    for node in g.nodes:
+        if _is_handle(node) and owner_of(node.attrs.get("value")) is var:
+            return node
+    return g.add_node("Const", [], {"dtype": dtypes.resource, "value": var.handle},
+                      [dtypes.resource], [()], name="captured_variable")
+
+
+def _variables_read(g, where: str) -> list[Variable]:
+    found: list[Variable] = []
+    for node in g.nodes:
+        if _is_handle(node):
+            var = owner_of(node.attrs.get("value"))
+            if var is None:
+                raise errors.FailedPreconditionError(
+                    f"{where}: node {node.name!r} holds a resource handle that belongs to no "
+                    "live pg.Variable; it cannot be saved")
+            if all(v is not var for v in found):
+                found.append(var)
+    return found
+
+
+def _as_arguments(g, variables: list[Variable]) -> list:
+    """Replaces the handle Consts of `variables` in `g` by one resource
+    argument each (appended to g.inputs); returns the new arguments."""
+    args = []
+    for var in variables:
+        ph = g.add_node("Placeholder", [], {"dtype": dtypes.resource, "shape": ()},
+                        [dtypes.resource], [()], name="captured_variable")
+        old = {n for n in g.nodes if _is_handle(n) and owner_of(n.attrs.get("value")) is var}
+        for n in g.nodes:
+            n.inputs = [(ph, 0) if src in old else (src, i) for src, i in n.inputs]
+            n.control = [c for c in n.control if c not in old]
+        g.outputs = [(ph, 0) if src in old else (src, i) for src, i in g.outputs]
+        g.replace_nodes([n for n in g.nodes if n not in old])
+        g.inputs.append(ph)
+        args.append(ph)
+    return args
+
+
+_FUNC_ATTRS = {"If": ("then_branch", "else_branch"), "StatelessIf": ("then_branch", "else_branch"),
+               "While": ("cond", "body"), "StatelessWhile": ("cond", "body")}
+
+
+def thread_variables(g, library: dict, counter: list, where: str) -> None:
+    """Rewrites `g` (in place) so that the branches and loop bodies it calls
+    take the variables they read as resource arguments, passed by the
+    calling node, as TensorFlow's functional control flow does: each call
+    gets its own copies of its functions (in `library`)."""
+    for node in list(g.nodes):
+        attrs = _FUNC_ATTRS.get(node.op)
+        if attrs is None:
+            continue
+        copies = []
+        for a in attrs:
+            src = library.get(node.attrs[a])
+            if src is None:
+                raise errors.NotFoundError(f"{where}: node {node.name!r} calls "
+                                           f"{node.attrs[a]!r}, which is not in its library")
+            fg = src.copy()
+            counter[0] += 1
+            fg.name = f"{src.name}_saved_{counter[0]}"
+            fg.library = library
+            thread_variables(fg, library, counter, where)
+            copies.append(fg)
+        needed: list[Variable] = []
+        for fg in copies:
+            for var in _variables_read(fg, where):
+                if all(v is not var for v in needed):
+                    needed.append(var)
+        if not needed:
+            continue
+        for a, fg in zip(attrs, copies):
+            args = _as_arguments(fg, needed)
+            if node.op in ("While", "StatelessWhile") and a == "body":
+                fg.outputs.extend((ph, 0) for ph in args)
+            library[fg.name] = fg
+            node.attrs = dict(node.attrs, **{a: fg.name})
+        extra = [dtypes.resource] * len(needed)
+        node.inputs = node.inputs + [(_handle_in(g, var), 0) for var in needed]
+        if node.op in ("If", "StatelessIf"):
+            node.attrs["Tin"] = tuple(node.attrs["Tin"]) + tuple(extra)
+        else:
+            node.attrs["T"] = tuple(node.attrs["T"]) + tuple(extra)
+            node.attrs["output_shapes"] = tuple(node.attrs.get("output_shapes", ())) + \
+                ((),) * len(needed)
+            node.out_dtypes = node.out_dtypes + extra
+            node.out_shapes = node.out_shapes + [()] * len(needed)
+        if node.op.startswith("Stateless"):
+            node.op = node.op[len("Stateless"):]   # reading a variable is stateful
+
+
 class _Writer:
     def __init__(self, root: Any):
         self.m = proto.messages()
@@ -175,6 +272,8 @@ class _Writer:
         variables it captures (its inputs after the arguments)."""
         g = cf.graph.copy()
         g.name = name
+        g.library = dict(g.library)
+        thread_variables(g, g.library, [0], cf.name)
         bound = []
         for node in list(g.nodes):
             if node.op == "Const" and node.out_dtypes[0] is dtypes.resource:
