@@ -212,9 +212,11 @@ def generate_protos(dest: pathlib.Path) -> None:
              ("_descriptor_pool.Default().AddSerializedFile(", "_pool.POOL.AddSerializedFile(")]
     with tempfile.TemporaryDirectory() as out:
         # protobuf's well-known types (any.proto, wrappers.proto) ship with grpcio-tools
-        well_known = pathlib.Path(protoc.__file__).resolve().parent / "_proto"
-        cmd = ["protoc", f"--proto_path={ROOT}", f"--proto_path={well_known}",
-               f"--python_out={out}", *map(str, protos)]
+        where = getattr(protoc, "__file__", None)
+        paths = [str(ROOT)] + ([str(pathlib.Path(where).resolve().parent / "_proto")]
+                               if where else [])
+        cmd = ["protoc", f"--proto_path={os.pathsep.join(paths)}", f"--python_out={out}",
+               *map(str, protos)]
         if protoc.main(cmd) != 0:
             raise RuntimeError(f"pluggable: protoc failed (its message is above): {cmd}")
         modules = {}
