@@ -30,6 +30,7 @@ LAYERS = {
     "pluggable.training": 6,
     "pluggable.onnx": 6,
     "pluggable.ragged": 6,
+    "pluggable.saved_model": 6,
     "pluggable.tools": 7,
 }
 TOP = 8  # pluggable/__init__.py, __main__.py and the public namespace modules

@@ -396,8 +396,7 @@ def _input_keys(cf: ConcreteFunction) -> list[str]:
 
 # ------------------------------------------------------------------ writing
 
-def _saved_function_spec(cf_or_fn: Any, args: list[str], kwonly: list[str],
-                         input_signature: Any):
+def _saved_function_spec(args: list[str], kwonly: list[str], input_signature: Any):
     spec = proto.messages().FunctionSpec()
     spec.fullargspec.CopyFrom(_fullargspec(args, kwonly))
     spec.input_signature.CopyFrom(structured(input_signature))
@@ -424,7 +423,6 @@ def build(root: Any, signatures: Any = None):
     graph.versions.producer = graphdef.PRODUCER
     ckpt = m.TrackableObjectGraph()
     values: dict[str, np.ndarray] = {}
-    extra: list = []       # (parent SavedObject, name, builder) added after the walk
 
     for i, node in enumerate(w.nodes):
         so = og.nodes.add()
@@ -461,7 +459,7 @@ def build(root: Any, signatures: Any = None):
                 scf.output_signature.CopyFrom(w.output_signature(cf))
             params = [p.name for p in obj._params]
             fn.function_spec.CopyFrom(_saved_function_spec(
-                obj, params, [], None if obj.input_signature is None
+                params, [], None if obj.input_signature is None
                 else tuple(obj.input_signature)))
         elif isinstance(obj, (list, tuple)):
             so.user_object.identifier = "trackable_list_wrapper" if isinstance(obj, list) \
@@ -511,7 +509,7 @@ def _write_signature(w: _Writer, mg, og, ckpt, map_id: int, key: str, cf: Concre
     bare.concrete_function_name = name
     bare.argument_keywords.extend(keys)
     bare.allowed_positional_arguments = len(keys)
-    bare.function_spec.CopyFrom(_saved_function_spec(cf, [], keys, None))
+    bare.function_spec.CopyFrom(_saved_function_spec([], keys, None))
     scf = og.concrete_functions[name]
     scf.bound_inputs.extend(bound)
     kwargs = {k: TensorSpec(s.shape, s.dtype, k) for k, s in zip(keys, cf.input_specs)}
