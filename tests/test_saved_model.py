@@ -423,3 +423,17 @@ def test_pluggable_runs_tensorflows_branches_over_variables(tmp_path, rng, tf_or
     for x, theirs in zip(xs, want):
         np.testing.assert_allclose(theirs, branchy_reference(v, x), rtol=1e-6)
         np.testing.assert_allclose(loaded.f(pg.constant(x)).numpy(), theirs, rtol=1e-6)
+
+
+def test_random_damage_to_saved_model_pb_never_crashes(saved, rng):
+    pb = saved / "saved_model.pb"
+    original = pb.read_bytes()
+    for _ in range(40):
+        raw = bytearray(original)
+        for i in rng.integers(0, len(raw), int(rng.integers(1, 4))):
+            raw[i] = int(rng.integers(0, 256))
+        pb.write_bytes(bytes(raw))
+        try:
+            pg.saved_model.load(saved)
+        except pg.errors.PluggableError:
+            pass    # typed, with a message

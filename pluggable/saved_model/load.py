@@ -488,6 +488,19 @@ def load(export_dir: str | os.PathLike) -> Any:
     documentation)."""
     directory = os.fspath(export_dir)
     path = os.path.join(directory, SAVED_MODEL_FILE)
+    try:
+        return _load(directory, path)
+    except errors.PluggableError:
+        raise
+    except RecursionError:
+        raise _bad(path, "it nests too deeply to be read") from None
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
+            MemoryError) as exc:
+        raise _bad(path, f"it cannot be read ({type(exc).__name__}: {exc}); it is damaged "
+                   "or from a writer pluggable does not understand") from None
+
+
+def _load(directory: str, path: str) -> Any:
     sm = read_saved_model(directory)
     mg = _meta_graph(sm, path)
     og = mg.object_graph_def
