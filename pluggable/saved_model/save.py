@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..framework import dtypes, errors, proto
+from ..framework.tensor import Tensor
 from ..graph import graphdef, nest
 from ..graph.function import ConcreteFunction, Function, TensorSpec
 from ..ops.variables import Variable, owner_of
@@ -38,7 +39,9 @@ OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
 SERVING_KEY = "serving_default"
 PREDICT_METHOD = "tensorflow/serving/predict"
 _ARG_NAME = re.compile(r"[a-z][a-z0-9_]*")
-_SKIPPED = (str, bytes, int, float, bool, type(None), np.ndarray, np.generic)
+# Attribute values that are no objects of the graph (TensorFlow skips them too;
+# a tensor attribute is not saved).
+_SKIPPED = (str, bytes, int, float, bool, type(None), np.ndarray, np.generic, Tensor, type)
 
 
 # ------------------------------------------------------------------ values
