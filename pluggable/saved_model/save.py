@@ -552,8 +552,17 @@ def save(obj: Any, export_dir: str | os.PathLike, signatures: Any = None) -> Non
     package's documentation)."""
     sm, values = build(obj, signatures)
     export_dir = os.fspath(export_dir)
-    os.makedirs(export_dir, exist_ok=True)
     index, data = tensor_bundle.write_bundle(values)
+    try:
+        _write(export_dir, index, data, proto.encode(sm))
+    except OSError as exc:
+        raise errors.PermissionDeniedError(
+            f"cannot write the SavedModel {export_dir}: {exc.strerror or exc} (check that the "
+            "directory is writable and that its variables/ is a plain directory)") from None
+
+
+def _write(export_dir: str, index: bytes, data: bytes, saved_model: bytes) -> None:
+    os.makedirs(export_dir, exist_ok=True)
     # Everything is written under new names first, then renamed into place.
     tmp = os.path.join(export_dir, f".variables.tmp{secrets.token_hex(8)}")
     os.mkdir(tmp, 0o755)
@@ -573,4 +582,4 @@ def save(obj: Any, export_dir: str | os.PathLike, signatures: Any = None) -> Non
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     os.makedirs(os.path.join(export_dir, ASSETS_DIR), exist_ok=True)
-    _write_atomic(os.path.join(export_dir, SAVED_MODEL_FILE), proto.encode(sm))
+    _write_atomic(os.path.join(export_dir, SAVED_MODEL_FILE), saved_model)
