@@ -211,7 +211,12 @@ def generate_protos(dest: pathlib.Path) -> None:
               "from . import _pool\n"),
              ("_descriptor_pool.Default().AddSerializedFile(", "_pool.POOL.AddSerializedFile(")]
     with tempfile.TemporaryDirectory() as out:
-        cmd = ["protoc", f"--proto_path={ROOT}", f"--python_out={out}", *map(str, protos)]
+        # protobuf's well-known types (any.proto, wrappers.proto) ship with grpcio-tools
+        where = getattr(protoc, "__file__", None)
+        paths = [str(ROOT)] + ([str(pathlib.Path(where).resolve().parent / "_proto")]
+                               if where else [])
+        cmd = ["protoc", f"--proto_path={os.pathsep.join(paths)}", f"--python_out={out}",
+               *map(str, protos)]
         if protoc.main(cmd) != 0:
             raise RuntimeError(f"pluggable: protoc failed (its message is above): {cmd}")
         modules = {}

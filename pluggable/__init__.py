@@ -66,7 +66,7 @@ __all__ = [
     "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
     "math", "mixed_precision", "nn", "onnx",
     "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
-    "strings", "sparse", "SparseTensor", "io",
+    "strings", "sparse", "SparseTensor", "io", "saved_model",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
@@ -110,7 +110,7 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "distribute": (".distribute", None), "graph_util": (".graph_util", None), "onnx": (".onnx", None),
     "mixed_precision": (".mixed_precision", None),
     "optimizers": (".optimizers", None), "profiler": (".profiler", None),
-    "train": (".train", None),
+    "train": (".train", None), "saved_model": (".saved_model", None),
     "custom_op": (".custom_ops", "custom_op"),
     "ConcreteFunction": (".graph", "ConcreteFunction"), "TensorSpec": (".graph", "TensorSpec"),
     "cond": (".graph", "cond"), "function": (".graph", "function"),

@@ -32,6 +32,7 @@ LAYERS = {
     "pluggable.onnx": 6,
     "pluggable.ragged": 6,
     "pluggable.sparse": 6,
+    "pluggable.saved_model": 6,
     "pluggable.tools": 7,
 }
 TOP = 8  # pluggable/__init__.py, __main__.py and the public namespace modules

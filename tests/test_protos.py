@@ -32,7 +32,10 @@ TF_MODULES = [f"tensorflow.core.framework.{name}_pb2" for name in (
     "tensorflow.core.grappler.costs.op_performance_data_pb2",
     "tensorflow.core.protobuf.device_properties_pb2",
     "tensorflow.tsl.profiler.protobuf.xplane_pb2",
-]
+    "tensorflow.core.framework.tensor_slice_pb2", "tensorflow.core.framework.variable_pb2",
+] + [f"tensorflow.core.protobuf.{name}_pb2" for name in (
+    "saved_model", "meta_graph", "saved_object_graph", "saver", "struct",
+    "trackable_object_graph", "tensor_bundle")]
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +208,16 @@ EXPECTED_NAMES = {
     "OpInfo", "SessionInfo", "OpPerformance", "OpPerformanceList", "NormalDistribution",
     "LogNormalDistribution", "XSpace", "XPlane", "XLine", "XEvent", "XStat",
     "XEventMetadata", "XStatMetadata",
+    # SavedModel and TensorBundle checkpoints
+    "SavedModel", "MetaGraphDef", "CollectionDef", "TensorInfo", "SignatureDef",
+    "AssetFileDef", "SaverDef", "SavedObjectGraph", "SavedObject", "SavedUserObject",
+    "SavedAsset", "SavedFunction", "CapturedTensor", "SavedConcreteFunction",
+    "SavedBareConcreteFunction", "SavedConstant", "SavedVariable", "FunctionSpec",
+    "SavedResource", "SaveableObject", "StructuredValue", "NoneValue", "ListValue",
+    "TupleValue", "DictValue", "PairValue", "NamedTupleValue", "TensorSpecProto",
+    "BoundedTensorSpecProto", "TypeSpecProto", "TrackableObjectGraph", "RegisteredSaver",
+    "BundleHeaderProto", "BundleEntryProto", "TensorSliceProto", "VariableSynchronization",
+    "VariableAggregation", "VariableDef", "SaveSliceInfoDef",
 }
 
 
@@ -216,7 +229,9 @@ def our_files() -> list:
         fdp = descriptor_pb2.FileDescriptorProto()
         proto.generated_module(name).DESCRIPTOR.CopyToProto(fdp)
         out.append(fdp)
-    ordered, done = [], set()
+    ordered = []
+    # protobuf's own files (google/protobuf/any.proto ...) are in the pool already
+    done = {d for fdp in out for d in fdp.dependency} - {fdp.name for fdp in out}
     while len(ordered) < len(out):
         for fdp in out:
             if fdp.name not in done and set(fdp.dependency) <= done:
@@ -264,6 +279,9 @@ def test_another_pool_with_the_same_names_leaves_ours_alone(monkeypatch):
     monkeypatch.setattr(library, "_loaded", None)
     ours = proto.messages()
     other = descriptor_pool.DescriptorPool()
+    from google.protobuf import any_pb2, wrappers_pb2
+    for known in (any_pb2, wrappers_pb2):
+        other.AddSerializedFile(known.DESCRIPTOR.serialized_pb)
     for fdp in our_files():
         file = other.AddSerializedFile(fdp.SerializeToString())
         for desc in file.message_types_by_name.values():
@@ -313,7 +331,7 @@ def test_proto_files_ship_in_the_wheel():
     folder = ROOT / "pluggable" / "framework" / "proto"
     shipped = {p for pattern in setup["package-data"]["pluggable.framework.proto"]
                for p in folder.glob(pattern)}
-    assert len(shipped) == 15 and shipped == set(folder.glob("*.proto"))
+    assert len(shipped) == 24 and shipped == set(folder.glob("*.proto"))
     assert any(d.replace(" ", "").startswith("protobuf>=")
                for d in config["project"]["dependencies"])
     # The *_pb2.py modules are made by the build, with this requirement.
