@@ -9,7 +9,7 @@ leaves its list. The pass rate per suite and device is printed at the end of
 the session (``-s`` shows it) and written to $ONNX_BACKEND_REPORT when set.
 
 Measured with onnx 1.23.2 (``ONNX_BACKEND_REPORT=report.txt python3 -m pytest
--q tests/test_onnx_backend.py``): node suite 1651/1884 on CPU:0, 1650 on
+-q tests/test_onnx_backend.py``, 2026-12-03): node suite 1838/1884 on CPU:0, 1837 on
 MY_DEVICE:0 (one float16 attention case rounds otherwise without the fused
 kernel); on both, pytorch-converted 82/82; pytorch-operator 35/35; simple 15/23
 (StringNormalizer and training graphs are left)."""

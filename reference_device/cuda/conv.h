@@ -4,6 +4,7 @@
 #define PLUGGABLE_CUDA_CONV_H_
 
 #include "cuda_common.h"
+#include "tf_datatype.h"
 
 namespace pgcuda {
 
