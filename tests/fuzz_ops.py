@@ -58,6 +58,8 @@ def _mutate_array(a: np.ndarray, r: random.Random, rng) -> tuple[np.ndarray, str
     if k == 3:
         return np.asarray(a.reshape(-1)[:1].reshape(()) if a.size else np.zeros((), a.dtype)), \
             "scalar"
+    if k == 4 and a.dtype.kind in "OSU":   # strings: numbers instead
+        return np.zeros(a.shape, r.choice(NUMERIC)), "numbers for strings"
     if k == 4:
         t = r.choice(NUMERIC)
         with np.errstate(all="ignore"):

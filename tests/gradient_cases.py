@@ -371,4 +371,7 @@ NO_GRADIENT = {
                   "CollectiveBcastSendV2", "CollectiveBcastRecvV2", "CollectiveAllToAllV2")},
     **{op: "no gradient in TensorFlow either (tf.unique's gradient is a LookupError)"
        for op in ("Unique", "UniqueWithCounts", "UniqueV2", "UniqueWithCountsV2")},
+    # Their inputs are strings: TensorFlow registers them as not differentiable.
+    **{op: "a string input has no gradient (NotDifferentiable in TensorFlow)"
+       for op in ("StringToNumber", "DecodeRaw", "UnicodeDecode", "UnicodeDecodeWithOffsets")},
 }

@@ -300,9 +300,14 @@ def test_every_table_row_is_a_registry_op_and_imported_ops_are_covered():
     assert set(export_module.EMITTERS) <= set(registry.OPS)
     from pluggable.onnx import mapping
     imported = {o for r in mapping.RULES for o in r.ops}
-    # Bitcast reinterprets memory: ONNX has no such op
-    assert imported - set(export_module.EMITTERS) <= {"Bitcast"}, \
-        imported - set(export_module.EMITTERS)
+    # Bitcast reinterprets memory: ONNX has no such op. StatelessRandomUniformV2
+    # draws from a Philox key, which ONNX's random ops do not take. The
+    # data-dependent ops the importer makes of NonZero, Unique and
+    # NonMaxSuppression (Where, UniqueWithCountsV2, NonMaxSuppressionV3) have
+    # no emitter yet: export refuses them with UnimplementedError.
+    assert imported - set(export_module.EMITTERS) <= {
+        "Bitcast", "StatelessRandomUniformV2", "Where", "UniqueWithCountsV2",
+        "NonMaxSuppressionV3"}, imported - set(export_module.EMITTERS)
 
 
 @pytest.mark.parametrize("dev", DEVICES)
@@ -360,7 +365,7 @@ def test_an_output_with_no_onnx_equivalent_names_the_reader(tmp_path):
     (pg.TensorSpec([2]), "must be a list of pg.TensorSpec"),
     ("x", "must be a list of pg.TensorSpec"),
     ([np.zeros(2, np.float32)], r"input_signature\[0\] is a ndarray"),
-    ([pg.TensorSpec([2], pg.string)], "dtype string"),
+    ([pg.TensorSpec([2], pg.dtypes.resource)], "dtype resource"),
     ([pg.TensorSpec([2], name="a"), pg.TensorSpec([2], name="a")], "repeat"),
 ])
 def test_bad_signature_is_invalid_argument(signature, match, tmp_path):
