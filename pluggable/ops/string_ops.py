@@ -525,6 +525,9 @@ def _decode_shapes(offsets: bool):
 
 
 def _encode_shape(shapes, attrs, values):
+    for name, s in zip(("input_values", "input_splits"), shapes):
+        if s is not None and len(s) != 1:
+            raise err("UnicodeEncode", f"{name} must be a vector, got shape {list(s)}")
     return [(None if shapes[1] is None or shapes[1][0] is None else shapes[1][0] - 1,)]
 
 
