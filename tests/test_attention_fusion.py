@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import pluggable as pg
+from graph_helpers import graph_ops, traced
 from pluggable.framework import registry
 from pluggable.graph import pipeline
 from pluggable.ops import transformer_ops
@@ -15,19 +16,7 @@ B, H, S, D = 2, 3, 6, 4
 DEVICES = ["CPU:0", "MY_DEVICE:0"]
 
 
-def _traced(fn, *arrays, device="CPU:0"):
-    """(optimised graph, traced result, eager result) of fn on `device`."""
-    f = pg.function(fn)
-    with pg.device(device):
-        args = [pg.constant(a) for a in arrays]
-        out = f(*args)
-        graph = f.get_concrete_function(*args).optimized_graph
-        eager = fn(*args)
-    return graph, out, eager
-
-
-def _ops(graph):
-    return sorted(n.op for n in graph.nodes)
+_traced, _ops = traced, graph_ops
 
 
 def _qkv(rng, dtype=np.float32, q_len=S, k_len=S):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import pluggable as pg
+from graph_helpers import graph_ops, traced
 from pluggable import errors
 from pluggable.runtime import dispatch
 from pluggable.testing import expect_kernel, kernel_calls
@@ -146,19 +147,7 @@ def test_bias_gelu_refuses_other_dtypes():
 
 # ------------------------------------------------------------ fusion
 
-def _traced(fn, *arrays, device="CPU:0"):
-    """(optimised graph, traced result, eager result) of fn on `device`."""
-    f = pg.function(fn)
-    with pg.device(device):
-        args = [pg.constant(a) for a in arrays]
-        out = f(*args)
-        graph = f.get_concrete_function(*args).optimized_graph
-        eager = fn(*args)
-    return graph, out, eager
-
-
-def _ops(graph):
-    return sorted(n.op for n in graph.nodes)
+_traced, _ops = traced, graph_ops
 
 
 FORMS = {
