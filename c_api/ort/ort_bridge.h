@@ -1,8 +1,13 @@
-/* What the bridge's two halves share: ort_ep.c (plugins, factories, EP
- * instances) and ort_partition.c (which nodes the EP takes, and the compiled
- * partitions that run them on the device). Not part of any ABI. */
+/* What the bridge's files share: ort_api.c (the negotiated ONNX Runtime
+ * tables and statuses), ort_memory.c (allocators, data transfer, sync
+ * streams), ort_kernels.c (the kernels the plugins register),
+ * ort_partition.c (which nodes the EP takes, and the compiled
+ * partitions that run them on the device) and ort_ep.c (plugins, factories,
+ * EP instances), each using only those before it. Not part of any ABI. */
 #ifndef PG_ORT_BRIDGE_H_
 #define PG_ORT_BRIDGE_H_
+
+#include <stdarg.h>
 
 #include "pg_core.h"
 #include "pg_ort_abi.h"
@@ -21,6 +26,7 @@ PG_ORT_HIDDEN extern uint32_t pg_ort_version;
 #define CALL(name, type) API_FN(pg_ort, PG_ORT_##name, type)
 
 /* An OrtStatus of `code` with a printf-style message. */
+PG_ORT_HIDDEN OrtStatus* pg_ort_vstatus(const OrtApi* api, int code, const char* fmt, va_list ap);
 PG_ORT_HIDDEN OrtStatus* pg_ort_status(int code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Releases a status the bridge does not pass on. */
@@ -85,6 +91,8 @@ typedef struct bridge_ep {
   pg_device* dev; /* the device ONNX Runtime chose (its OrtEpDevice's ordinal) */
 } bridge_ep;
 
+/* Records a kernel a plugin registers (the pg_host_hooks entry; ort_kernels.c). */
+PG_ORT_HIDDEN int pg_ort_register_kernel(pg_kernel_def* def, TF_Status* status);
 /* The kernel the plugins registered for `op` on `device_type` whose type
  * attribute "T" is `t` (or unconstrained), with no label; NULL if none. */
 PG_ORT_HIDDEN pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type,

@@ -25,30 +25,6 @@
 
 /*** The bridge's host hooks (pg_host_hooks), installed before plugins load ***/
 
-#define MAX_KERNELS 4096
-static pg_kernel_def* kernels[MAX_KERNELS];
-static int num_kernels;
-
-static int bridge_register_kernel(pg_kernel_def* def, TF_Status* status) {
-  if (def->outside_init) {
-    TF_SetStatus(status, TF_FAILED_PRECONDITION,
-                 "pluggable ORT bridge: kernels can only be registered inside TF_InitKernel");
-    return 0;
-  }
-  if (def->overflow || def->name_too_long || def->device_type[0] == '\0') {
-    TF_SetStatus(status, TF_INVALID_ARGUMENT,
-                 "pluggable ORT bridge: kernel registration rejected (a name or a list "
-                 "did not fit, or no device type)");
-    return 0;
-  }
-  if (num_kernels >= MAX_KERNELS) {
-    TF_SetStatus(status, TF_RESOURCE_EXHAUSTED, "pluggable ORT bridge: too many kernels");
-    return 0;
-  }
-  kernels[num_kernels++] = def;
-  return 1;
-}
-
 static int bridge_register_op(pg_op_builder* b, TF_Status* status) {
   (void)b;
   (void)status;
@@ -76,22 +52,9 @@ static void bridge_op_def(const char* name, TF_Buffer* out, TF_Status* status) {
   TF_SetStatus(status, TF_UNIMPLEMENTED, msg);
 }
 
-static const pg_host_hooks bridge_hooks = {bridge_register_kernel, bridge_register_op,
+static const pg_host_hooks bridge_hooks = {pg_ort_register_kernel, bridge_register_op,
                                            bridge_infer_properties, bridge_function_library,
                                            bridge_op_def};
-
-pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_DataType t) {
-  for (int i = 0; i < num_kernels; i++) {
-    pg_kernel_def* k = kernels[i];
-    if (strcmp(k->op_name, op) != 0 || strcmp(k->device_type, device_type) != 0) continue;
-    if (k->label[0] != '\0' || k->compute_func == NULL) continue;
-    int ok = 1;
-    for (int c = 0; c < k->num_constraints; c++)
-      if (strcmp(k->constraint_attr[c], "T") == 0 && k->constraint_type[c] != t) ok = 0;
-    if (ok) return k;
-  }
-  return NULL;
-}
 
 /*** Loading the plugins ***/
 
@@ -292,34 +255,14 @@ static void load_all(void) {
 
 /*** ONNX Runtime's tables ***/
 
-const OrtApi* pg_ort;       /* the negotiated OrtApi */
-const OrtEpApi* pg_ort_ep;  /* its OrtEpApi */
-uint32_t pg_ort_version;    /* its version */
-
-static OrtStatus* vstatus(const OrtApi* api, int code, const char* fmt, va_list ap) {
-  char msg[2048];
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  return API_FN(api, PG_ORT_CreateStatus, OrtStatus* (*)(int, const char*))(code, msg);
-}
+/* (the negotiated tables themselves, pg_ort and pg_ort_ep: ort_api.c) */
 
 static OrtStatus* make_status(const OrtApi* api, int code, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  OrtStatus* s = vstatus(api, code, fmt, ap);
+  OrtStatus* s = pg_ort_vstatus(api, code, fmt, ap);
   va_end(ap);
   return s;
-}
-
-OrtStatus* pg_ort_status(int code, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  OrtStatus* s = vstatus(pg_ort, code, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
-void pg_ort_drop(OrtStatus* s) {
-  if (s != NULL) CALL(ReleaseStatus, void (*)(OrtStatus*))(s);
 }
 
 /*** The EP of one session ***/

@@ -36,6 +36,18 @@
 #include "internal.h"
 #include "ort_bridge.h"
 
+
+/* Tensors copied between host memory and a device so far: by the data
+ * transfer ONNX Runtime asks (below), by a partition whose input or output
+ * ONNX Runtime kept in host memory, and each constant initializer copied in
+ * at compile time (ort_partition.c). A value passed from one partition to
+ * the next in device memory is not copied. */
+static int64_t host_copies;
+PG_EXPORT int64_t pg_ort_host_copies(void) {
+  return __atomic_load_n(&host_copies, __ATOMIC_SEQ_CST);
+}
+void pg_ort_count_host_copies(int64_t n) { __atomic_add_fetch(&host_copies, n, __ATOMIC_SEQ_CST); }
+
 /* The PCI-style vendor id of the memory of plugins that are not GPUs. */
 #define PG_ORT_VENDOR_ID 0x5047
 

@@ -34,7 +34,7 @@
 
 /*** Counters (for tests and diagnostics) ***/
 
-static int64_t kernel_runs, host_copies, partitions_compiled, nodes_compiled;
+static int64_t kernel_runs, partitions_compiled, nodes_compiled;
 static int64_t live_parts;
 
 #define COUNT(var, n) __atomic_add_fetch(&(var), (n), __ATOMIC_SEQ_CST)
@@ -43,13 +43,7 @@ static int64_t live_parts;
 /* Plugin kernel runs of claimed nodes so far (a Gemm lowered to MatMul and
  * Add counts two). */
 PG_EXPORT int64_t pg_ort_kernel_runs(void) { return READ(kernel_runs); }
-/* Tensors copied between host memory and a device so far: by the data
- * transfer ONNX Runtime asks (ort_memory.c), by a partition whose input or
- * output ONNX Runtime kept in host memory, and each constant initializer
- * copied in at compile time. A value passed from one partition to the next
- * in device memory is not copied. */
-PG_EXPORT int64_t pg_ort_host_copies(void) { return READ(host_copies); }
-void pg_ort_count_host_copies(int64_t n) { COUNT(host_copies, n); }
+/* (host copies: pg_ort_host_copies, ort_memory.c) */
 /* Partitions compiled so far, and the ONNX nodes in them. */
 PG_EXPORT int64_t pg_ort_partitions_compiled(void) { return READ(partitions_compiled); }
 PG_EXPORT int64_t pg_ort_nodes_compiled(void) { return READ(nodes_compiled); }
@@ -533,7 +527,7 @@ static int scalar_slot(lowering* L, TF_DataType t, double v) {
     return -2;
   }
   TF_DeleteStatus(st);
-  COUNT(host_copies, 1);
+  pg_ort_count_host_copies(1);
   return s;
 }
 
@@ -585,7 +579,7 @@ static int device_const_slot(lowering* L, TF_DataType t, const int64_t* dims, in
              L->who, L->dev->name, TF_Message(st));
   TF_DeleteStatus(st);
   if (!ok) return -2;
-  COUNT(host_copies, 1);
+  pg_ort_count_host_copies(1);
   return s;
 }
 
@@ -1564,7 +1558,7 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
                           "failed: %s", p->name, p->slot_name[slot], p->dev->name,
                           TF_Message(st));
     else if (where == PG_ORT_IN_HOST)
-      COUNT(host_copies, 1);
+      pg_ort_count_host_copies(1);
   }
   for (int si = 0; si < p->num_steps && err == NULL; si++) {
     step* s = &p->steps[si];
@@ -1647,7 +1641,7 @@ static OrtStatus* part_compute(OrtNodeComputeInfo* self, void* state, OrtKernelC
                           p->dev->name, op ? " in kernel " : "", op ? op : "", TF_Message(st));
       break;
     }
-    if (where == PG_ORT_IN_HOST) COUNT(host_copies, 1);
+    if (where == PG_ORT_IN_HOST) pg_ort_count_host_copies(1);
   }
   /* ONNX Runtime may free or read its device memory as soon as Compute
    * returns: the work that reads or writes it has finished by then, also
@@ -1750,7 +1744,7 @@ static OrtStatus* upload_initializer(bridge_part* p, const void* vi, const char*
     s = pg_ort_status(PG_ORT_FAIL, "pluggable: partition %s: copying initializer '%s' to %s "
                       "failed: %s", p->name, name, p->dev->name, TF_Message(st));
   else
-    COUNT(host_copies, 1);
+    pg_ort_count_host_copies(1);
   TF_DeleteStatus(st);
   return s;
 }
