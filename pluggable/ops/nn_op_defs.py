@@ -75,6 +75,9 @@ def _sizes(op: str, name: str, value, dy_shape: tuple, other: tuple, fmt: str,
            is_input: bool) -> tuple:
     s = ints(op, name, value)
     if len(s) == 2 and is_input:  # spatial sizes only: batch and depth from the others
+        if len(dy_shape) != 4 or len(other) != 4:
+            raise err(op, f"filter and out_backprop must be rank 4, got {list(other)} and "
+                      f"{list(dy_shape)}")
         n, c = (dy_shape[0], other[2])
         s = list(from_nhwc((n, s[0], s[1], c), fmt))
     if len(s) != 4 or min(s) < 0:
