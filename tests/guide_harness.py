@@ -17,7 +17,10 @@ Rules (docs/user-guide.md, "TensorFlow's guide notebooks"):
   alias stays, so ``import tensorflow as tf`` is ``import pluggable as tf``).
 * Device: before the first cell the child enters ``tf.device("<DEVICE>:0")``
   at the top level, so every cell (and every function traced in it) runs in
-  that scope. TensorFlow always runs on its CPU: it is the reference.
+  that scope. TensorFlow always runs on its CPU, in a ``tf.device("CPU:0")``
+  scope entered the same way: it is the reference. (Entering a scope starts
+  the runtime in both, so a cell that then configures logical devices fails
+  under both, and is "tf_fails".)
 * A cell that mentions ``keras`` is a "keras" cell, outside the target.
   A cell that raises under TensorFlow is "tf_fails", outside the target.
 * A cell matches when it runs under both and (a) the numbers printed agree
@@ -89,11 +92,13 @@ def _run_child(corpus: str, framework: str, device: str, results: str, timeout: 
 
     signal.signal(signal.SIGALRM, on_alarm)
     with open(results, "w", encoding="utf-8") as out:
-        if framework == "pluggable":
-            # the device scope stays entered for the whole notebook
-            exec(compile(f"import pluggable as _guide_tf\n"
-                         f"_guide_scope = _guide_tf.device({device + ':0'!r})\n"
-                         f"_guide_scope.__enter__()\n", "<harness>", "exec"), namespace)
+        # the device scope stays entered for the whole notebook, under both
+        # frameworks: entering it starts the runtime, after which neither lets
+        # a cell change its logical devices
+        module = "pluggable" if framework == "pluggable" else "tensorflow"
+        exec(compile(f"import {module} as _guide_tf\n"
+                     f"_guide_scope = _guide_tf.device({device + ':0'!r})\n"
+                     f"_guide_scope.__enter__()\n", "<harness>", "exec"), namespace)
         for cell in entry["cells"]:
             if cell["index"] in skip:
                 continue

@@ -186,8 +186,16 @@ ERRORS = textwrap.dedent('''
     raises(ValueError, lambda: pg.distribute.MirroredStrategy(["cpu:0", "CPU:0"]), "duplicates")
     raises(ValueError, lambda: pg.distribute.MirroredStrategy(["cpu:0", "MY_DEVICE:0"]),
            "one type")
+    raises(errors.InvalidArgumentError, lambda: pg.distribute.MirroredStrategy(["NOPE:0"]),
+           "NOPE:0")
+    # a CPU ordinal beyond the logical CPUs soft-places on CPU:0, as in TensorFlow
+    far = pg.distribute.MirroredStrategy(["cpu:0", "cpu:7"])
+    assert far.extended.worker_devices[1].endswith("device:CPU:7")
+    assert float(far.reduce("SUM", far.run(lambda: pg.constant(2.0)), axis=None)) == 4.0
+    pg.config.set_soft_device_placement(False)
     raises(errors.InvalidArgumentError, lambda: pg.distribute.MirroredStrategy(["cpu:7"]),
            "cpu:7")
+    pg.config.set_soft_device_placement(True)
     s = pg.distribute.MirroredStrategy(["cpu:0", "cpu:1"])
     with s.scope():
         raises(errors.FailedPreconditionError, lambda: s.run(lambda: pg.Variable(1.0)),

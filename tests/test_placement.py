@@ -57,11 +57,29 @@ def test_scope_accepts_every_spelling(name):
     np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
 
 
-@pytest.mark.parametrize("name", ["MY_DEVICE:7", "NOPE:0", "XPU:3"])
-def test_unknown_or_out_of_range_device_lists_available(name):
+@pytest.mark.parametrize("name", ["NOPE:0", "XPU:3"])
+def test_unknown_device_lists_available(name):
     with pytest.raises(pg.errors.InvalidArgumentError) as info:
         pg.device(name)
     assert "CPU:0" in str(info.value) and "MY_DEVICE:0" in str(info.value)
+
+
+@pytest.mark.parametrize("name,where", [("MY_DEVICE:7", "MY_DEVICE"), ("CPU:3", "CPU")])
+def test_an_ordinal_beyond_the_devices_soft_places_on_device_0(name, where, rng):
+    """TensorFlow with soft placement on runs "CPU:5" on CPU:0; with it off,
+    the name is refused, listing the available devices."""
+    x = rng.standard_normal(7).astype(np.float32)
+    with pg.device(name), pg.testing.expect_kernel("Relu", where):
+        y = pg.nn.relu(x)
+    assert y.device.endswith(f"device:{where}:0")
+    np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
+    pg.config.set_soft_device_placement(False)
+    try:
+        with pytest.raises(pg.errors.InvalidArgumentError, match="out of range") as info:
+            pg.device(name)
+        assert "CPU:0" in str(info.value) and "MY_DEVICE:0" in str(info.value)
+    finally:
+        pg.config.set_soft_device_placement(True)
 
 
 def test_bad_device_name():

@@ -259,7 +259,7 @@ class MirroredStrategy:
             raise ValueError(f"MirroredStrategy: the devices must be of one type, got "
                              f"{sorted(kinds)}; make one strategy per device type")
         for d in names:
-            placement.get_device(d)  # InvalidArgumentError for an unknown device
+            placement._scope_device(d)  # InvalidArgumentError for an unknown device
         self._names = names
         self._devices = tuple(canonical)
         self._kind = kinds.pop()

@@ -153,15 +153,24 @@ SOFT_PLACED_TYPES = ("GPU",)
 
 
 def _scope_device(name: "str | AnyDevice") -> AnyDevice:
-    """The device of ``pg.device(name)``: ``get_device``'s, or the CPU for a
-    GPU name where no GPU is present and soft placement is on (logged)."""
+    """The device of ``pg.device(name)``: ``get_device``'s; with soft
+    placement on (logged), as TensorFlow places: the CPU for a GPU name where
+    no GPU is present, and ordinal 0 of a present type for an ordinal beyond
+    its devices ("CPU:1" with one CPU device)."""
     if isinstance(name, str) and config._soft_placement:
-        kind, _ = parse(name)
-        if kind in SOFT_PLACED_TYPES and not any(d.device_type == kind for d in all_devices()):
+        kind, ordinal = parse(name)
+        present = [d for d in all_devices() if d.device_type == kind]
+        if kind in SOFT_PLACED_TYPES and not present:
             _log.info("device %r: no %s device is present; soft placement puts the ops of "
                       "its scope on CPU:0 (pg.config.set_soft_device_placement(False) makes "
                       "this an error)", name, kind)
             return CPU
+        cpus = logical_devices.cpu_count() if kind == "CPU" else 0
+        if present and ordinal >= max(cpus, len(present)):
+            _log.info("device %r: %d %s device(s) present; soft placement puts the ops of "
+                      "its scope on %s:0 (pg.config.set_soft_device_placement(False) makes "
+                      "this an error)", name, max(cpus, len(present)), kind, kind)
+            return get_device(f"{kind}:0")
     return get_device(name)
 
 
@@ -172,10 +181,11 @@ class device:
             y = pg.nn.relu(x)
 
     Scopes nest (the innermost wins) and are per thread. ``pg.device(None)``
-    clears the scope (automatic placement). An unknown or out-of-range
-    device raises InvalidArgumentError listing the available devices,
-    except a GPU name where no GPU is present: with soft placement on (the
-    default) its ops run on the CPU, as in TensorFlow."""
+    clears the scope (automatic placement). An unknown device type raises
+    InvalidArgumentError listing the available devices. With soft placement
+    on (the default), as in TensorFlow, a GPU name where no GPU is present
+    puts its ops on the CPU, and an ordinal beyond a type's devices on that
+    type's device 0; with it off, both raise InvalidArgumentError."""
 
     def __init__(self, name: "str | AnyDevice | None"):
         self.device = None if name is None else _scope_device(name)
