@@ -44,7 +44,7 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cast, cumsum, divide
                            sign, sqrt, square, subtract, tanh, transpose, truediv)
 from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, round, sin,  # noqa: A004
                            sinh, tan)
-from .ops.linalg_ops import einsum
+from .ops.linalg_ops import einsum, norm
 from .ops.logging_ops import print  # noqa: A004  (tf.print)
 from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
                                tensor_scatter_nd_add, tensor_scatter_nd_max,
@@ -66,7 +66,7 @@ __all__ = [
     "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
     "math", "mixed_precision", "nn", "onnx",
     "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
-    "strings", "sparse", "SparseTensor", "io", "saved_model",
+    "strings", "sparse", "SparseTensor", "io", "saved_model", "keras", "image",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
@@ -98,7 +98,7 @@ __all__ = [
     "sqrt", "square", "squeeze", "stack", "strided_slice", "subtract", "tanh", "tile",
     "transpose", "truediv", "unstack", "where", "zeros", "zeros_like",
     "acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "round", "sin", "sinh",
-    "tan", "argsort", "einsum", "gather_nd", "linspace", "scatter_nd", "sort",
+    "tan", "argsort", "einsum", "norm", "gather_nd", "linspace", "scatter_nd", "sort",
     "tensor_scatter_nd_add", "tensor_scatter_nd_update", "tensor_scatter_nd_sub",
     "tensor_scatter_nd_min", "tensor_scatter_nd_max", "print", "TensorShape",
 ]
@@ -129,7 +129,8 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "ragged": (".ragged", None), "RaggedTensor": (".ragged", "RaggedTensor"),
     "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"), "experimental": (".experimental", None),
     "strings": (".strings", None), "sparse": (".sparse", None), "io": (".io", None),
-    "SparseTensor": (".sparse", "SparseTensor"),
+    "SparseTensor": (".sparse", "SparseTensor"), "keras": (".keras", None),
+    "image": (".image", None),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

@@ -2,9 +2,9 @@
 ``pluggable.ops.nn_ops``)."""
 from .ops.math_ops import sigmoid, tanh  # noqa: F401
 from .ops.nn_ops import (avg_pool, avg_pool2d, batch_normalization, bias_add,  # noqa: F401
-                         conv2d, conv2d_transpose, dropout, embedding_lookup, fused_batch_norm,
+                         conv2d, conv2d_transpose, dropout, elu, embedding_lookup, fused_batch_norm,
                          gelu, l2_normalize, leaky_relu, log_softmax, max_pool, max_pool2d,
-                         moments, relu, relu6, silu, softmax, softmax_cross_entropy_with_logits,
+                         moments, relu, relu6, selu, silu, softmax, softmax_cross_entropy_with_logits,
                          softplus, sparse_softmax_cross_entropy_with_logits, swish,
                          top_k)
 from .ops.transformer_ops import (bias_gelu, layer_norm,  # noqa: F401

@@ -33,6 +33,8 @@ LAYERS = {
     "pluggable.ragged": 6,
     "pluggable.sparse": 6,
     "pluggable.saved_model": 6,
+    "pluggable.keras": 6,
+    "pluggable.image": 6,
     "pluggable.tools": 7,
 }
 TOP = 8  # pluggable/__init__.py, __main__.py and the public namespace modules

@@ -340,3 +340,22 @@ def test_clip_by_norm_matches_tensorflow(device, rng, tf_oracle):
         exec(CLIP_BY_NORM, scope)
     for got, ref in zip(scope["result"], want):
         np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7, err_msg=rng.seed_text)
+
+
+@pytest.mark.parametrize("device", ["CPU:0", "MY_DEVICE:0", "GPU:0"])
+@pytest.mark.parametrize("fn", ["elu", "selu"])
+def test_elu_and_selu_and_their_gradients_match_tensorflow(device, fn, tf_oracle, rng):
+    _device(device)
+    x = rng.standard_normal((4, 6)).astype(np.float32) * 3
+    code = (f"xt = tf.constant(x)\nwith tf.GradientTape() as t:\n    t.watch(xt)\n"
+            f"    y = tf.nn.{fn}(xt)\nresult = [y, t.gradient(y, xt)]")
+    want = tf_oracle.run(code, x=x)
+    with pg.device(device), pg.testing.expect_kernel("Expm1", device.split(":")[0]):
+        xt = pg.constant(x)
+        with pg.GradientTape() as t:
+            t.watch(xt)
+            y = getattr(pg.nn, fn)(xt)
+        got = [y, t.gradient(y, xt)]
+    for g, w in zip(got, want):
+        assert g.dtype.as_numpy_dtype == w.dtype
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-5, atol=1e-6)

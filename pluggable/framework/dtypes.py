@@ -25,6 +25,34 @@ class DType:
     def __repr__(self) -> str:
         return f"tf.{self.name}"
 
+    def _limits(self) -> Any:
+        if not (self.is_integer or self.is_floating):
+            raise TypeError(f"Cannot find the minimum or maximum value of {self}: it is "
+                            "not an integer or floating type")
+        nt = self.as_numpy_dtype
+        if self.is_integer:
+            info = np.iinfo(nt) if nt.kind in "iu" else None
+        else:
+            try:
+                info = np.finfo(nt)
+            except ValueError:
+                import ml_dtypes
+                info = ml_dtypes.finfo(nt)
+        if info is None:  # int4 and the other narrow integers of ml_dtypes
+            import ml_dtypes
+            info = ml_dtypes.iinfo(nt)
+        return (info.min, info.max)
+
+    @property
+    def min(self) -> Any:
+        """The lowest value of the type (``-inf`` is not counted), as TensorFlow's."""
+        return self._limits()[0]
+
+    @property
+    def max(self) -> Any:
+        """The highest finite value of the type."""
+        return self._limits()[1]
+
     def __str__(self) -> str:
         return f"<dtype: {self.name!r}>"
 

@@ -65,6 +65,29 @@ def leaky_relu(features: Any, alpha: float = 0.2, name: str | None = None) -> Te
     return raw_ops.Maximum(x=x, y=scaled)
 
 
+def elu(features: Any, name: str | None = None) -> Tensor:
+    """features where positive, exp(features) - 1 elsewhere (ops Greater,
+    Minimum, Expm1, SelectV2)."""
+    x = convert_to_tensor(features)
+    zero = convert_to_tensor(0, x.dtype)
+    negative = raw_ops.Expm1(x=raw_ops.Minimum(x=x, y=zero))
+    return raw_ops.SelectV2(condition=raw_ops.Greater(x=x, y=zero), t=x, e=negative)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+
+
+def selu(features: Any, name: str | None = None) -> Tensor:
+    """scale * elu with alpha (1.6733, scale 1.0507: the self-normalizing
+    constants TensorFlow uses)."""
+    x = convert_to_tensor(features)
+    zero = convert_to_tensor(0, x.dtype)
+    negative = raw_ops.Mul(x=convert_to_tensor(_SELU_ALPHA, x.dtype),
+                           y=raw_ops.Expm1(x=raw_ops.Minimum(x=x, y=zero)))
+    e = raw_ops.SelectV2(condition=raw_ops.Greater(x=x, y=zero), t=x, e=negative)
+    return raw_ops.Mul(x=convert_to_tensor(_SELU_SCALE, x.dtype), y=e)
+
+
 def silu(features: Any, beta: float = 1.0, name: str | None = None) -> Tensor:
     """features * sigmoid(beta * features) (swish)."""
     x = convert_to_tensor(features)
