@@ -183,7 +183,9 @@ def test_traced_steps_equal_eager_steps(device, optimizer, rng):
             with pg.testing.expect_kernel(op, dev_type(device), min_calls=calls):
                 t_loss = step(x, y)
             np.testing.assert_allclose(t_loss.numpy(), loss.numpy(), **TOL[np.float32])
-    assert step.tracing_count == 1
+    # As in TensorFlow, a first trace that makes the optimizer's slot variables is
+    # traced once more without making any: two traces, then none.
+    assert step.tracing_count == (2 if opt.variables[1:] else 1)
     assert int(opt.iterations.numpy()) == steps
     for v, ev in zip(model.variables, eager_model.variables):
         np.testing.assert_allclose(v.numpy(), ev.numpy(), **TOL[np.float32], err_msg=v.name)
@@ -206,7 +208,7 @@ def test_conv_training_in_function_learns_and_matches_eager(device, rng):
             with pg.testing.expect_kernel("Conv2DBackpropFilter", dev_type(device)):
                 losses.append(float(step(x, y).numpy()))
     assert losses[-1] < losses[0]
-    assert step.tracing_count == 1
+    assert step.tracing_count == 2   # the first trace makes Adam's slots (TensorFlow's rule)
     for v, ev in zip(model.variables, eager_model.variables):
         np.testing.assert_allclose(v.numpy(), ev.numpy(), rtol=1e-4, atol=1e-5)
 

@@ -36,6 +36,7 @@ from ..framework import config, dtypes, errors
 from ..framework.tensor import Tensor
 from ..framework.tensor_shape import TensorShape
 from ..runtime import placement
+from ..ops import variables
 from ..runtime.tensors import convert_to_tensor
 from . import device_capture, nest, tracing
 from .executor import Executable
@@ -523,6 +524,7 @@ class Function:
         self._cache: dict = {}
         self._lock = threading.RLock()
         self._traces = 0
+        self._traced_once = False  # only the first trace may make variables
         self._warned = False
         self._bound: dict = {}    # id(instance) -> (weakref, bound Function): __get__
 
@@ -699,6 +701,24 @@ class Function:
 
     # ------------------------------------------------------------- tracing
     def _trace(self, args: tuple, kwargs: dict) -> ConcreteFunction:
+        """Traces the body for `args`. As in TensorFlow, only the first trace
+        may make variables, and one that did is traced again at once without
+        making any (a body that makes a variable on every trace is a
+        ValueError, one that keeps what it made in an attribute is not)."""
+        first = not self._traced_once
+        watch = [0, first]
+        token = variables.trace_creation.set(watch)
+        try:
+            cf = self._trace_once(args, kwargs)
+            if watch[0]:
+                watch[:] = [0, False]
+                cf = self._trace_once(args, kwargs)
+        finally:
+            variables.trace_creation.reset(token)
+        self._traced_once = True
+        return cf
+
+    def _trace_once(self, args: tuple, kwargs: dict) -> ConcreteFunction:
         self._traces += 1
         graph = Graph(self.__name__)
         named = list(zip(self._arg_names(len(args)), args)) + sorted(kwargs.items())

@@ -36,6 +36,16 @@ _PROBE_A = 720720
 _PROBE_B = 720720 * 7
 
 
+class _NoNumpy(errors.InvalidArgumentError, AttributeError):
+    """``numpy()`` of a symbolic tensor: an InvalidArgumentError, and an
+    AttributeError as TensorFlow's (its SymbolicTensor has no ``numpy``)."""
+
+
+class _OutOfScope(errors.InvalidArgumentError, TypeError):
+    """A symbolic tensor used outside its graph: an InvalidArgumentError, and
+    a TypeError as TensorFlow's ("is out of scope and cannot be used here")."""
+
+
 class SymbolicTensor(Tensor):
     """An output of a graph node while a function is traced: it has a dtype
     and a (possibly partial) shape but no value. Ops on it add nodes to the
@@ -88,7 +98,10 @@ class SymbolicTensor(Tensor):
             op=self.node.op)
 
     def numpy(self):
-        self._no_value("numpy()")
+        raise _NoNumpy("'SymbolicTensor' object has no attribute 'numpy': a tensor of a "
+                       "traced pg.function has no value while the function is traced "
+                       "(return it from the function to get its value, or use pg.cond / "
+                       "pg.while_loop for control flow on tensors)")
 
     def _numpy(self):
         self._no_value("numpy()")
@@ -260,7 +273,7 @@ def capture(g: Graph, x: SymbolicTensor, what: str) -> SymbolicTensor:
         chain.append(h)
         h = h.outer
     if h is None:
-        raise errors.InvalidArgumentError(
+        raise _OutOfScope(
             f"{what}: tensor {x.name} belongs to another traced function's graph "
             "and cannot be used here; pass it as an argument instead")
     value: Any = x

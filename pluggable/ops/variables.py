@@ -41,6 +41,18 @@ variable_creator: contextvars.ContextVar = contextvars.ContextVar(
     "pluggable_variable_creator", default=None)
 
 
+# The trace of a pg.function in progress, as [variables made, may make]:
+# TensorFlow's rule that only a function's first trace makes variables.
+trace_creation: contextvars.ContextVar = contextvars.ContextVar(
+    "pluggable_trace_creation", default=None)
+
+SINGLETON_VARIABLES = (
+    "tf.function only supports singleton tf.Variables created on the first call. Make sure "
+    "the tf.Variable is only created once or created outside tf.function (in pluggable: "
+    "make it before calling the pg.function, or only when an attribute that holds it is "
+    "still None)")
+
+
 def owner_of(handle: Any) -> "Variable | None":
     """The live Variable whose resource handle is the tensor `handle`."""
     v = _owners.get(id(handle))
@@ -96,6 +108,11 @@ class Variable:
         if isinstance(initial_value, Tensor) and type(initial_value) is not Tensor:
             self._create(initial_value, trainable, name, dtype)  # a traced value: in the graph
             return
+        watch = trace_creation.get()
+        if watch is not None:
+            if not watch[1]:
+                raise ValueError(SINGLETON_VARIABLES)
+            watch[0] += 1
         with creation_scope[0]():  # made eagerly, once, even while a function is traced
             self._create(initial_value, trainable, name, dtype)
 
