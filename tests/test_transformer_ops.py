@@ -294,7 +294,8 @@ def test_gpu_attention_matches_numpy_and_composed(rng, attention_path, dt, d, mo
         with pg.device("GPU:0"):
             out = pg.nn.scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
     want = ref_attention(q, k, v, mask, causal)
-    _close(out.numpy(), want, GPU_TOL[dt], f"out {dt} d={d} {mode} {rng.seed_text}")
+    _close(out.numpy(), want, GPU_TOL[dt],
+           f"out {attention_path} {dt} d={d} {mode} {rng.seed_text}")
     with pg.device("GPU:0"):
         qv, kv, vv = pg.Variable(q), pg.Variable(k), pg.Variable(v)
         with pg.GradientTape() as tape:

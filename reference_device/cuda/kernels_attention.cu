@@ -494,7 +494,7 @@ bool attn_gemm_scratch(OpCall& c, const AttnArgs& a, size_t elem, AttnScratch* o
   TF_Tensor* t = TF_AllocateTemp(c.ctx(), TF_INT8, dims, 1, nullptr, st);
   const bool ok = TF_GetCode(st) == TF_OK && t != nullptr;
   TF_DeleteStatus(st);
-  if (!ok) {  // out of device memory: the kernels that need none
+  if (!ok) {  // out of device memory: the kernels that need (almost) none
     if (t != nullptr) TF_DeleteTensor(t);
     return false;
   }
