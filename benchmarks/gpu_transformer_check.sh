@@ -4,7 +4,8 @@
 # core and the CUDA plugin, then run
 #   - tests/test_transformer_ops.py (GPU kernels against numpy and against
 #     the composed form on the GPU, every dtype, causal and masked, odd
-#     sequence lengths, head dims 24/64/128),
+#     sequence lengths, head dims 24/64/128; attention on both its cuBLAS
+#     path and its memory-efficient kernels, which must agree),
 #   - compute-sanitizer's memcheck over a few of those cases,
 #   - benchmarks/transformer_gpu.py (pluggable composite / fused / traced
 #     beside PyTorch eager and torch.compile, fp32, bf16, tf32).
@@ -20,16 +21,16 @@ shift || true
 source "$(dirname "$0")/gpu_prelude.sh"
 
 t0=$SECONDS
-timeout 150 python3 -m pytest -q -rs --maxfail=10 -p no:cacheprovider \
+timeout 240 python3 -m pytest -q -rs --maxfail=10 -p no:cacheprovider \
   tests/test_transformer_ops.py > "$OUT/tests.log" 2>&1
 summary "tests" "rc=$? $((SECONDS - t0))s $(tail -1 "$OUT/tests.log")"
 grep -E "^(FAILED|ERROR)" "$OUT/tests.log" | head -20
 
 if command -v compute-sanitizer >/dev/null; then
   t0=$SECONDS
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 \
     python3 -m pytest -q -x -p no:cacheprovider tests/test_transformer_ops.py \
-      -k "gpu and float32 and (both or plain) and 24 or gpu_layer_norm and float16" \
+      -k "gpu and float32 and (both or plain) and 24 or gpu_layer_norm and float16 or paths_agree and float16 and heads and True" \
       > "$OUT/memcheck.log" 2>&1
   summary "memcheck" "rc=$? $((SECONDS - t0))s $(grep -E 'ERROR SUMMARY|passed|failed' "$OUT/memcheck.log" | tail -2 | tr '\n' ' ')"
 fi

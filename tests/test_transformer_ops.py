@@ -3,8 +3,13 @@ ScaledDotProductAttention, LayerNorm and their gradient ops) against numpy
 on fresh random inputs: the fused CPU kernels, the composed form on
 MY_DEVICE (which has no fused kernel), and the CUDA kernels on GPU:0 where
 one is present (skipped with the reason otherwise), which must also agree
-with the composed form on the same device. Gradients are checked by finite
-differences in float64 on CPU."""
+with the composed form on the same device. The CUDA attention has two paths,
+each test run on both: the cuBLAS one that materialises the scores, taken
+where its scratch is at most PLUGGABLE_CUDA_ATTENTION_SCRATCH_MB (256 by
+default; the plugin reads it on every call), and the memory-efficient kernels
+(the variable set to 0); they must agree with each other, and CUPTI's kernel
+names show which one ran. Gradients are checked by finite differences in
+float64 on CPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,11 +20,13 @@ from pluggable import errors
 from pluggable.framework import registry
 from pluggable.ops import transformer_ops
 from pluggable.tools.testing import expect_kernel
+from test_gpu_gemv import _cupti_missing_reason, _kernels_by_op
 
 HAS_GPU = bool(pg.list_physical_devices("GPU"))
 needs_gpu = pytest.mark.skipif(not HAS_GPU, reason="no GPU device present")
 TOL = {"float16": 2e-2, "bfloat16": 8e-2, "float32": 2e-5, "float64": 1e-10}
 GPU_TOL = {"float16": 2e-2, "bfloat16": 8e-2, "float32": 2e-4}
+SCRATCH_ENV = "PLUGGABLE_CUDA_ATTENTION_SCRATCH_MB"
 
 
 def _np(dt: str):
@@ -244,11 +251,35 @@ def test_layer_norm_composed_equals_fused_and_errors(rng):
 
 # ------------------------------------------------------------ GPU
 
+@pytest.fixture(params=["gemm", "kernel"])
+def attention_path(request, monkeypatch):
+    """Runs the test on the CUDA attention's cuBLAS path (the default bound)
+    and on its memory-efficient kernels (the bound set to 0)."""
+    if request.param == "gemm":
+        monkeypatch.delenv(SCRATCH_ENV, raising=False)
+    else:
+        monkeypatch.setenv(SCRATCH_ENV, "0")
+    return request.param
+
+
+def _raw_attention(q, k, v, mask, causal, scale, w):
+    """The forward and gradient ops on GPU:0: (out, lse, dq, dk, dv)."""
+    masks = [] if mask is None else [pg.constant(mask)]
+    with pg.device("GPU:0"):
+        qd, kd, vd, wd = (pg.constant(x) for x in (q, k, v, w))
+        out, lse = pg.raw_ops.ScaledDotProductAttention(query=qd, key=kd, value=vd, mask=masks,
+                                                        causal=causal, scale=scale)
+        grads = pg.raw_ops.ScaledDotProductAttentionGrad(
+            query=qd, key=kd, value=vd, mask=masks, output=out, logsumexp=lse, grad=wd,
+            causal=causal, scale=scale)
+        return [x.numpy() for x in (out, lse, *grads)]
+
+
 @needs_gpu
 @pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("d", [64, 128, 24])
 @pytest.mark.parametrize("mode", ["plain", "causal", "mask", "both"])
-def test_gpu_attention_matches_numpy_and_composed(rng, dt, d, mode):
+def test_gpu_attention_matches_numpy_and_composed(rng, attention_path, dt, d, mode):
     sq, sk = (77, 77) if mode in ("causal", "both") else (77, 131)
     q, k, v = _qkv(rng, dt, 2, 3, sq, sk, d)
     mask = None
@@ -263,7 +294,8 @@ def test_gpu_attention_matches_numpy_and_composed(rng, dt, d, mode):
         with pg.device("GPU:0"):
             out = pg.nn.scaled_dot_product_attention(q, k, v, mask=mask, causal=causal)
     want = ref_attention(q, k, v, mask, causal)
-    _close(out.numpy(), want, GPU_TOL[dt], f"out {dt} d={d} {mode} {rng.seed_text}")
+    _close(out.numpy(), want, GPU_TOL[dt],
+           f"out {attention_path} {dt} d={d} {mode} {rng.seed_text}")
     with pg.device("GPU:0"):
         qv, kv, vv = pg.Variable(q), pg.Variable(k), pg.Variable(v)
         with pg.GradientTape() as tape:
@@ -274,7 +306,93 @@ def test_gpu_attention_matches_numpy_and_composed(rng, dt, d, mode):
         composed = [x.numpy() for x in tape.gradient(loss, [qv, kv, vv])]
     for name, a, b in zip("qkv", fused, composed):
         _close(a, np.asarray(b, np.float64), GPU_TOL[dt] * 4,
-               f"d{name} {dt} d={d} {mode} {rng.seed_text}")
+               f"d{name} {attention_path} {dt} d={d} {mode} {rng.seed_text}")
+
+
+@needs_gpu
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("mask_shape", [None, "2d", "heads", "batch"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_attention_paths_agree(rng, monkeypatch, dt, mask_shape, causal):
+    """The cuBLAS path and the memory-efficient kernels give the same output,
+    logsumexp and gradients on one input (odd lengths, more keys than
+    queries, a mask broadcast over heads or batch, a row with no allowed
+    key: output zeros, logsumexp +inf, no gradient through it), and both
+    agree with numpy."""
+    b, h, sq, sk, d = 2, 3, 45, 70, 64
+    q, k, v = _qkv(rng, dt, b, h, sq, sk, d)
+    w = rng.uniform(-1, 1, q.shape).astype(_np(dt))
+    shape = {None: None, "2d": (sq, sk), "heads": (1, h, sq, sk), "batch": (b, 1, sq, sk)}
+    mask = None
+    if mask_shape is not None:
+        mask = rng.random(shape[mask_shape]) > 0.3
+        mask[..., 7, :] = False
+    scale = 0.3
+    runs = {}
+    for path, env in (("gemm", None), ("kernel", "0")):
+        if env is None:
+            monkeypatch.delenv(SCRATCH_ENV, raising=False)
+        else:
+            monkeypatch.setenv(SCRATCH_ENV, env)
+        with expect_kernel("ScaledDotProductAttention", "GPU"), \
+                expect_kernel("ScaledDotProductAttentionGrad", "GPU"):
+            runs[path] = _raw_attention(q, k, v, mask, causal, scale, w)
+    want = ref_attention(q, k, v, mask, causal, scale)
+    what = f"{dt} mask={mask_shape} causal={causal} {rng.seed_text}"
+    for path, (out, lse, *_) in runs.items():
+        _close(out, want, GPU_TOL[dt], f"out {path} {what}")
+        if mask is not None:
+            assert np.all(np.isinf(lse[..., 7])) and np.all(lse[..., 7] > 0), (path, what)
+            assert np.all(out[..., 7, :].astype(np.float64) == 0), (path, what)
+    gemm, kern = runs["gemm"], runs["kernel"]
+    finite = np.isfinite(kern[1])
+    assert np.array_equal(finite, np.isfinite(gemm[1])), what
+    # both compute the scores in float from the same inputs
+    np.testing.assert_allclose(gemm[1][finite], kern[1][finite], rtol=1e-5, atol=1e-4,
+                               err_msg=what)
+    for name, a, c in zip(("out", "dq", "dk", "dv"), [gemm[0], *gemm[2:]],
+                          [kern[0], *kern[2:]]):
+        _close(a, np.asarray(c, np.float64), GPU_TOL[dt] * 4, f"{name} gemm vs kernel {what}")
+
+
+@needs_gpu
+def test_gpu_attention_runs_the_path_its_scratch_allows(rng, monkeypatch, tmp_path):
+    """CUPTI's kernel names: within the bound the forward runs the softmax
+    row kernel between cuBLAS products and the gradient its row kernels, not
+    the memory-efficient kernels; with the bound at 0, or below the scratch
+    the shape needs (1 MiB against 4 MiB here), the memory-efficient kernels
+    run and no product."""
+    reason = _cupti_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    q, k, v = _qkv(rng, "float32", 1, 2, 512, 512, 64)  # scratch 2*512*512*8 B = 4 MiB
+    w = rng.uniform(-1, 1, q.shape).astype(np.float32)
+    fwd, grad = "ScaledDotProductAttention", "ScaledDotProductAttentionGrad"
+    ran = {}
+    for name, env in (("default", None), ("eight", "8"), ("off", "0"), ("one", "1")):
+        if env is None:
+            monkeypatch.delenv(SCRATCH_ENV, raising=False)
+        else:
+            monkeypatch.setenv(SCRATCH_ENV, env)
+        ran[name] = _kernels_by_op(tmp_path / name,
+                                   lambda: _raw_attention(q, k, v, None, True, 0.125, w))
+    for name in ("default", "eight"):
+        f, g = ran[name].get(fwd, []), ran[name].get(grad, [])
+        assert any("attn_softmax_kernel" in x for x in f), (name, ran[name])
+        assert not any("attn_forward_kernel" in x for x in f), (name, ran[name])
+        assert len(f) >= 3, (name, ran[name])  # two products and the softmax
+        assert any("attn_grad_probs_kernel" in x for x in g), (name, ran[name])
+        assert any("attn_grad_ds_kernel" in x for x in g), (name, ran[name])
+        assert not any("attn_grad_q_kernel" in x or "attn_grad_kv_kernel" in x for x in g), \
+            (name, ran[name])
+        assert len(g) >= 7, (name, ran[name])  # five products and two row kernels
+    for name in ("off", "one"):
+        f, g = ran[name].get(fwd, []), ran[name].get(grad, [])
+        assert f and all("attn_forward_kernel" in x for x in f), (name, ran[name])
+        assert any("attn_grad_q_kernel" in x for x in g), (name, ran[name])
+        assert any("attn_grad_kv_kernel" in x for x in g), (name, ran[name])
+        assert all("attn_grad_q_kernel" in x or "attn_grad_kv_kernel" in x for x in g), \
+            (name, ran[name])
 
 
 @needs_gpu

@@ -587,6 +587,13 @@ cudaError_t launch_transpose(const void* in, void* out, size_t elem_size,
 bool sum_leading_rows(OpCall& c, const char* name, TF_DataType dt, const void* in, void* out,
                       int64_t rows, int64_t cols);
 
+struct BlasApi;  // cublas_loader.h
+
+// The cuBLAS handle bound to the call's stream, created on first use with
+// its own workspace (kernels_matmul.cu; shared by MatMul and the attention
+// kernels). Call with the stream's `mu` held; null after recording a failure.
+void* stream_blas_handle(OpCall& c, const BlasApi* api);
+
 // The op name as the kernel state (used in messages): `create` of a kernel
 // whose only state is its name.
 template <const char* NAME>

@@ -1,17 +1,53 @@
-// ScaledDotProductAttention and ScaledDotProductAttentionGrad: memory-
-// efficient attention that never stores the [q_len, k_len] score matrix.
+// ScaledDotProductAttention and ScaledDotProductAttentionGrad, in two
+// implementations chosen per call.
 //
 // Layout (pluggable/ops/transformer_ops.py): query [B, H, Sq, D], key and
 // value [B, H, Sk, D], an optional bool mask [Sq, Sk] or [B|1, H|1, Sq, Sk],
-// causal = query i sees keys j <= i. Forward: each group of TPR threads owns
-// one query row (its D values split across the group, element d = e * TPR +
-// part), key/value tiles are staged in shared memory as float, and an online
-// softmax keeps the running max, sum and output in registers; the row's
-// logsumexp is saved (+inf for a row with no allowed key). Backward
-// recomputes the probabilities from it: one kernel per query row computes
-// rowsum(dO * O) and dQ, a second per key row accumulates dK and dV over
-// query tiles. Arithmetic is float for every element type (fp16, bf16, fp32);
-// no tensor cores yet.
+// causal = query i sees keys j <= i. The forward op also returns the row
+// logsumexp `lse` [B, H, Sq] (float32; +inf for a row with no allowed key,
+// whose output is zeros); the gradient op recomputes the probabilities from
+// it.
+//
+// Materialised scores (the GEMM path): the B*H heads are one batch of
+// cublasGemmStridedBatchedEx products on tensor cores, accumulated in
+// float32 (float32 inputs use TF32 where the framework's TF32 setting allows
+// it, as MatMul does; 16-bit inputs use CUBLAS_COMPUTE_32F). Forward:
+// S = scale * Q K^T into a float32 scratch [B*H, Sq, ld] (ld = Sk rounded up
+// to 8, so that every row starts 16-byte aligned), one warp per row applies
+// causal and mask, writes lse and P = softmax(S) in the input dtype into a
+// second scratch, and O = P V. Backward: S again, P = exp(S - lse) (masked),
+// dV = P^T dO, dP = dO V^T (into the float32 scratch, S being spent),
+// dS = P * (dP - rowsum(dO * O)) in place over P, dQ = scale * dS K and
+// dK = scale * dS^T Q. The scores are float32 because the softmax
+// exponentiates them: a 16-bit score would put its rounding error (2^-9
+// relative in bfloat16, times |s|) into every probability, where the
+// memory-efficient kernel computes them in float; P and dS are in the input
+// dtype because the GEMMs that read them take both operands in one type.
+// Scratch is one temporary of the call (TF_AllocateTemp, stream-ordered):
+// B*H*Sq*ld*(4 + sizeof(T)) bytes, for either op.
+//
+// Memory-efficient kernels (the fallback): never store the [Sq, Sk] score
+// matrix. Forward: each group of TPR threads owns one query row (its D
+// values split across the group, element d = e * TPR + part), key/value
+// tiles are staged in shared memory as float, and an online softmax keeps
+// the running max, sum and output in registers. Backward: one kernel per
+// query row computes rowsum(dO * O) and dQ, a second per key row accumulates
+// dK and dV over query tiles. Arithmetic is float for every element type
+// (fp16, bf16, fp32); no tensor cores.
+//
+// The choice, per call: the GEMM path where cuBLAS has
+// cublasGemmStridedBatchedEx (optional in cublas_loader.h), Sq, Sk and D are
+// non-zero, the scratch is at most kAttnScratchMiB (256 MiB;
+// PLUGGABLE_CUDA_ATTENTION_SCRATCH_MB overrides it, 0 turns the path off;
+// read on every call) and the allocation succeeds; the memory-efficient
+// kernels otherwise. 16 x 8 heads of 256 positions in bfloat16 need 48 MiB
+// and take the GEMM path; at 4096 positions they would need 12 GiB and take
+// the kernels. Both give the same results within the dtype's rounding.
+#include <climits>
+#include <cstdlib>
+#include <mutex>
+
+#include "cublas_loader.h"
 #include "kernel_util.h"
 
 namespace pgcuda {
@@ -276,16 +312,366 @@ __global__ void __launch_bounds__(kAttnThreads)
   }
 }
 
+// ---------------------------------------------------------------------------
+// The GEMM path: row kernels between cuBLAS products. A score row r of the
+// batch (r = bh * Sq + i) lies at r * ld in the scratch; one warp owns a
+// row, its lanes take the columns j = lane, lane + 32, ...
+
+constexpr int kRowThreads = 128;
+constexpr int kRowsPerBlock = kRowThreads / 32;
+
+// The scratch bound (MiB) of the GEMM path, unless
+// PLUGGABLE_CUDA_ATTENTION_SCRATCH_MB says otherwise.
+constexpr int64_t kAttnScratchMiB = 256;
+
+// The warp's first row and the stride of the grid over rows.
+__device__ __forceinline__ int64_t first_row() {
+  return static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+}
+__device__ __forceinline__ int64_t row_step() {
+  return static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+}
+
+// Row r's head (b, h), query i and causal end (keys j < jend may be seen).
+struct AttnRow {
+  int b, h, i, jend;
+};
+__device__ __forceinline__ AttnRow attn_row(const AttnArgs& a, int64_t r) {
+  const int64_t bh = r / a.Sq;
+  const int i = static_cast<int>(r - bh * a.Sq);
+  return AttnRow{static_cast<int>(bh / a.H), static_cast<int>(bh % a.H), i,
+                 a.causal ? min(a.Sk, i + 1) : a.Sk};
+}
+
+// Whether the mask allows key j for the row, causal aside (the row kernels
+// stop at the causal end instead).
+__device__ __forceinline__ bool attn_mask_allows(const AttnArgs& a, const AttnRow& w, int j) {
+  return a.mask == nullptr ||
+         a.mask[w.b * a.mask_b + w.h * a.mask_h + static_cast<int64_t>(w.i) * a.Sk + j] != 0;
+}
+
+// Forward: lse and P = softmax(S) per row (the allowed keys; zeros
+// elsewhere, and the whole row for a row with no allowed key, whose lse is
+// +inf), as attn_forward_kernel computes them: m the row's max,
+// l = sum exp(s - m), lse = m + log l.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    attn_softmax_kernel(AttnArgs a, const float* __restrict__ s, T* __restrict__ p,
+                        float* __restrict__ lse, int64_t ld, int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
+    const AttnRow w = attn_row(a, r);
+    const float* sr = s + r * ld;
+    T* pr = p + r * ld;
+    float m = -INFINITY, l = 0.f;
+    for (int j = lane; j < w.jend; j += 32) {
+      if (!attn_mask_allows(a, w, j)) continue;
+      const float x = sr[j];
+      if (x > m) {
+        l = l * __expf(m - x) + 1.f;
+        m = x;
+      } else {
+        l += __expf(x - m);
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o);
+      const float l2 = __shfl_xor_sync(0xffffffffu, l, o);
+      const float mn = fmaxf(m, m2);
+      // A lane that saw no allowed key (l == 0, m == -inf) adds nothing.
+      l = (l > 0.f ? l * __expf(m - mn) : 0.f) + (l2 > 0.f ? l2 * __expf(m2 - mn) : 0.f);
+      m = mn;
+    }
+    const bool any = l > 0.f;
+    const float inv = any ? 1.f / l : 0.f;
+    for (int j = lane; j < a.Sk; j += 32) {
+      float pv = 0.f;
+      if (any && j < w.jend && attn_mask_allows(a, w, j)) pv = __expf(sr[j] - m) * inv;
+      pr[j] = from_compute<T>(pv);
+    }
+    if (lane == 0) lse[r] = any ? m + logf(l) : INFINITY;
+  }
+}
+
+// Backward: P = exp(S - lse) on the allowed keys, zeros elsewhere.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    attn_grad_probs_kernel(AttnArgs a, const float* __restrict__ s,
+                           const float* __restrict__ lse, T* __restrict__ p, int64_t ld,
+                           int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
+    const AttnRow w = attn_row(a, r);
+    const float li = lse[r];
+    const float* sr = s + r * ld;
+    T* pr = p + r * ld;
+    for (int j = lane; j < a.Sk; j += 32) {
+      float pv = 0.f;
+      if (j < w.jend && attn_mask_allows(a, w, j)) pv = __expf(sr[j] - li);
+      pr[j] = from_compute<T>(pv);
+    }
+  }
+}
+
+// Backward: dS = P * (dP - D_r) in place over P, with D_r = dO_r . O_r (in
+// float, as attn_grad_q_kernel computes it). P is zero where a key is not
+// allowed, so is dS.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    attn_grad_ds_kernel(AttnArgs a, const T* __restrict__ out, const T* __restrict__ dout,
+                        const float* __restrict__ dp, T* __restrict__ pds, int64_t ld,
+                        int64_t rows) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = first_row(); r < rows; r += row_step()) {
+    const T* o = out + r * a.D;
+    const T* g = dout + r * a.D;
+    float di = 0.f;
+    for (int d = lane; d < a.D; d += 32) di += to_compute(g[d]) * to_compute(o[d]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) di += __shfl_xor_sync(0xffffffffu, di, off);
+    const float* dpr = dp + r * ld;
+    T* row = pds + r * ld;
+    for (int j = lane; j < a.Sk; j += 32) {
+      row[j] = from_compute<T>(to_compute(row[j]) * (dpr[j] - di));
+    }
+  }
+}
+
+// The GEMM path's bound on its scratch in bytes: kAttnScratchMiB, or
+// PLUGGABLE_CUDA_ATTENTION_SCRATCH_MB (a whole number of MiB; 0: the path
+// is off) where that is set to one. Read on every call (a getenv), so that a
+// process can switch paths between calls.
+int64_t attn_scratch_limit() {
+  const char* v = getenv("PLUGGABLE_CUDA_ATTENTION_SCRATCH_MB");
+  int64_t mib = kAttnScratchMiB;
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long long n = strtoll(v, &end, 10);
+    const int64_t most = int64_t(1) << 40;  // keeps mib << 20 in range
+    if (end != nullptr && *end == '\0' && n >= 0) mib = n < most ? n : most;
+  }
+  return mib << 20;
+}
+
+// cuBLAS with cublasGemmStridedBatchedEx, or null (loaded once; a missing
+// library only means the memory-efficient kernels run).
+const BlasApi* attn_blas() {
+  static const BlasApi* api = [] {
+    TF_Status* st = TF_NewStatus();
+    const BlasApi* b = load_blas(st);
+    TF_DeleteStatus(st);
+    return b != nullptr && b->gemm_strided_batched_ex != nullptr ? b : nullptr;
+  }();
+  return api;
+}
+
+// The scratch of the GEMM path: float32 scores [rows, ld] at `s`, the
+// input-dtype probabilities [rows, ld] at `p`.
+struct AttnScratch {
+  TensorPtr t;
+  float* s = nullptr;
+  void* p = nullptr;
+  int64_t ld = 0, rows = 0;
+};
+
+// Allocates the scratch where the GEMM path applies (see the file comment);
+// false (recording nothing) where the memory-efficient kernels should run.
+bool attn_gemm_scratch(OpCall& c, const AttnArgs& a, size_t elem, AttnScratch* out) {
+  if (a.B <= 0 || a.H <= 0 || a.Sq <= 0 || a.Sk <= 0 || a.D <= 0) return false;
+  const int64_t limit = attn_scratch_limit();
+  if (limit == 0 || attn_blas() == nullptr) return false;
+  const int64_t bh = static_cast<int64_t>(a.B) * a.H;
+  if (bh > INT_MAX) return false;
+  const int64_t ld = (static_cast<int64_t>(a.Sk) + 7) / 8 * 8;
+  const int64_t rows = bh * a.Sq;  // <= 2^31 * 8 (attn_setup's grid bound)
+  const int64_t per_row = ld * static_cast<int64_t>(4 + elem);
+  if (rows > (limit - 256) / per_row) return false;  // no overflow: rows * per_row <= limit
+  const int64_t s_bytes = (rows * ld * 4 + 255) / 256 * 256;
+  const int64_t bytes = s_bytes + rows * ld * static_cast<int64_t>(elem);
+  int64_t dims[1] = {bytes};
+  TF_Status* st = TF_NewStatus();
+  TF_Tensor* t = TF_AllocateTemp(c.ctx(), TF_INT8, dims, 1, nullptr, st);
+  const bool ok = TF_GetCode(st) == TF_OK && t != nullptr;
+  TF_DeleteStatus(st);
+  if (!ok) {  // out of device memory: the kernels that need (almost) none
+    if (t != nullptr) TF_DeleteTensor(t);
+    return false;
+  }
+  out->t.reset(t);
+  char* base = static_cast<char*>(TF_TensorData(t));
+  out->s = reinterpret_cast<float*>(base);
+  out->p = base + s_bytes;
+  out->ld = ld;
+  out->rows = rows;
+  return true;
+}
+
+// One strided-batched product over the B*H heads, in cuBLAS's column-major
+// terms: C_z (m x n, leading dimension ldc) = alpha * op(A_z) op(B_z), with
+// z advancing A, B and C by sa, sb and sc elements.
+struct AttnGemm {
+  const char* what;  // names the product in errors
+  int transa, transb, m, n, k;
+  float alpha;
+  const void* A;
+  int lda;
+  long long sa;
+  const void* B;
+  int ldb;
+  long long sb;
+  void* C;
+  cudaDataType ctype;
+  int ldc;
+  long long sc;
+};
+
+// The products and row kernels of one call share this: the input type, the
+// compute type and the batch.
+struct AttnBlas {
+  const BlasApi* api;
+  cudaDataType type;  // of Q, K, V, dO and P / dS
+  int compute;        // CUBLAS_COMPUTE_32F, or _FAST_TF32 for float32 with TF32 allowed
+  int batch;          // B * H
+};
+
+bool attn_gemm(OpCall& c, const char* op, const AttnBlas& blas, const AttnGemm& g) {
+  const float beta = 0.f;
+  BlasStatus r;
+  {
+    CudaStream* s = c.cuda_stream();
+    std::lock_guard<std::mutex> lock(s->mu);
+    void* h = stream_blas_handle(c, blas.api);
+    if (h == nullptr) return false;
+    r = blas.api->gemm_strided_batched_ex(h, g.transa, g.transb, g.m, g.n, g.k, &g.alpha, g.A,
+                                          blas.type, g.lda, g.sa, g.B, blas.type, g.ldb, g.sb,
+                                          &beta, g.C, g.ctype, g.ldc, g.sc, blas.batch,
+                                          blas.compute, kBlasGemmDefault);
+  }
+  if (r != kBlasSuccess) {
+    return c.fail(TF_INTERNAL, "%s: cuBLAS product %s (m=%d, n=%d, k=%d, batch=%d) failed: %s",
+                  op, g.what, g.m, g.n, g.k, blas.batch, blas_status_text(blas.api, r).c_str());
+  }
+  return true;
+}
+
+// The row kernels' grid: a warp per row, grid-striding past 32 blocks per
+// multiprocessor.
+unsigned attn_row_grid(OpCall& c, int64_t rows) {
+  int64_t blocks = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  const int64_t cap = static_cast<int64_t>(c.sm_count()) * 32;
+  if (blocks > cap) blocks = cap;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+// The products, row-major in the op's terms (each head's matrices are
+// contiguous: Q, O, dO, dQ [Sq, D]; K, V, dK, dV [Sk, D]; S, P, dP, dS
+// [Sq, Sk] at row stride ld) and column-major in cuBLAS's. A row-major
+// [r, c] matrix with row stride L is the column-major [c, r] matrix with
+// leading dimension L, its transpose; so the row-major X = Y Z is computed
+// as the column-major X^T = Z^T Y^T, and each operand is passed as it lies
+// in memory, transposed (OP_T) where the product needs the other way round.
+// Per head, strides in elements (int64: Sq * ld reaches 2^40):
+//
+//   S  = scale Q K^T  [Sq, Sk] (gemm_scores): S^T (Sk x Sq, ldc ld) = (K^T)^T Q^T
+//        A = K  (D x Sk in memory, lda D, OP_T -> Sk x D), sa = Sk * D
+//        B = Q  (D x Sq in memory, ldb D, OP_N),           sb = Sq * D
+//        m = Sk, n = Sq, k = D,                            sc = Sq * ld
+//   dP = dO V^T  [Sq, Sk]: as S with A = V, B = dO, alpha 1.
+//   O  = P V  [Sq, D] (gemm_probs): O^T (D x Sq, ldc D) = V^T P^T
+//        A = V  (D x Sk in memory, lda D, OP_N),           sa = Sk * D
+//        B = P  (Sk x Sq in memory, ldb ld, OP_N),         sb = Sq * ld
+//        m = D, n = Sq, k = Sk,                            sc = Sq * D
+//   dQ = scale dS K  [Sq, D]: as O with A = K, B = dS.
+//   dV = P^T dO  [Sk, D] (gemm_probs, pt): dV^T (D x Sk, ldc D) = dO^T P
+//        A = dO (D x Sq in memory, lda D, OP_N),           sa = Sq * D
+//        B = P  (Sk x Sq in memory, ldb ld, OP_T -> Sq x Sk), sb = Sq * ld
+//        m = D, n = Sk, k = Sq,                            sc = Sk * D
+//   dK = scale dS^T Q  [Sk, D]: as dV with A = Q, B = dS.
+//
+// Every m, n, k and leading dimension is at most 2^20 + 8 (attn_setup's
+// limits), so fits cuBLAS's int.
+AttnGemm gemm_scores(const char* what, const AttnArgs& a, const void* kv, const void* qd,
+                     float alpha, float* s, int64_t ld) {
+  return AttnGemm{what, kBlasOpT, kBlasOpN, a.Sk, a.Sq, a.D, alpha,
+                  kv, a.D, static_cast<long long>(a.Sk) * a.D,
+                  qd, a.D, static_cast<long long>(a.Sq) * a.D,
+                  s, CUDA_R_32F, static_cast<int>(ld), static_cast<long long>(a.Sq) * ld};
+}
+
+// X = alpha P Y (Y [Sk, D], X [Sq, D]: O, dQ) or, with `pt`, X = alpha P^T Y
+// (Y [Sq, D], X [Sk, D]: dV, dK), P [Sq, Sk] at row stride ld.
+AttnGemm gemm_probs(const char* what, const AttnArgs& a, bool pt, const void* y, const void* p,
+                    int64_t ld, float alpha, void* x, cudaDataType type) {
+  const int rows_x = pt ? a.Sk : a.Sq, rows_y = pt ? a.Sq : a.Sk;
+  return AttnGemm{what, kBlasOpN, pt ? kBlasOpT : kBlasOpN, a.D, rows_x, rows_y, alpha,
+                  y, a.D, static_cast<long long>(rows_y) * a.D,
+                  p, static_cast<int>(ld), static_cast<long long>(a.Sq) * ld,
+                  x, type, a.D, static_cast<long long>(rows_x) * a.D};
+}
+
+template <typename T> struct BlasType;
+template <> struct BlasType<float> { static constexpr cudaDataType value = CUDA_R_32F; };
+template <> struct BlasType<__half> { static constexpr cudaDataType value = CUDA_R_16F; };
+template <> struct BlasType<__nv_bfloat16> {
+  static constexpr cudaDataType value = CUDA_R_16BF;
+};
+
+template <typename T>
+AttnBlas attn_blas_for(const AttnArgs& a, bool tf32) {
+  const bool f32 = std::is_same<T, float>::value;
+  return AttnBlas{attn_blas(), BlasType<T>::value,
+                  f32 && tf32 ? kBlasCompute32FFastTF32 : kBlasCompute32F, a.B * a.H};
+}
+
+// Forward on the GEMM path: S, softmax (lse, P), O = P V.
+template <typename T>
+bool attn_forward_gemm(OpCall& c, const char* op, const AttnArgs& a, bool tf32,
+                       AttnScratch& sc, T* out, float* lse) {
+  const AttnBlas blas = attn_blas_for<T>(a, tf32);
+  T* p = static_cast<T*>(sc.p);
+  return attn_gemm(c, op, blas, gemm_scores("S = scale Q K^T", a, a.k, a.q, a.scale, sc.s,
+                                            sc.ld)) &&
+         c.launch(op, attn_softmax_kernel<T>, dim3(attn_row_grid(c, sc.rows)),
+                  dim3(kRowThreads), a, static_cast<const float*>(sc.s), p, lse, sc.ld,
+                  sc.rows) &&
+         attn_gemm(c, op, blas,
+                   gemm_probs("O = P V", a, false, a.v, p, sc.ld, 1.f, out, blas.type));
+}
+
+// Backward on the GEMM path (the file comment gives the order).
+template <typename T>
+bool attn_grad_gemm(OpCall& c, const char* op, const AttnArgs& a, bool tf32, AttnScratch& sc,
+                    const T* out, const float* lse, const T* dout, T* dq, T* dk, T* dv) {
+  const AttnBlas blas = attn_blas_for<T>(a, tf32);
+  T* p = static_cast<T*>(sc.p);
+  const unsigned grid = attn_row_grid(c, sc.rows);
+  return attn_gemm(c, op, blas, gemm_scores("S = scale Q K^T", a, a.k, a.q, a.scale, sc.s,
+                                            sc.ld)) &&
+         c.launch(op, attn_grad_probs_kernel<T>, dim3(grid), dim3(kRowThreads), a,
+                  static_cast<const float*>(sc.s), lse, p, sc.ld, sc.rows) &&
+         attn_gemm(c, op, blas, gemm_probs("dV = P^T dO", a, true, dout, p, sc.ld, 1.f, dv,
+                                           blas.type)) &&
+         attn_gemm(c, op, blas, gemm_scores("dP = dO V^T", a, a.v, dout, 1.f, sc.s, sc.ld)) &&
+         c.launch(op, attn_grad_ds_kernel<T>, dim3(grid), dim3(kRowThreads), a, out, dout,
+                  static_cast<const float*>(sc.s), p, sc.ld, sc.rows) &&
+         attn_gemm(c, op, blas, gemm_probs("dQ = scale dS K", a, false, a.k, p, sc.ld, a.scale,
+                                           dq, blas.type)) &&
+         attn_gemm(c, op, blas, gemm_probs("dK = scale dS^T Q", a, true, a.q, p, sc.ld, a.scale,
+                                           dk, blas.type));
+}
+
 struct AttnState {
   bool causal;
   float scale;
   int64_t num_masks;
+  bool tf32;  // _allow_tf32: float32 products of the GEMM path may use TF32
 };
 
 void* attn_create(TF_OpKernelConstruction* ctx) {
   AttrReader attrs(ctx, "ScaledDotProductAttention");
   AttnState st{attrs.get_bool("causal", false), attrs.get_float("scale", 1.f),
-               attrs.get_int("num_masks", 0)};
+               attrs.get_int("num_masks", 0), read_bool_attr(ctx, "_allow_tf32", false)};
   if (!attrs.ok()) return nullptr;
   return new AttnState(st);
 }
@@ -395,8 +781,15 @@ void attn_compute(void* kernel, TF_OpKernelContext* ctx) {
   if (!out) return;
   TensorPtr lse = c.output(1, TF_FLOAT, sl);
   if (!lse || sq.num_elements() == 0) return;
+  AttnScratch sc;
+  const bool gemm = attn_gemm_scratch(c, a, TF_DataTypeSize(dt), &sc);
   const bool handled = dispatch_half_float(dt, [&](auto tag) {
     using T = typename decltype(tag)::type;
+    if (gemm) {
+      attn_forward_gemm<T>(c, op, a, st.tf32, sc, static_cast<T*>(TF_TensorData(out.get())),
+                           static_cast<float*>(TF_TensorData(lse.get())));
+      return;
+    }
     dispatch_dmax(dmax, [&](auto dm) {
       constexpr int DM = decltype(dm)::value;
       const unsigned grid = static_cast<unsigned>(
@@ -412,7 +805,9 @@ void attn_compute(void* kernel, TF_OpKernelContext* ctx) {
 void attn_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
   const char* op = "ScaledDotProductAttentionGrad";
   const AttnState& st = *static_cast<const AttnState*>(kernel);
-  OpCall c(ctx);  // the scratch `delta` is used by work launched here, in order
+  // The scratch (`delta`, or the GEMM path's) is used by work launched here,
+  // in order: no deferral.
+  OpCall c(ctx);
   if (!c.ok()) return;
   TensorPtr q, k, v, mask;
   AttnArgs a;
@@ -437,6 +832,20 @@ void attn_grad_compute(void* kernel, TF_OpKernelContext* ctx) {
   if (!dk) return;
   TensorPtr dv = c.output(2, dt, sk);
   if (!dv || sk.num_elements() == 0 && sq.num_elements() == 0) return;
+  AttnScratch sc;
+  if (attn_gemm_scratch(c, a, TF_DataTypeSize(dt), &sc)) {
+    const bool handled = dispatch_half_float(dt, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      attn_grad_gemm<T>(c, op, a, st.tf32, sc, static_cast<const T*>(TF_TensorData(out.get())),
+                        static_cast<const float*>(TF_TensorData(lse.get())),
+                        static_cast<const T*>(TF_TensorData(dout.get())),
+                        static_cast<T*>(TF_TensorData(dq.get())),
+                        static_cast<T*>(TF_TensorData(dk.get())),
+                        static_cast<T*>(TF_TensorData(dv.get())));
+    });
+    if (!handled) c.fail(TF_UNIMPLEMENTED, "%s: dtype %s on GPU", op, dtype_name(dt));
+    return;
+  }
   TensorPtr delta = c.temp(TF_FLOAT, sq.dims[0] * sq.dims[1] * sq.dims[2] + 1);
   if (!delta) return;
   const bool handled = dispatch_half_float(dt, [&](auto tag) {

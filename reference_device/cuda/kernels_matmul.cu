@@ -22,6 +22,44 @@
 #include "lt_matmul.h"
 
 namespace pgcuda {
+
+// The stream's cuBLAS handle, created on first use (kernel_util.h).
+void* stream_blas_handle(OpCall& c, const BlasApi* api) {
+  CudaStream* s = c.cuda_stream();
+  if (s->blas_handle != nullptr) return s->blas_handle;
+  void* h = nullptr;
+  BlasStatus r = api->create(&h);
+  if (r != kBlasSuccess || h == nullptr) {
+    c.fail(TF_INTERNAL, "cublasCreate_v2 failed: %s", blas_status_text(api, r).c_str());
+    return nullptr;
+  }
+  r = api->set_stream(h, s->stream);
+  if (r == kBlasSuccess) r = api->set_math_mode(h, kBlasDefaultMath);
+  if (r != kBlasSuccess) {
+    c.fail(TF_INTERNAL, "configuring the cuBLAS handle failed: %s",
+           blas_status_text(api, r).c_str());
+    (void)api->destroy(h);
+    return nullptr;
+  }
+  // A workspace of its own for the handle (cuBLAS falls back to its default
+  // when this cannot be had).
+  if (api->set_workspace != nullptr) {
+    const size_t ws_bytes = size_t(32) << 20;
+    void* ws = nullptr;
+    if (cudaMalloc(&ws, ws_bytes) == cudaSuccess) {
+      if (api->set_workspace(h, ws, ws_bytes) == kBlasSuccess) {
+        s->blas_workspace = ws;
+      } else {
+        (void)cudaFree(ws);
+      }
+    } else {
+      (void)cudaGetLastError();
+    }
+  }
+  s->blas_handle = h;
+  return h;
+}
+
 namespace {
 
 struct MatMulState {
@@ -84,42 +122,6 @@ __global__ void matmul_tiled_kernel(const T* __restrict__ A, const T* __restrict
   }
 }
 
-// The stream's cuBLAS handle, created on first use (call with s->mu held).
-void* stream_blas_handle(OpCall& c, const BlasApi* api) {
-  CudaStream* s = c.cuda_stream();
-  if (s->blas_handle != nullptr) return s->blas_handle;
-  void* h = nullptr;
-  BlasStatus r = api->create(&h);
-  if (r != kBlasSuccess || h == nullptr) {
-    c.fail(TF_INTERNAL, "cublasCreate_v2 failed: %s", blas_status_text(api, r).c_str());
-    return nullptr;
-  }
-  r = api->set_stream(h, s->stream);
-  if (r == kBlasSuccess) r = api->set_math_mode(h, kBlasDefaultMath);
-  if (r != kBlasSuccess) {
-    c.fail(TF_INTERNAL, "configuring the cuBLAS handle failed: %s",
-           blas_status_text(api, r).c_str());
-    (void)api->destroy(h);
-    return nullptr;
-  }
-  // A workspace of its own for the handle (cuBLAS falls back to its default
-  // when this cannot be had).
-  if (api->set_workspace != nullptr) {
-    const size_t ws_bytes = size_t(32) << 20;
-    void* ws = nullptr;
-    if (cudaMalloc(&ws, ws_bytes) == cudaSuccess) {
-      if (api->set_workspace(h, ws, ws_bytes) == kBlasSuccess) {
-        s->blas_workspace = ws;
-      } else {
-        (void)cudaFree(ws);
-      }
-    } else {
-      (void)cudaGetLastError();
-    }
-  }
-  s->blas_handle = h;
-  return h;
-}
 
 // One batched product: C_z = op(A_z) op(B_z) for z in [0, batch), operands
 // advanced by their strides (elements; 0 broadcasts). Records a failure
