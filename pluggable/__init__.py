@@ -66,7 +66,7 @@ __all__ = [
     "config", "debugging", "distribute", "dtypes", "errors", "experimental", "graph_util", "linalg",
     "math", "mixed_precision", "nn", "onnx",
     "optimizers", "profiler", "ragged", "random", "raw_ops", "testing", "train",
-    "strings", "sparse", "SparseTensor", "io", "saved_model", "keras", "image",
+    "strings", "sparse", "SparseTensor", "io", "saved_model", "keras", "image", "types",
     # devices and plugins
     "Device", "PhysicalDevice", "device", "get_device", "list_physical_devices",
     "load_plugin", "plugins", "synchronize", "get_include",
@@ -83,7 +83,7 @@ __all__ = [
     # graph mode
     "function", "ConcreteFunction", "TensorSpec", "TensorArray", "cond", "py_function",
     "init_scope",
-    "while_loop", "autograph",
+    "while_loop", "autograph", "map_fn",
     # models and input pipelines
     "Module", "data", "name_scope",
     # ops
@@ -130,7 +130,8 @@ __getattr__, __dir__ = _lazy_exports(globals(), {
     "RaggedTensorSpec": (".ragged", "RaggedTensorSpec"), "experimental": (".experimental", None),
     "strings": (".strings", None), "sparse": (".sparse", None), "io": (".io", None),
     "SparseTensor": (".sparse", "SparseTensor"), "keras": (".keras", None),
-    "image": (".image", None),
+    "image": (".image", None), "types": (".types", None),
+    "map_fn": (".graph.map_fn", "map_fn"),
 })
 
 # Start-up: point the CUDA plugin at cuBLAS, then discover and load plugins.

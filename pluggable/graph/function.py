@@ -38,7 +38,7 @@ from ..framework.tensor_shape import TensorShape
 from ..runtime import placement
 from ..ops import variables
 from ..runtime.tensors import convert_to_tensor
-from . import device_capture, nest, tracing
+from . import device_capture, nest, trace_type, tracing
 from .executor import Executable
 from .ir import Graph
 
@@ -178,6 +178,9 @@ def _leaf_key(x: Any, tensors: list) -> Any:
     parts = composite_parts(x)
     if parts is not None:
         return (_C, t, parts[1], tuple(_leaf_key(c, tensors) for c in parts[0]))
+    traced_as = trace_type.tracing_type(x)
+    if traced_as is not None:  # the argument's own key (tf.types.experimental.TraceType)
+        return (_P, trace_type.TraceType, traced_as)
     try:
         hash(x)
         return (_P, t, x)
