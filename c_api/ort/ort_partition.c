@@ -296,28 +296,33 @@ PG_EXPORT const char* pg_ort_op_table(void) {
 static char op_lowerings_text[PG_ORT_OP_TEXT_MAX];
 static pthread_once_t op_lowerings_once = PTHREAD_ONCE_INIT;
 
-static size_t put_names(size_t len, const char* key, const char* const* names) {
-  char* buf = op_lowerings_text;
+/* Appends to op_lowerings_text at `len` (PG_ORT_OP_TEXT_MAX holds it all;
+ * past the end, nothing more is written); the new length. */
+static size_t put_text(size_t len, const char* fmt, ...) {
   size_t cap = sizeof op_lowerings_text;
-  len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, " %s=", key);
-  for (size_t k = 0; names[k] != NULL; k++)
-    len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s%s", k ? "," : "",
-                            names[k]);
+  if (len >= cap) return len;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(op_lowerings_text + len, cap - len, fmt, ap);
+  va_end(ap);
+  return n < 0 ? cap : len + (size_t)n;
+}
+
+static size_t put_names(size_t len, const char* key, const char* const* names) {
+  len = put_text(len, " %s=", key);
+  for (size_t k = 0; names[k] != NULL; k++) len = put_text(len, "%s%s", k ? "," : "", names[k]);
   return len;
 }
 
 static void fill_op_lowerings(void) {
-  char* buf = op_lowerings_text;
-  size_t cap = sizeof op_lowerings_text, len = 0;
+  size_t len = 0;
   for (size_t i = 0; i < sizeof OPS / sizeof OPS[0]; i++) {
     const op_entry* e = &OPS[i];
-    len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s kind=%s opsets=%d-", e->onnx,
-                            e->kind_name, e->since);
-    if (e->until < PG_ORT_OPEN_OPSET)
-      len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%d", e->until);
+    len = put_text(len, "%s kind=%s opsets=%d-", e->onnx, e->kind_name, e->since);
+    if (e->until < PG_ORT_OPEN_OPSET) len = put_text(len, "%d", e->until);
     len = put_names(len, "tf", e->tf);
     len = put_names(len, "aux", e->aux);
-    len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "\n");
+    len = put_text(len, "\n");
   }
 }
 
@@ -430,18 +435,19 @@ typedef struct lowering {
 
 #define MAX_STEP_IN 64
 
-/* One step: kernel `tf` for dtype `t` over slots `in` (named `names`, the
- * plugin op's input names; bit i of `host` set: input i is a host
- * constant) into slot `out`, created with `attrs` (taken: freed here, may
- * be NULL for just "T"). Returns 1, 0 (no such kernel, or one that wants
- * other inputs in host memory) or -1 (the kernel could not be created:
- * L->err). */
+/* Whether `tf` is one of the NULL-terminated `names`. */
 static int listed(const char* const* names, const char* tf) {
   for (; *names != NULL; names++)
     if (strcmp(*names, tf) == 0) return 1;
   return 0;
 }
 
+/* One step: kernel `tf` for dtype `t` over slots `in` (named `names`, the
+ * plugin op's input names; bit i of `host` set: input i is a host
+ * constant) into slot `out`, created with `attrs` (taken: freed here, may
+ * be NULL for just "T"). Returns 1, 0 (an op the node's row of OPS[] does
+ * not name, no such kernel, or one that wants other inputs in host memory)
+ * or -1 (the kernel could not be created: L->err). */
 static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char* const* names,
                 const int* in, uint64_t host, int out, pg_attrs* attrs) {
   /* A lowering emits only the ops its row names, so that the table says
