@@ -6,7 +6,9 @@
     XSpace ...), by protoc from grpcio-tools (generate_protos);
   * pluggable/plugins/libpluggable_my_device.so: the host reference plugin;
   * pluggable/onnx/libpluggable_ort_ep.so: the ONNX Runtime execution-provider
-    bridge (c_api/ort) with its own copy of the core C runtime (no Python).
+    bridge (c_api/ort) with its own copy of the core C runtime (no Python);
+    its op table, build/ort-generated/ort_op_table.h, is written first from
+    pluggable/onnx/ort_ops.py (generate_ort_op_table).
 The CUDA reference plugin is its own distribution, built by
 reference_device/cuda/setup.py (`pip install ./reference_device/cuda`).
 Plugins are built like third-party plugins: shared objects with the TF_*
@@ -142,6 +144,30 @@ def build_host_plugin(out: pathlib.Path) -> None:
 
 ORT_SRC = ROOT / "c_api" / "ort"
 CORE_SRC = ROOT / "c_api" / "src"
+# ort_op_table.h, written from pluggable/onnx/ort_ops.py (generate_ort_op_table).
+ORT_GENERATED = ROOT / "build" / "ort-generated"
+ORT_OPS = ROOT / "pluggable" / "onnx" / "ort_ops.py"
+
+
+def generate_ort_op_table(dest: pathlib.Path) -> pathlib.Path:
+    """Writes `dest`/ort_op_table.h, the bridge's op table, from the table
+    the importer's mapping shares (pluggable/onnx/ort_ops.py, loaded by path:
+    the package is not built yet). The file is rewritten only when its text
+    changes, so that an unchanged table recompiles nothing."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_pluggable_ort_ops", ORT_OPS)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        text = module.c_header()
+    finally:
+        sys.modules.pop(spec.name, None)
+    header = dest / "ort_op_table.h"
+    dest.mkdir(parents=True, exist_ok=True)
+    if not header.exists() or header.read_text() != text:
+        header.write_text(text)
+    return header
 
 
 def ort_bridge_commands(objdir: pathlib.Path, out: pathlib.Path
@@ -155,7 +181,7 @@ def ort_bridge_commands(objdir: pathlib.Path, out: pathlib.Path
     for c in sources:
         obj = objdir / f"{c.parent.name}-{c.stem}.o"
         jobs.append(([*cc, "-O2", "-std=gnu11", "-fPIC", "-pthread", "-fvisibility=default",
-                      f"-I{INCLUDE}", f"-I{CORE_SRC}", f"-I{ORT_SRC}",
+                      f"-I{INCLUDE}", f"-I{CORE_SRC}", f"-I{ORT_SRC}", f"-I{ORT_GENERATED}",
                       *_flags("CPPFLAGS", "CFLAGS"), "-c", str(c), "-o", str(obj)], obj, c))
     # -Bsymbolic: the bridge's calls into its core bind to its own copy even
     # when another process-global copy (pluggable's Python core) came first.
@@ -173,7 +199,7 @@ def build_ort_bridge(out: pathlib.Path) -> None:
     jobs, link = ort_bridge_commands(objdir, out)
     say(f"building the ONNX Runtime bridge ({len(jobs)} C files) into {out}")
     deps = (list(INCLUDE.glob("*.h")) + list(CORE_SRC.glob("*.h")) + list(ORT_SRC.glob("*.h"))
-            + [ROOT / "setup.py"])
+            + [generate_ort_op_table(ORT_GENERATED), ROOT / "setup.py"])
     out.mkdir(parents=True, exist_ok=True)
     _compile_all([(cmd, obj, deps + [c]) for cmd, obj, c in jobs])
     _run(link)

@@ -4,6 +4,7 @@ so the project can be built with sanitizers without patching setup.py."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
 
 import pytest
@@ -176,3 +177,25 @@ def test_ort_bridge_commands_use_the_environment(monkeypatch, tmp_path):
         assert cmd.index("-fsanitize=address") > cmd.index("-O2")
     assert link[:2] == ["ccache", "gcc-test"] and "-Wl,-Bsymbolic" in link
     assert "-Wl,-z,now" in link and link[link.index("-o") + 1].endswith("libpluggable_ort_ep.so")
+
+
+def test_the_bridges_op_table_header_is_written_from_the_python_table(tmp_path):
+    """setup.py writes ort_op_table.h from pluggable/onnx/ort_ops.py before
+    the bridge compiles (the compile commands look there first for it), and
+    leaves an unchanged file alone so that nothing recompiles."""
+    from pluggable.onnx import ort_ops
+    setup = _setup_module()
+    header = setup.generate_ort_op_table(tmp_path / "gen")
+    assert header == tmp_path / "gen" / "ort_op_table.h"
+    assert header.read_text() == ort_ops.c_header()
+    assert '{"Conv", K_CONV, "conv", {"Conv2D", NULL}, {"Transpose", "BiasAdd", NULL}' \
+        in header.read_text()
+    os.utime(header, (1, 1))
+    setup.generate_ort_op_table(tmp_path / "gen")
+    assert header.stat().st_mtime == 1
+    header.write_text("stale")
+    setup.generate_ort_op_table(tmp_path / "gen")
+    assert header.read_text() == ort_ops.c_header()
+    jobs, _ = setup.ort_bridge_commands(tmp_path, tmp_path)
+    for cmd, _, _ in jobs:
+        assert f"-I{setup.ORT_GENERATED}" in cmd

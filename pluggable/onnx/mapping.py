@@ -14,6 +14,11 @@ attributes-vs-inputs are separate rows. A ``raw`` row (If, Loop, Scan, the
 sequence ops) gets its inputs as the importer holds them (a sequence is a
 list) and lowers subgraphs through ``c.subgraph``; its ``ops`` are its own,
 the subgraph's nodes bring theirs.
+
+The ops the ONNX Runtime bridge lowers in C are listed in ``ort_ops.OPS``
+(lowering kind, TensorFlow ops, element types, opsets); the direct rows of
+those ops are made from that table here, and tests/test_ort_op_table.py
+checks that every other row of them lowers to the table's ops.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ import numpy as np
 
 from ..framework import dtypes, errors, registry
 from ..framework.tensor import Tensor
+from . import ort_ops
 
 MAX_OPSET = 28   # the newest default-domain opset (onnx 1.23) the rows were checked against
 
@@ -202,13 +208,15 @@ def reshape(c: Ctx, x, shape) -> Any:
 
 # ================================================================ elementwise
 
-def _unary(op_type: str, tf: str, since: int = 1):
-    rule(op_type, tf, since)(lambda c, x, a: [c.op(tf, x[0])])
+def _unary(op_type: str, tf: str, since: int = 1, until: int = 10_000):
+    rule(op_type, tf, since, until)(lambda c, x, a: [c.op(tf, x[0])])
 
 
-for _o, _t in [("Abs", "Abs"), ("Neg", "Neg"), ("Exp", "Exp"), ("Log", "Log"),
-               ("Sqrt", "Sqrt"), ("Relu", "Relu"), ("Sigmoid", "Sigmoid"), ("Tanh", "Tanh"),
-               ("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"),
+# The direct rows of the ops the ONNX Runtime bridge lowers too are made from
+# its table (ort_ops.py), so that both sides read one op for them.
+for _e in ort_ops.direct("unary"):
+    _unary(_e.onnx, _e.tf[0], _e.since, _e.until)
+for _o, _t in [("Floor", "Floor"), ("Erf", "Erf"), ("Sign", "Sign"),
                ("Not", "LogicalNot"), ("Sin", "Sin"), ("Cos", "Cos"), ("Tan", "Tan"),
                ("Asin", "Asin"), ("Acos", "Acos"), ("Atan", "Atan"), ("Sinh", "Sinh"),
                ("Cosh", "Cosh"), ("Asinh", "Asinh"), ("Acosh", "Acosh"),
@@ -225,11 +233,13 @@ def _identity(c, x, a):
     return [[one(t) for t in v] if isinstance(v, list) else one(v)]
 
 
-def _binary(op_type: str, tf: str):
-    rule(op_type, tf)(lambda c, x, a: [c.op(tf, x[0], x[1])])
+def _binary(op_type: str, tf: str, since: int = 1, until: int = 10_000):
+    rule(op_type, tf, since, until)(lambda c, x, a: [c.op(tf, x[0], x[1])])
 
 
-for _o, _t in [("Add", "AddV2"), ("Sub", "Sub"), ("Mul", "Mul"), ("Equal", "Equal"),
+for _e in ort_ops.direct("binary"):
+    _binary(_e.onnx, _e.tf[0], _e.since, _e.until)
+for _o, _t in [("Equal", "Equal"),
                ("Less", "Less"), ("Greater", "Greater"), ("LessOrEqual", "LessEqual"),
                ("GreaterOrEqual", "GreaterEqual"), ("And", "LogicalAnd"),
                ("Or", "LogicalOr"), ("Xor", "NotEqual")]:
