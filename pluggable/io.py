@@ -7,7 +7,7 @@ from .framework import dtypes
 from .framework.tensor import Tensor
 from .ops import raw_ops
 
-__all__ = ["decode_raw"]
+__all__ = ["decode_raw", "serialize_tensor", "parse_tensor"]
 
 
 def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
@@ -19,3 +19,15 @@ def decode_raw(input_bytes: Any, out_type: Any, little_endian: bool = True,
                                   "cut the strings to one length first (pg.strings.substr)")
     return raw_ops.DecodeRaw(bytes=input_bytes, out_type=dtypes.as_dtype(out_type),
                              little_endian=little_endian)
+
+
+def serialize_tensor(tensor: Any, name: str | None = None) -> Tensor:
+    """`tensor` as a scalar string holding its TensorProto, the bytes
+    TensorFlow's ``tf.io.serialize_tensor`` writes (op SerializeTensor)."""
+    return raw_ops.SerializeTensor(tensor=tensor)
+
+
+def parse_tensor(serialized: Any, out_type: Any, name: str | None = None) -> Tensor:
+    """The tensor a serialized TensorProto holds; its dtype must be
+    `out_type` (op ParseTensor)."""
+    return raw_ops.ParseTensor(serialized=serialized, out_type=dtypes.as_dtype(out_type))

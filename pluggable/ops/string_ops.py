@@ -244,6 +244,69 @@ def _decode_raw(ins, attrs):
     return [out.reshape(a.shape + (n,))]
 
 
+_MAX_PARSED_BYTES = 1 << 31   # as a serialised TensorProto itself: below 2 GiB
+
+
+def _serialize_tensor(ins, attrs):
+    """The TensorProto of the tensor, as TensorFlow's SerializeTensor writes
+    it: dtype, shape and the elements (raw little-endian bytes for numbers
+    and bools, string_val for strings)."""
+    from ..framework.proto import tensors as tensor_protos
+    a = ins[0]
+    dt = dtypes.as_dtype(attrs["T"])
+    proto = tensor_protos.messages().TensorProto(
+        dtype=dt.enum, tensor_shape=tensor_protos.to_shape_proto(a.shape))
+    if dt is dtypes.string:
+        proto.string_val.extend(list(a.reshape(-1)))
+    elif a.size:
+        proto.tensor_content = np.ascontiguousarray(a).astype(
+            a.dtype.newbyteorder("<"), copy=False).tobytes()
+    out = np.empty((), object)
+    out[()] = proto.SerializeToString()
+    return [out]
+
+
+def _parse_tensor(ins, attrs):
+    from ..framework.proto import tensors as tensor_protos
+    from google.protobuf.message import DecodeError
+    data = ins[0]
+    if data.ndim != 0:
+        raise err("ParseTensor", f"serialized must be a scalar string, got shape "
+                  f"{list(data.shape)}")
+    proto = tensor_protos.messages().TensorProto()
+    try:
+        proto.ParseFromString(bytes(data.item()))
+    except (DecodeError, RuntimeWarning, ValueError) as exc:
+        raise err("ParseTensor", f"Could not parse `serialized` as TensorProto: {exc}") \
+            from None
+    want = dtypes.as_dtype(attrs["out_type"])
+    got = tensor_protos.from_datatype(proto.dtype) if proto.dtype else None
+    if got is not want:
+        name = got.name if got is not None else "an invalid dtype"
+        raise err("ParseTensor", f"Type mismatch between parsed tensor ({name}) and dtype "
+                  f"({want.name})")
+    shape = tensor_protos.from_shape_proto(proto.tensor_shape)
+    if shape is None or None in shape:
+        raise err("ParseTensor", "the serialized TensorProto has no fully known shape")
+    nbytes = int(np.prod(shape, dtype=np.float64)) * max(want.size, 1)
+    if nbytes > _MAX_PARSED_BYTES:
+        raise errors.ResourceExhaustedError(
+            f"ParseTensor: the serialized tensor of shape {list(shape)} would take {nbytes} "
+            f"bytes, more than the {_MAX_PARSED_BYTES} a parsed tensor may take")
+    return [tensor_protos.from_tensor_proto(proto)]
+
+
+def _ex_serialize(rng, types):
+    t = types["T"]
+    return [({"tensor": sample(rng, t, (2, 3))}, {}), ({"tensor": sample(rng, t, ())}, {})]
+
+
+def _ex_parse(rng, types):
+    return [({"serialized": np.array(b"\x08\x01\x12\x04\x12\x02\x08\x02\"\x08"
+                                     b"\x00\x00\x80?\x00\x00\x00@", object)},
+             {"out_type": dtypes.float32})]
+
+
 # ---------------------------------------------------------------- splitting
 
 def _string_split_v2(ins, attrs):
@@ -510,6 +573,10 @@ def _scalar(shapes, attrs, values):
     return [()]
 
 
+def _unknown(shapes, attrs, values):
+    return [None]
+
+
 def _reduce_join_shape(shapes, attrs, values):
     return [None]
 
@@ -667,6 +734,10 @@ _OPS = [
      ["out_type: {half, float, double, int32, uint8, int16, int8, int64, bool, "
       "bfloat16}", "little_endian: bool = true"], _decode_raw_shape, _ex_decode_raw,
      _decode_raw),
+    ("SerializeTensor", ["tensor: T"], ["serialized: string"], ["T: type"], _scalar,
+     _ex_serialize, _serialize_tensor),
+    ("ParseTensor", ["serialized: string"], ["output: out_type"], ["out_type: type"],
+     _unknown, _ex_parse, _parse_tensor),
     ("StringSplitV2", ["input: string", "sep: string"],
      ["indices: int64", "values: string", "shape: int64"], ["maxsplit: int = -1"],
      _split_shapes, _ex_split, _string_split_v2),
