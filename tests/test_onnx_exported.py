@@ -1,7 +1,9 @@
 """Models written by PyTorch's real exporters (``tests/data/exported/``, made by
 ``tools/onnx_models/export_models.py``): a ResNet, a MobileNetV3, BERT, GPT-2,
 ViT and a two-layer LSTM, tiny and with random weights, each exported by the
-TorchScript exporter (opset 17) and by the dynamo exporter (opsets 20 and 25).
+TorchScript exporter (opset 17) and by the dynamo exporter (opsets 20 and 25),
+and the ResNet and LSTM once more with their blocks as ONNX local functions
+(TorchScript's ``export_modules_as_functions``), which the importer inlines.
 
 Every file runs through ``pg.onnx.import_model`` on CPU, MY_DEVICE and the
 GPU (where one is listed) on fresh random inputs of a batch (and, for the
@@ -35,6 +37,9 @@ MANIFEST = json.loads((DATA / "MANIFEST.json").read_text())["models"]
 FILES = sorted(MANIFEST)
 FAMILIES = {"resnet", "mobilenet", "bert", "gpt2", "vit", "lstm"}
 EXPORTS = {("torchscript", 17), ("dynamo", 20), ("dynamo", 25)}
+AS_FUNCTIONS = {"resnet": ["torchvision.models.resnet::BasicBlock",
+                           "torchvision.models.resnet::BasicBlock.1"],
+                "lstm": ["torch.nn.modules.linear::Linear", "torch.nn.modules.rnn::LSTM"]}
 # The sizes a test feeds on the dynamic axes: the exports ran at batch 2 and
 # sequence 7 (text) or 5 (LSTM).
 RUN_SIZES = {"batch": 3, "sequence": 11}
@@ -81,8 +86,10 @@ def _ort_cpu(path: pathlib.Path, feeds: dict) -> dict:
 # ================================================================ the manifest
 
 def test_the_suite_has_every_family_from_every_exporter():
-    got = collections.Counter((e["model"], e["exporter"], e["opset"]) for e in MANIFEST.values())
-    want = {(m, x, o) for m in FAMILIES for x, o in EXPORTS}
+    got = collections.Counter((e["model"], e["exporter"], e["opset"], tuple(e["functions"]))
+                              for e in MANIFEST.values())
+    want = {(m, x, o, ()) for m in FAMILIES for x, o in EXPORTS} | {
+        (m, "torchscript", 17, tuple(f)) for m, f in AS_FUNCTIONS.items()}
     assert set(got) == want and max(got.values()) == 1, sorted(set(got) ^ want)
     on_disk = sorted(p.name for p in DATA.glob("*.onnx"))
     assert on_disk == FILES, "files without a manifest entry, or entries without a file"
@@ -106,6 +113,9 @@ def test_manifest_describes_the_file(name):
               for v in m.graph.input]
     assert inputs == [(i["name"], i["dtype"], i["shape"]) for i in e["inputs"]]
     assert [o.name for o in m.graph.output] == e["outputs"]
+    assert sorted(f"{f.domain}::{f.name}" for f in m.functions) == e["functions"]
+    if e["functions"]:   # the graph calls them
+        assert {f"{n.domain}::{n.op_type}" for n in m.graph.node} & set(e["functions"])
     # the batch axis is dynamic in every export
     assert all(i["shape"][0] == "batch" for i in e["inputs"]), e["inputs"]
 

@@ -5,7 +5,8 @@ Six architectures, each built with a fixed seed and random weights at a tiny
 size (a few thousand to a few tens of thousands of parameters), each exported
 three times: by the TorchScript-based exporter (``torch.onnx.export(...,
 dynamo=False)``, opset 17) and by the dynamo-based one (``dynamo=True``)
-at opsets 20 and 25. The batch axis is dynamic in every export (the sequence axis too
+at opsets 20 and 25; the ResNet and the LSTM once more by the TorchScript
+exporter with their blocks as ONNX local functions. The batch axis is dynamic in every export (the sequence axis too
 for the text models and the LSTM). ``MANIFEST.json`` beside the models
 records, per file, the model, exporter, opset, the versions of torch,
 transformers, torchvision and onnx that made it, its inputs (names, shapes
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
 import io
 import json
 import pathlib
@@ -45,6 +47,12 @@ SEED = 20261204
 # onnxruntime refuses its Attention node). From 23 on it writes
 # scaled_dot_product_attention as Attention and the GELU as Gelu.
 EXPORTS = [("torchscript", 17), ("dynamo", 20), ("dynamo", 25)]
+# Models also exported by the TorchScript exporter with these module classes
+# as ONNX local functions (``export_modules_as_functions``): each call of a
+# module is a node of the function's (domain, name), its body in
+# ``model.functions``.
+AS_FUNCTIONS = {"resnet": ("torchvision.models.resnet", "BasicBlock"),
+                "lstm": ("torch.nn", "LSTM", "Linear")}
 
 
 # ================================================================ the models
@@ -230,7 +238,7 @@ def _randomize_batchnorm(m):
 
 # ================================================================ exporting
 
-def _export(module, feeds, dyn, outputs, exporter, opset):
+def _export(module, feeds, dyn, outputs, exporter, opset, functions=()):
     import onnx
     import torch
     args = tuple(torch.from_numpy(v) for v in feeds.values())
@@ -242,6 +250,7 @@ def _export(module, feeds, dyn, outputs, exporter, opset):
             torch.onnx.export(module, args, buf, dynamo=False, opset_version=opset,
                               input_names=names, output_names=outputs,
                               dynamic_axes=dyn,   # (the outputs' axes are inferred)
+                              export_modules_as_functions=set(functions) or False,
                               do_constant_folding=True)
             model = onnx.load_from_string(buf.getvalue())
         else:
@@ -332,18 +341,25 @@ def main(argv=None) -> int:
     versions = {"torch": torch.__version__, "torchvision": torchvision.__version__,
                 "transformers": transformers.__version__, "onnx": onnx.__version__}
     for name in a.only or MODELS:
-        for exporter, opset in EXPORTS:
+        runs = [(x, o, ()) for x, o in EXPORTS]
+        if name in AS_FUNCTIONS:
+            mod, *classes = AS_FUNCTIONS[name]
+            runs.append(("torchscript", 17, tuple(getattr(importlib.import_module(mod), c)
+                                                  for c in classes)))
+        for exporter, opset, functions in runs:
             torch.manual_seed(SEED)
             module, feeds, dyn, outputs, extra = MODELS[name]()
             module.eval()
-            model = _export(module, feeds, dyn, outputs, exporter, opset)
+            model = _export(module, feeds, dyn, outputs, exporter, opset, functions)
             _check(model, module, feeds, outputs)
             data = model.SerializeToString()
-            fname = f"{name}_{exporter}_opset{opset}.onnx"
+            variant = "_functions" if functions else ""
+            fname = f"{name}_{exporter}{variant}_opset{opset}.onnx"
             (a.out / fname).write_bytes(data)
             got_opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
             models[fname] = {
                 "model": name, "exporter": exporter, "opset": got_opset,
+                "functions": sorted(f"{f.domain}::{f.name}" for f in model.functions),
                 "versions": versions, "inputs": _inputs(model, feeds, extra),
                 "outputs": [o.name for o in model.graph.output],
                 "export_batch": int(next(iter(feeds.values())).shape[0]),
