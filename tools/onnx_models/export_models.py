@@ -6,8 +6,9 @@ size (a few thousand to a few tens of thousands of parameters), each exported
 three times: by the TorchScript-based exporter (``torch.onnx.export(...,
 dynamo=False)``, opset 17) and by the dynamo-based one (``dynamo=True``)
 at opsets 20 and 25; the ResNet and the LSTM once more by the TorchScript
-exporter with their blocks as ONNX local functions. The batch axis is dynamic in every export (the sequence axis too
-for the text models and the LSTM). ``MANIFEST.json`` beside the models
+exporter with their blocks as ONNX local functions. The batch axis is
+dynamic in every export (the sequence axis too for the text models and
+the LSTM). ``MANIFEST.json`` beside the models
 records, per file, the model, exporter, opset, the versions of torch,
 transformers, torchvision and onnx that made it, its inputs (names, shapes
 with the dynamic axes named, dtypes, the value range of token ids), the
