@@ -203,6 +203,107 @@ def test_builtin_op_of_the_catalogue_resolves_an_unmapped_node():
     np.testing.assert_allclose(y.numpy(), x * x, rtol=1e-6)
 
 
+# ------------------------------------------------------------- local functions
+
+def _with_functions(nodes, functions, inputs, outputs, domain="fn.lib"):
+    m = model(nodes, inputs, outputs)
+    m.opset_import.append(h.make_opsetid(domain, 1))
+    m.functions.extend(functions)
+    return m
+
+
+def _scaled_act(domain="fn.lib"):
+    """fn.lib::ScaledAct(x; alpha, scale) = LeakyRelu(x, alpha) * scale, its
+    attributes referenced from the call (ref_attr_name), and fn.lib::Block
+    calling it twice (a nested call)."""
+    scale = h.make_node("Constant", [], ["s"], value_float=0.0)
+    scale.attribute[0].ref_attr_name = "scale"
+    leaky = h.make_node("LeakyRelu", ["x"], ["l"])
+    leaky.attribute.append(onnx.AttributeProto(name="alpha", ref_attr_name="alpha",
+                                               type=onnx.AttributeProto.FLOAT))
+    act = h.make_function(domain, "ScaledAct", ["x"], ["y"],
+                          [scale, leaky, h.make_node("Mul", ["l", "s"], ["y"])],
+                          [h.make_opsetid("", 17)], attributes=["alpha", "scale"])
+    block = h.make_function(
+        domain, "Block", ["x", "w"], ["y"],
+        [h.make_node("MatMul", ["x", "w"], ["m"]),
+         h.make_node("ScaledAct", ["m"], ["a"], domain=domain, alpha=0.1, scale=2.0),
+         h.make_node("ScaledAct", ["a"], ["y"], domain=domain, alpha=0.3, scale=-1.5)],
+        [h.make_opsetid("", 17), h.make_opsetid(domain, 1)])
+    return [act, block]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_local_functions_are_inlined_with_their_attribute_references(dev):
+    """What torch.onnx.export(export_modules_as_functions=...) writes: calls
+    of model-local functions, nested, with attributes passed by reference;
+    the model equals onnxruntime's result and runs on the device."""
+    nodes = [h.make_node("Block", ["x", "w1"], ["b"], domain="fn.lib", name="block0"),
+             h.make_node("ScaledAct", ["b"], ["y"], domain="fn.lib", alpha=0.5, scale=3.0)]
+    m = _with_functions(nodes, _scaled_act(),
+                        [h.make_tensor_value_info("x", T.FLOAT, ["n", 6]),
+                         h.make_tensor_value_info("w1", T.FLOAT, [6, 4])],
+                        [h.make_tensor_value_info("y", T.FLOAT, ["n", 4])])
+    feeds = {"x": rnd(5, 6), "w1": rnd(6, 4)}
+    pm = pg.onnx.import_model(m)
+    assert not pm.proto.functions and len(m.functions) == 2   # the caller's model is kept
+    with pg.device(dev):
+        y = pm(feeds)["y"]
+    assert dev.split(":")[0] in y.device
+    np.testing.assert_allclose(y.numpy(), ort_run(m, feeds)["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_local_function_that_calls_itself_is_refused():
+    f = h.make_function("fn.lib", "Loop", ["x"], ["y"],
+                        [h.make_node("Loop", ["x"], ["y"], domain="fn.lib")],
+                        [h.make_opsetid("fn.lib", 1)])
+    m = _with_functions([h.make_node("Loop", ["x"], ["y"], domain="fn.lib")], [f],
+                        [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                        [h.make_tensor_value_info("y", T.FLOAT, [3])])
+    with pytest.raises(pg.errors.InvalidArgumentError, match="fn.lib::Loop calls itself"):
+        pg.onnx.import_model(m)
+
+
+def test_local_functions_that_would_inline_past_max_nodes_are_refused_first():
+    """F0 = Neg; F(k) calls F(k-1) twice: 2**60 nodes once inlined, refused
+    by counting before anything is inlined."""
+    funcs = [h.make_function("fn.lib", "F0", ["x"], ["y"], [h.make_node("Neg", ["x"], ["y"])],
+                             [h.make_opsetid("", 17)])]
+    for k in range(1, 61):
+        funcs.append(h.make_function(
+            "fn.lib", f"F{k}", ["x"], ["y"],
+            [h.make_node(f"F{k - 1}", ["x"], ["t"], domain="fn.lib"),
+             h.make_node(f"F{k - 1}", ["t"], ["y"], domain="fn.lib")],
+            [h.make_opsetid("fn.lib", 1)]))
+    m = _with_functions([h.make_node("F60", ["x"], ["y"], domain="fn.lib")], funcs,
+                        [h.make_tensor_value_info("x", T.FLOAT, [3])],
+                        [h.make_tensor_value_info("y", T.FLOAT, [3])])
+    with pytest.raises(pg.errors.ResourceExhaustedError, match="max_nodes"):
+        pg.onnx.import_model(m)
+
+
+@needs_cxx
+def test_a_local_function_named_like_a_catalogue_op_runs_that_op():
+    """The function body (a - b) is the fallback; the catalogue's kernel
+    (a + b) of the same name wins, as an execution provider's kernel wins
+    over a function's decomposition in onnxruntime."""
+    op = pg.custom_op(f"{SRC}/add.cc:CustomAdd", out_shape=lambda a, b: a, name="acme::FnAdd")
+    try:
+        body = h.make_function("acme", "FnAdd", ["a", "b"], ["y"],
+                               [h.make_node("Sub", ["a", "b"], ["y"])], [h.make_opsetid("", 17)])
+        m = _with_functions([h.make_node("FnAdd", ["a", "b"], ["y"], domain="acme")], [body],
+                            [h.make_tensor_value_info(n, T.FLOAT, [6]) for n in "ab"],
+                            [h.make_tensor_value_info("y", T.FLOAT, [6])], domain="acme")
+        a, b = rnd(6), rnd(6)
+        np.testing.assert_allclose(pg.onnx.import_model(m)(a=a, b=b)["y"].numpy(), a + b,
+                                   rtol=1e-6)
+        np.testing.assert_allclose(ort_run(m, {"a": a, "b": b})["y"], a - b, rtol=1e-6)
+    finally:
+        from pluggable.framework import op_catalog
+        op_catalog.unregister("acme::FnAdd", 1)
+    del op
+
+
 # ------------------------------------------------------------- bad input
 
 def test_truncated_model_is_data_loss():

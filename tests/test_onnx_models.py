@@ -20,7 +20,7 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the reference (a
 from onnx import helper, numpy_helper  # noqa: E402
 
 import pluggable as pg  # noqa: E402
-from pluggable.tools import testing  # noqa: E402
+from onnx_helpers import ran_elsewhere, run_checked  # noqa: E402
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = sorted(p.stem[len("light_"):] for p in LIGHT.glob("light_*.onnx"))
@@ -67,18 +67,6 @@ def _ort(m, feeds):
     return dict(zip([o.name for o in s.get_outputs()], s.run(None, feeds)))
 
 
-def _run_checked(pm, feeds, dev):
-    """Runs `pm` on `dev` (building it first), returning its outputs and the
-    kernel calls of the run itself, by (op, device type)."""
-    with pg.device(dev):
-        pm(feeds)                                    # builds and plans the graph
-        before = testing.kernel_call_counts()
-        out = {k: t.numpy() for k, t in pm(feeds).items()}
-    after = testing.kernel_call_counts()
-    ran = {k: n - before.get(k, 0) for k, n in after.items() if n > before.get(k, 0)}
-    return out, ran
-
-
 # every network with random weights; one as shipped, for the ConstantOfShape weights
 CASES = [(n, "random") for n in MODELS] + [("squeezenet", "shipped")]
 
@@ -91,7 +79,7 @@ def test_light_model_matches_onnxruntime(name, dev, weights):
         m = _randomized(m)
     pm = pg.onnx.import_model(m)
     feeds = _feeds(pm)
-    out, ran = _run_checked(pm, feeds, dev)
+    out, ran = run_checked(pm, feeds, dev)
     ref = _ort(m, feeds)
     assert set(out) == set(ref)
     for k, r in ref.items():
@@ -101,6 +89,6 @@ def test_light_model_matches_onnxruntime(name, dev, weights):
     if weights == "random" and len(ref) > 1:
         assert np.std(list(ref.values())[-1]) > 1e-3   # the logits depend on the input
     kind = dev.split(":")[0]
-    elsewhere = sorted(f"{op} on {d}" for (op, d), n in ran.items() if d not in (kind, "DEFAULT"))
+    elsewhere = ran_elsewhere(ran, dev)
     assert not elsewhere, f"{name} on {dev}: kernels ran elsewhere: {elsewhere}"
     assert ran.get(("Conv2D", kind), 0) + ran.get(("_FusedConv2D", kind), 0) > 0, ran

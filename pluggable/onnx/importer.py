@@ -254,6 +254,8 @@ class Model:
         self._onnx = onnx
         self.proto = model
         self.opsets = _opsets(model)
+        if model.functions:
+            model = self.proto = _inline_functions(model, self.opsets, onnx)
         g = model.graph
         _check_limits(g)
         self.name = g.name or "onnx_model"
@@ -278,11 +280,7 @@ class Model:
         if r is not None:
             return r
         qualified = f"{domain}::{node.op_type}" if domain else node.op_type
-        try:
-            entry = op_catalog.get(qualified, opset if domain in self.opsets and domain
-                                   else None)
-        except errors.NotFoundError:
-            entry = None
+        entry = _catalogue_entry(domain, node.op_type, self.opsets)
         if entry is None:
             raise errors.NotFoundError(
                 f"ONNX node {node.name!r} (domain {domain or 'ai.onnx'!r}, op type "
@@ -513,6 +511,64 @@ class Model:
             outs = self._lower(c, r, ts, attrs, type("N", (), {"op_type": r.op_type}))
             # (numpy() of a 0-d tensor is a numpy scalar: constants are arrays here)
             return [o if isinstance(o, np.ndarray) else np.asarray(o.numpy()) for o in outs]
+
+
+def _catalogue_entry(domain: str, op_type: str, opsets: dict):
+    """The catalogue op a node of (domain, op_type) resolves to, or None."""
+    qualified = f"{domain}::{op_type}" if domain else op_type
+    try:
+        return op_catalog.get(qualified, opsets.get(domain, 1) if domain in opsets and domain
+                              else None)
+    except errors.NotFoundError:
+        return None
+
+
+def _inline_functions(model, opsets: dict, onnx):
+    """`model` with every call of one of its local functions (``FunctionProto``:
+    what ``torch.onnx.export(..., export_modules_as_functions=...)`` writes
+    for each module) replaced by the function's body, recursively, as ONNX
+    Runtime inlines them. A function whose (domain, name) the mapping table
+    or the op catalogue already knows stays a call of that op (a kernel
+    beats its decomposition). The size the inlined graph will have is
+    counted first, so nesting cannot blow up past ``max_nodes``."""
+    funcs = {(f.domain, f.name, getattr(f, "overload", "")): f for f in model.functions}
+    keep = {k for k in funcs if mapping.find(k[0], k[1], opsets.get(k[0], 1)) is not None
+            or _catalogue_entry(k[0], k[1], opsets) is not None}
+    sizes: dict = {}
+
+    def count(nodes, stack: tuple) -> int:
+        n = 0
+        for node in nodes:
+            key = (node.domain, node.op_type, getattr(node, "overload", ""))
+            if key not in funcs or key in keep:
+                n += 1 + sum(count(g.node, stack) for a in node.attribute
+                             for g in list(a.graphs) + ([a.g] if a.HasField("g") else []))
+                continue
+            if key in stack:
+                raise errors.InvalidArgumentError(
+                    f"local function {key[0]}::{key[1]} calls itself (through "
+                    f"{' -> '.join(k[1] for k in stack)}); ONNX functions may not recurse")
+            if len(stack) >= graphdef.LIMITS.max_function_depth:
+                raise errors.ResourceExhaustedError(
+                    f"local functions nest more than max_function_depth="
+                    f"{graphdef.LIMITS.max_function_depth} deep (at {key[0]}::{key[1]}); "
+                    "raise it with pg.graph_util.set_import_limits(max_function_depth=...)")
+            if key not in sizes:
+                sizes[key] = count(funcs[key].node, stack + (key,))
+            n += sizes[key]
+            graphdef._check_count(n, f"ONNX graph {model.graph.name!r} with its local "
+                                  "functions inlined")
+        return n
+
+    graphdef._check_count(count(model.graph.node, ()), f"ONNX graph {model.graph.name!r} "
+                          "with its local functions inlined")
+    from onnx import inliner
+    try:
+        return inliner.inline_selected_functions(model, [k[:2] for k in keep], exclude=True)
+    except Exception as exc:  # onnx's C++ inliner raises plain exceptions
+        raise errors.InvalidArgumentError(
+            f"the local functions of ONNX graph {model.graph.name!r} cannot be inlined "
+            f"({exc}); check their inputs, outputs and attribute references") from None
 
 
 def _all_nodes(graph, onnx):
