@@ -15,8 +15,18 @@ figure includes the copies) unless its CUDA provider is present, where an
 IOBinding keeps inputs and outputs on the GPU. Also reported: the import
 time of each model (reading the file, then planning).
 
+With `--ort-ep` the same models also run in ONNX Runtime through
+pluggable's execution provider (`pluggable.onnx.ort_ep_library()`, the EP
+device of `--device`'s plugin, e.g. `pluggable_GPU`), in a child process
+(the bridge refuses a process that has pluggable's core loaded), beside
+`pg.onnx.import_model` timed the same way: numpy feeds in, numpy outputs
+out, so both figures include the host-device copies. Reported: ms per
+call, the ratio to import_model's, and the share of the model's nodes the
+bridge compiled onto the device (its `pg_ort_nodes_compiled` counter).
+
 usage: python3 benchmarks/onnx_gpu.py [--models resnet50,bert] [--batches 1,32]
        [--repeats 20] [--device GPU:0] [--json PATH] [--tiny] [--kernels CALLS]
+       [--ort-ep]
 """
 from __future__ import annotations
 
@@ -24,6 +34,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -139,6 +150,70 @@ def ort_call(ort, path: str, feeds: dict):
             providers[0])
 
 
+# Run by a child interpreter that never imports pluggable: ONNX Runtime with
+# pluggable's EP on one device, numpy in and out, timed per call.
+EP_CHILD = r"""
+import ctypes, json, statistics, sys, time, numpy as np, onnxruntime as ort
+lib, ep, path, feeds_path, repeats = sys.argv[1:6]
+ort.register_execution_provider_library("pluggable", lib)
+bridge = ctypes.CDLL(lib)
+bridge.pg_ort_nodes_compiled.restype = ctypes.c_int64
+devs = [d for d in ort.get_ep_devices() if d.ep_name == ep]
+if not devs:
+    print(json.dumps({"error": f"no EP device {ep}: {[d.ep_name for d in ort.get_ep_devices()]}"}))
+    sys.exit(0)
+so = ort.SessionOptions()
+so.add_provider_for_devices(devs, {})
+before = bridge.pg_ort_nodes_compiled()
+sess = ort.InferenceSession(path, so)
+compiled = bridge.pg_ort_nodes_compiled() - before
+feeds = dict(np.load(feeds_path))
+first = sess.get_outputs()[0].name
+for _ in range(3):
+    out = sess.run(None, feeds)
+times = []
+for _ in range(int(repeats)):
+    t0 = time.perf_counter()
+    sess.run(None, feeds)
+    times.append(time.perf_counter() - t0)
+np.save(feeds_path + ".out.npy", out[0])
+print(json.dumps({"ms": statistics.median(times) * 1e3, "compiled": compiled,
+                  "providers": sess.get_providers()}))
+"""
+
+
+def ort_ep_child(path: str, feeds: dict, device: str, repeats: int) -> dict:
+    """Runs EP_CHILD for `path`: its median ms per call, the nodes the
+    bridge compiled and the output it gave (or the error it reported)."""
+    from pluggable.onnx.ort import ort_ep_library
+    ep = "pluggable_" + device.split(":")[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        fp = os.path.join(tmp, "feeds.npz")
+        np.savez(fp, **feeds)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in os.environ.get("PYTHONPATH", "").split(
+            os.pathsep) if p and not os.path.isdir(os.path.join(p, "pluggable")))
+        proc = subprocess.run([sys.executable, "-c", EP_CHILD, ort_ep_library(), ep, path, fp,
+                               str(repeats)], capture_output=True, text=True, timeout=900,
+                              cwd=tmp, env=env)
+        if proc.returncode != 0:
+            return {"error": f"child exited {proc.returncode}: {proc.stderr[-1500:]}"}
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        if "error" not in res:
+            res["out"] = np.load(fp + ".out.npy")
+        return res
+
+
+def host_to_host(pg, model, feeds: dict, device: str):
+    """import_model's call as ONNX Runtime's sess.run is timed: numpy in,
+    every output back as numpy."""
+    def call():
+        with pg.device(device):
+            outs = model(**{k: pg.constant(v) for k, v in feeds.items()})
+        return [t.numpy() for t in outs.values()]
+    return call
+
+
 def rel_err(a, b) -> float:
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-12))
@@ -152,6 +227,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="GPU:0")
     ap.add_argument("--json", default=None)
     ap.add_argument("--tiny", action="store_true", help="small models, to check the script")
+    ap.add_argument("--ort-ep", action="store_true",
+                    help="also run the models in ONNX Runtime through pluggable's EP")
     ap.add_argument("--kernels", type=int, default=0, metavar="CALLS",
                     help="also list the kernels of CALLS calls of PyTorch and pluggable at "
                          "the last batch")
@@ -203,6 +280,27 @@ def main(argv=None) -> int:
                 rows.append({"model": name, "batch": batch, "framework": k, "ms": ms,
                              "rel_err": errs.get(k), "import_ms": t_import * 1e3,
                              "read_ms": t_read * 1e3, "size_mb": size / 1e6, **notes})
+            if args.ort_ep and "pluggable" in runs:
+                ep = ort_ep_child(path, feeds, args.device, args.repeats)
+                h2h = host_to_host(pg, model, feeds, args.device)
+                h_times = times_in_turns({"h2h": h2h}, args.repeats, warmup=3)["h2h"]
+                h_ms = statistics.median(h_times) * 1e3
+                total = len(__import__("onnx").load(path, load_external_data=False).graph.node)
+                if "error" in ep:
+                    print(f"  batch {batch:3d}  pluggable EP FAILED: {ep['error']}")
+                else:
+                    share = ep["compiled"] / total
+                    print(f"  batch {batch:3d}  {'import_model, numpy in and out':34s} "
+                          f"{h_ms:9.3f} ms/call")
+                    print(f"  batch {batch:3d}  {'ORT + pluggable EP, numpy in and out':34s} "
+                          f"{ep['ms']:9.3f} ms/call  {ep['ms'] / h_ms:.2f}x import_model  "
+                          f"max rel err {rel_err(ep['out'], ref):.1e}  "
+                          f"{ep['compiled']}/{total} nodes on the device ({share:.0%})")
+                    for k, ms in (("pg import_model host-to-host", h_ms),
+                                  ("ORT pluggable EP host-to-host", ep["ms"])):
+                        rows.append({"model": name, "batch": batch, "framework": k, "ms": ms,
+                                     "rel_err": rel_err(ep["out"], ref) if "EP" in k else None,
+                                     "nodes_on_device": ep["compiled"], "nodes": total})
         if args.kernels:
             for k in ("torch eager", "pluggable"):
                 if k in runs:

@@ -1370,3 +1370,56 @@ def test_sync_streams_come_from_the_plugin_and_order_copies():
     assert not out["handle"], out
     assert out["exact"] and out["copies"] == [1, 1, 0, 2], out
     assert out["in_session"] >= 1 and out["after"] == 0, out
+
+
+def test_a_session_on_the_gpu_runs_through_the_cuda_plugin(tmp_path):
+    """On a machine with a GPU: ONNX Runtime lists the CUDA plugin's device
+    (pluggable_GPU), and a session on it runs Conv, Add, Relu, MatMul and
+    Softmax through the plugin's kernels (the bridge's run counter and ORT's
+    profile) with ORT CPU's results on fresh random inputs."""
+    import pluggable as pg
+    if not pg.config.list_physical_devices("GPU"):
+        pytest.skip("no GPU device is present (the CUDA plugin needs a CUDA GPU)")
+    out = run_child(textwrap.dedent(f"""
+        import ctypes, json, numpy as np, onnxruntime as ort
+        from onnx import helper, TensorProto
+        lib = {ort_ep_library()!r}
+        ort.register_execution_provider_library("pluggable", lib)
+        bridge = ctypes.CDLL(lib)
+        bridge.pg_ort_kernel_runs.restype = ctypes.c_int64
+        n = helper.make_node
+        nodes = [n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                 n("Relu", ["c"], ["r"], name="relu"), n("Flatten", ["r"], ["f"], name="flat"),
+                 n("MatMul", ["f", "m"], ["y"], name="mm"), n("Add", ["y", "b"], ["z"], name="add"),
+                 n("Softmax", ["z"], ["p"], name="softmax", axis=-1)]
+        shapes = {{"x": [2, 3, 6, 6], "w": [4, 3, 3, 3], "m": [144, 5], "b": [5]}}
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(k, TensorProto.FLOAT, s)
+                                           for k, s in shapes.items()],
+                              [helper.make_tensor_value_info("p", TensorProto.FLOAT, None)])
+        model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        devs = [d for d in ort.get_ep_devices() if d.ep_name == "pluggable_GPU"]
+        so = ort.SessionOptions()
+        so.enable_profiling = True
+        so.profile_file_prefix = {str(tmp_path / "prof")!r}
+        so.add_provider_for_devices(devs, {{}})
+        sess = ort.InferenceSession(model.SerializeToString(), so)
+        cpu = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        rng = np.random.default_rng()
+        errs, runs = [], []
+        for _ in range(3):
+            feeds = {{k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}}
+            before = bridge.pg_ort_kernel_runs()
+            got = sess.run(None, feeds)[0]
+            runs.append(bridge.pg_ort_kernel_runs() - before)
+            errs.append(float(np.abs(got - cpu.run(None, feeds)[0]).max()))
+        prof = json.load(open(sess.end_profiling()))
+        providers = {{e["name"]: e["args"].get("provider") for e in prof
+                     if e.get("cat") == "Node" and "provider" in e.get("args", {{}})}}
+        print(json.dumps({{"devices": len(devs), "errs": errs, "runs": runs,
+                          "providers": providers, "eps": sess.get_providers()}}))
+    """))
+    assert out["devices"] == 1, out
+    assert max(out["errs"]) < 1e-4, out
+    assert min(out["runs"]) >= 1, out
+    assert out["eps"][0] == "pluggable_GPU"
+    assert set(out["providers"].values()) == {"pluggable_GPU"}, out["providers"]
