@@ -442,6 +442,14 @@ static int listed(const char* const* names, const char* tf) {
   return 0;
 }
 
+/* The kernels whose attributes (a data_format, a window) a plugin may
+ * accept or refuse at creation: GetCapability tries creating them. */
+static int layout_sensitive(const char* tf) {
+  static const char* const names[] = {"Conv2D", "MaxPool", "AvgPool", "BiasAdd",
+                                      "FusedBatchNormV3", NULL};
+  return listed(names, tf);
+}
+
 /* One step: kernel `tf` for dtype `t` over slots `in` (named `names`, the
  * plugin op's input names; bit i of `host` set: input i is a host
  * constant) into slot `out`, created with `attrs` (taken: freed here, may
@@ -479,6 +487,24 @@ static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char*
     }
   }
   bridge_part* p = L->p;
+  if (r == 1 && p == NULL && L->dev != NULL && attrs != NULL && layout_sensitive(tf)) {
+    /* GetCapability: a kernel whose attributes a plugin may refuse (an NCHW
+     * data_format its kernel lacks, say) is created once and dropped, so
+     * that a node is claimed only where its kernels can be made. */
+    unsigned char out_host = 0;
+    TF_Status* st = TF_NewStatus();
+    pg_attrs_set_type(attrs, "T", t);
+    pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &t, &out_host,
+                                    st);
+    if (k == NULL) {
+      snprintf(L->err, sizeof L->err, "pluggable: node %s: the %s kernel on %s refuses the "
+               "node's attributes: %s", L->who, tf, L->device_type, TF_Message(st));
+      r = 0;
+    } else {
+      pg_kernel_free(k);
+    }
+    TF_DeleteStatus(st);
+  }
   if (r != 1 || p == NULL) {
     if (attrs) pg_attrs_free(attrs);
     return r;
@@ -723,13 +749,56 @@ static int read_window(const node_desc* d, window* w) {
   return w->strides[0] > 0 && w->strides[1] > 0 && w->dilations[0] > 0 && w->dilations[1] > 0;
 }
 
-static void window_attrs(pg_attrs* a, const window* w) {
+static void window_attrs_in(pg_attrs* a, const window* w, int nhwc) {
   int64_t strides[4] = {1, 1, w->strides[0], w->strides[1]};
   int64_t pads[8] = {0, 0, 0, 0, w->pads[0], w->pads[2], w->pads[1], w->pads[3]};
+  if (nhwc) {
+    int64_t s2[4] = {1, w->strides[0], w->strides[1], 1};
+    int64_t p2[8] = {0, 0, w->pads[0], w->pads[2], w->pads[1], w->pads[3], 0, 0};
+    memcpy(strides, s2, sizeof strides);
+    memcpy(pads, p2, sizeof pads);
+  }
   pg_attrs_set_int_list(a, "strides", strides, 4);
   pg_attrs_set_string(a, "padding", w->padding, strlen(w->padding));
   pg_attrs_set_int_list(a, "explicit_paddings", pads, 8);
-  pg_attrs_set_string(a, "data_format", "NCHW", 4);
+  pg_attrs_set_string(a, "data_format", nhwc ? "NHWC" : "NCHW", 4);
+}
+
+static void window_attrs(pg_attrs* a, const window* w) { window_attrs_in(a, w, 0); }
+
+/* Conv2D's attributes for window `w` in one layout. */
+static pg_attrs* conv_attrs(const window* w, int nhwc) {
+  pg_attrs* ca = pg_attrs_new();
+  window_attrs_in(ca, w, nhwc);
+  int64_t dil[4] = {1, 1, w->dilations[0], w->dilations[1]};
+  if (nhwc) {
+    dil[1] = w->dilations[0];
+    dil[2] = w->dilations[1];
+    dil[3] = 1;
+  }
+  pg_attrs_set_int_list(ca, "dilations", dil, 4);
+  pg_attrs_set_bool(ca, "use_cudnn_on_gpu", 1);
+  return ca;
+}
+
+/* Whether the device's Conv2D kernel for dtype `t` can be made for NCHW
+ * (the CUDA plugin's runs NHWC only); 1 where no device is at hand. */
+static int conv_nchw_ok(lowering* L, const window* w, TF_DataType t) {
+  if (L->dev == NULL) return 1;
+  pg_kernel_def* def = pg_ort_find_kernel("Conv2D", L->device_type, t);
+  if (def == NULL) return 1; /* emit says why */
+  pg_attrs* a = conv_attrs(w, 0);
+  pg_attrs_set_type(a, "T", t);
+  const char* const names[] = {"input", "filter"};
+  const unsigned char in_host[2] = {0, 0};
+  unsigned char out_host = 0;
+  TF_Status* st = TF_NewStatus();
+  pg_kernel* k = pg_kernel_create(def, L->dev, a, 2, names, in_host, 1, &t, &out_host, st);
+  pg_attrs_free(a);
+  TF_DeleteStatus(st);
+  if (k == NULL) return 0;
+  pg_kernel_free(k);
+  return 1;
 }
 
 /* Lowers node `d` reading slots `in` into slot `out`: 1 done (or, in check
@@ -902,26 +971,44 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       }
       int has_b = d->nin == 3 && d->in_vi[2] != NULL;
       if (has_b && d->in_rank[2] != 1) return 0;
-      int perm, filter, conv;
+      /* A device whose Conv2D runs NHWC only (the CUDA plugin's) gets the
+       * input transposed to NHWC and the result back to NCHW. */
+      const int nhwc = !conv_nchw_ok(L, &w, t);
+      int perm, filter, conv, x = in[0];
       SLOT(perm, host_i32_slot(L, (const int32_t[]){2, 3, 1, 0}, 4));
       SLOT(filter, temp_slot(L));
       pg_attrs* ta = pg_attrs_new();
       pg_attrs_set_type(ta, "Tperm", TF_INT32);
       EMIT("Transpose", t, 2, (const char* const[]){"x", "perm"}, ((int[]){in[1], perm}), 2,
            filter, ta);
-      SLOT(conv, has_b ? temp_slot(L) : out);
-      pg_attrs* ca = pg_attrs_new();
-      window_attrs(ca, &w);
-      int64_t dil[4] = {1, 1, w.dilations[0], w.dilations[1]};
-      pg_attrs_set_int_list(ca, "dilations", dil, 4);
-      pg_attrs_set_bool(ca, "use_cudnn_on_gpu", 1);
-      EMIT("Conv2D", t, 2, (const char* const[]){"input", "filter"}, ((int[]){in[0], filter}), 0,
-           conv, ca);
+      if (nhwc) {
+        int to_nhwc;
+        SLOT(to_nhwc, host_i32_slot(L, (const int32_t[]){0, 2, 3, 1}, 4));
+        SLOT(x, temp_slot(L));
+        pg_attrs* xa = pg_attrs_new();
+        pg_attrs_set_type(xa, "Tperm", TF_INT32);
+        EMIT("Transpose", t, 2, (const char* const[]){"x", "perm"}, ((int[]){in[0], to_nhwc}),
+             2, x, xa);
+      }
+      SLOT(conv, has_b || nhwc ? temp_slot(L) : out);
+      EMIT("Conv2D", t, 2, (const char* const[]){"input", "filter"}, ((int[]){x, filter}), 0,
+           conv, conv_attrs(&w, nhwc));
+      int y = conv;
       if (has_b) {
         pg_attrs* ba = pg_attrs_new();
-        pg_attrs_set_string(ba, "data_format", "NCHW", 4);
+        pg_attrs_set_string(ba, "data_format", nhwc ? "NHWC" : "NCHW", 4);
+        if (nhwc) SLOT(y, temp_slot(L));
+        else y = out;
         EMIT("BiasAdd", t, 2, (const char* const[]){"value", "bias"}, ((int[]){conv, in[2]}), 0,
-             out, ba);
+             y, ba);
+      }
+      if (nhwc) {
+        int to_nchw;
+        SLOT(to_nchw, host_i32_slot(L, (const int32_t[]){0, 3, 1, 2}, 4));
+        pg_attrs* oa = pg_attrs_new();
+        pg_attrs_set_type(oa, "Tperm", TF_INT32);
+        EMIT("Transpose", t, 2, (const char* const[]){"x", "perm"}, ((int[]){y, to_nchw}), 2,
+             out, oa);
       }
       return 1;
     }
@@ -1160,10 +1247,11 @@ static void note_unclaimed(const char* line) {
 
 /* Whether the bridge can run node `d` on `device_type`; if not, why is
  * noted in the report (report_lock held). */
-static int supported(const char* device_type, const node_desc* d) {
+static int supported(const char* device_type, pg_device* dev, const node_desc* d) {
   lowering L;
   memset(&L, 0, sizeof L);
   L.device_type = device_type;
+  L.dev = dev;
   char w[300];
   who(w, sizeof w, d);
   L.who = w;
@@ -1375,7 +1463,7 @@ OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,
                parent_op ? parent_op : "?");
       note_unclaimed(line);
     } else if (described) {
-      ok[i] = supported(e->device_type, &descs[i]);
+      ok[i] = supported(e->device_type, e->dev, &descs[i]);
     } else {
       const char* op = NULL;
       const char* name = NULL;

@@ -1,4 +1,4 @@
-// Index-driven data movement: GatherV2, OneHot and UnsortedSegmentSum.
+// Index-driven data movement: GatherV2, GatherNd, OneHot and UnsortedSegmentSum.
 //
 // An out-of-range index is an error found on the device: the kernel writes
 // zeros for that row and records the first bad index it meets in an
@@ -167,6 +167,122 @@ void gather_compute(void* kernel, TF_OpKernelContext* ctx) {
   check.finish(TF_INVALID_ARGUMENT, [si, gdim](const DeviceCheck& rec) {
     return "indices" + coords_of(si, rec.pos) + " = " + std::to_string(rec.value) +
            " is not in [0, " + std::to_string(gdim) + ")";
+  });
+}
+
+// ---------------------------------------------------------------------------
+// GatherNd
+
+// The first K dimensions of params that a row of indices addresses, and the
+// element stride of each.
+struct NdGeometry {
+  int k;
+  int64_t dims[TF_MAX_DIMS];
+  int64_t strides[TF_MAX_DIMS];
+};
+
+// out [rows, inner] (inner in units U): row r is the slice of params at the
+// K coordinates indices[r, :]; a coordinate out of range gives zeros and is
+// recorded (position: the row).
+template <typename U, typename Idx>
+__global__ void gather_nd_kernel(const U* __restrict__ params, const Idx* __restrict__ indices,
+                                 U* __restrict__ out, int64_t n, int64_t inner, NdGeometry g,
+                                 DeviceCheck* rec) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < n;
+       e += stride) {
+    const int64_t row = e / inner;
+    const int64_t j = e - row * inner;
+    int64_t base = 0;
+    bool bad = false;
+    for (int d = 0; d < g.k; ++d) {
+      const int64_t c = static_cast<int64_t>(indices[row * g.k + d]);
+      if (c < 0 || c >= g.dims[d]) {
+        bad = true;
+        if (j == 0) record_bad(rec, row, c);
+        break;
+      }
+      base += c * g.strides[d];
+    }
+    out[e] = bad ? U() : params[base * inner + j];
+  }
+}
+
+void gather_nd_compute(void*, TF_OpKernelContext* ctx) {
+  const char* op = "GatherNd";
+  OpCall c(ctx);
+  if (!c.ok()) return;
+  TensorPtr params = c.input(0), indices = c.input(1);
+  if (!params || !indices) return;
+  const Shape sp = Shape::of(params.get()), si = Shape::of(indices.get());
+  const int k = si.rank > 0 ? static_cast<int>(si.dims[si.rank - 1]) : -1;
+  if (si.rank < 1 || k > sp.rank || k < 0) {
+    char b1[256], b2[256];
+    c.fail(TF_INVALID_ARGUMENT, "%s: indices must be at least a vector whose last dimension "
+           "is at most the rank of params: params %s, indices %s", op,
+           shape_str(sp, b1, sizeof(b1)), shape_str(si, b2, sizeof(b2)));
+    return;
+  }
+  Shape so;
+  so.rank = 0;
+  for (int d = 0; d < si.rank - 1; ++d) so.dims[so.rank++] = si.dims[d];
+  for (int d = k; d < sp.rank; ++d) so.dims[so.rank++] = sp.dims[d];
+  const TF_DataType dt = TF_TensorType(params.get());
+  TensorPtr out = c.output(0, dt, so);
+  if (!out || so.num_elements() == 0) return;
+  if (sp.num_elements() == 0) {
+    c.fail(TF_INVALID_ARGUMENT, "%s: requested more than 0 entries, but params is empty", op);
+    return;
+  }
+  NdGeometry g;
+  g.k = k;
+  int64_t st = 1;
+  for (int d = k - 1; d >= 0; --d) {
+    g.dims[d] = sp.dims[d];
+    g.strides[d] = st;
+    st *= sp.dims[d];
+  }
+  const int64_t row_bytes = prod(sp, k, sp.rank) * TF_DataTypeSize(dt);
+  const void* pp = TF_TensorData(params.get());
+  void* po = TF_TensorData(out.get());
+  const uint64_t a = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(pp) |
+                     reinterpret_cast<uintptr_t>(po);
+  const int64_t unit = (a & 15) == 0 ? 16 : (a & 7) == 0 ? 8 : (a & 3) == 0 ? 4
+                                                          : (a & 1) == 0 ? 2 : 1;
+  const int64_t inner = row_bytes / unit;
+  const int64_t n = so.num_elements() * TF_DataTypeSize(dt) / unit;
+  AsyncCheck check(c);
+  if (!check.begin()) return;
+  const TF_DataType it = TF_TensorType(indices.get());
+  const bool handled = dispatch_index(it, [&](auto itag) {
+    using Idx = typename decltype(itag)::type;
+    const Idx* pi = static_cast<const Idx*>(TF_TensorData(indices.get()));
+    auto go = [&](auto utag) {
+      using U = typename decltype(utag)::type;
+      gather_nd_kernel<U, Idx><<<grid_for(n, c.sm_count()), kThreads, 0, c.stream()>>>(
+          static_cast<const U*>(pp), pi, static_cast<U*>(po), n, inner, g, check.record());
+    };
+    switch (unit) {
+      case 16: go(Tag<uint4>{}); break;
+      case 8: go(Tag<uint64_t>{}); break;
+      case 4: go(Tag<uint32_t>{}); break;
+      case 2: go(Tag<uint16_t>{}); break;
+      default: go(Tag<uint8_t>{}); break;
+    }
+  });
+  if (!handled) {
+    c.fail(TF_UNIMPLEMENTED, "%s: indices of dtype %s", op, dtype_name(it));
+    return;
+  }
+  if (!c.check_launch(op)) return;
+  const Shape ps = sp;
+  check.finish(TF_INVALID_ARGUMENT, [si, ps, k](const DeviceCheck& rec) {
+    std::string dims;
+    for (int d = 0; d < k; ++d) dims += (d ? ", " : "") + std::to_string(ps.dims[d]);
+    return "indices" + coords_of(si, rec.pos * (si.dims[si.rank - 1] > 0 ? si.dims[si.rank - 1]
+                                                                            : 1)) +
+           " has a coordinate " + std::to_string(rec.value) + " that does not index into "
+           "shape [" + dims + "]";
   });
 }
 
@@ -398,6 +514,10 @@ void register_gather_kernels() {
                     {"axis"});
     register_kernel("OneHot", one_hot_create, one_hot_compute, gather_delete, {{"T", t}},
                     {"depth"});
+    for (TF_DataType it : {TF_INT16, TF_INT32, TF_INT64}) {
+      register_kernel("GatherNd", nullptr, gather_nd_compute, nullptr,
+                      {{"Tparams", t}, {"Tindices", it}}, {});
+    }
   }
   for (TF_DataType t : kNumericTypes) {
     register_kernel("UnsortedSegmentSum", nullptr, segment_sum_compute, nullptr, {{"T", t}},
