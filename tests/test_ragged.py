@@ -462,3 +462,15 @@ result = seen[0]
     assert f(pg.ragged.constant(a)).to_list() == pg.ragged.constant(a).to_list()
     for part in ("tf.RaggedTensor(values=", "row_splits="):
         assert seen[0].count(part) == want.count(part) > 0, (seen[0], want)
+
+
+def test_get_concrete_function_of_a_ragged_spec_says_to_pass_a_value():
+    @pg.function
+    def grow(x):
+        return x * 2.0
+
+    spec = pg.RaggedTensorSpec(shape=[None, None], dtype=pg.float32)
+    with pytest.raises(TypeError, match="argument 'x' is RaggedTensorSpec.*pass a value"):
+        grow.get_concrete_function(spec)
+    got = grow(pg.ragged.constant([[1.0, 4.0, 3.0], [2.0]]))
+    assert got.to_list() == [[2.0, 8.0, 6.0], [4.0]]

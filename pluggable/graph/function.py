@@ -588,6 +588,16 @@ class Function:
                     f"({self.input_signature!r}), which is traced for the values it is called "
                     "with: pass values to get_concrete_function")
             args = self.input_signature
+        named = list(zip(self._arg_names(len(args)), args)) + sorted(kwargs.items())
+        for arg, value in named:
+            leaf = next((v for v in nest.flatten(value)
+                         if getattr(v, "__pg_composite_spec__", False)), None)
+            if leaf is not None:
+                raise TypeError(
+                    f"{self.__name__}.get_concrete_function: argument {arg!r} is {leaf!r}; a "
+                    "ragged argument is traced for the row partitions of the value it is "
+                    "called with, so pass a value (a pg.RaggedTensor), or put the spec in "
+                    "the function's input_signature")
         return self._concrete_for(args, kwargs)[0]
 
     @property
