@@ -15,7 +15,7 @@ for _op in ("StopGradient", "OneHot", "StatelessRandomUniformV2", "StatelessRand
             "StatelessTruncatedNormalV2", "AssignVariableOp", "AssignAddVariableOp",
             "AssignSubVariableOp", "ResourceApplyGradientDescent",
             "ResourceApplyKerasMomentum", "ResourceApplyAdam", "MultiTensorApplyAdam", "Shape",
-            "Size", "Rank"):
+            "Size", "Rank", "SerializeTensor", "ParseTensor"):   # (TensorFlow's list too)
     NotDifferentiable(_op)
 
 
