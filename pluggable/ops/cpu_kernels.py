@@ -120,7 +120,12 @@ def cast_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     the narrow types (float8, int4, ...) ml_dtypes converts: rounding to
     nearest even, overflow to infinity or NaN (the largest value for
     float4_e2m1fn); float to int4/uint4/int2/uint2 truncates, and NaN or a
-    value outside the range gives 0."""
+    value outside the range gives 0. Complex to a real type takes the real
+    part; a real type to complex gives a zero imaginary part."""
+    if x.dtype.kind == "c" and dtype.kind != "c":   # complex to a real type: the real part
+        x = np.ascontiguousarray(x.real)
+    elif dtype.kind == "c" and x.dtype.kind == "V":  # ml_dtypes to complex, through float32
+        x = x.astype(np.float32)
     if dtype == np.bool_:
         return x != 0
     if dtype.kind in "iu" and (x.dtype.kind == "f" or str(x.dtype) in _ML_FLOATS):

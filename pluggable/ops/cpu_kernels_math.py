@@ -128,6 +128,10 @@ def _square(ins, attrs):
 
 def _sign(ins, attrs):
     (x,) = ins
+    if x.dtype.kind == "c":   # x / |x|, and 0 at 0, as TensorFlow's
+        mag = np.abs(x)
+        with np.errstate(all="ignore"):
+            return [np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)]
     return [np.sign(_compute(x))]
 
 
@@ -191,11 +195,39 @@ def _ones_like(ins, attrs):
 
 
 def _activation_grad(fn):
+    """A gradient kernel fn(y, dy) computed in float64 (complex128 for
+    complex inputs, where TensorFlow multiplies dy by the conjugate of the
+    derivative: fn is given conj(y))."""
     def kernel(ins, attrs):
-        y, dy = (a.astype(np.float64) for a in ins)
+        y, dy = ins
+        if y.dtype.kind == "c":
+            y, dy = np.conj(y).astype(np.complex128), dy.astype(np.complex128)
+        else:
+            y, dy = y.astype(np.float64), dy.astype(np.float64)
         with np.errstate(all="ignore"):
             return [fn(y, dy)]
     return kernel
+
+
+# ------------------------------------------------------------ complex parts
+
+def _complex_part(fn):
+    def kernel(ins, attrs):
+        return [np.ascontiguousarray(fn(ins[0])).astype(attrs["Tout"].as_numpy_dtype)]
+    return kernel
+
+
+def _conj(ins, attrs):
+    return [np.conj(ins[0])]
+
+
+def _complex(ins, attrs):
+    re, im = ins
+    out = attrs["Tout"].as_numpy_dtype
+    shape = np.broadcast_shapes(re.shape, im.shape)
+    z = np.empty(shape, out)
+    z.real, z.imag = re, im
+    return [z]
 
 
 # ------------------------------------------------------------ reductions, ...
@@ -342,10 +374,10 @@ def _segment_sum(ins, attrs):
 
 def _batch_matmul(ins, attrs):
     x, y = ins
-    if attrs["adj_x"]:
-        x = np.swapaxes(x, -1, -2)
+    if attrs["adj_x"]:   # the adjoint: transposed and, for complex, conjugated
+        x = np.conj(np.swapaxes(x, -1, -2))
     if attrs["adj_y"]:
-        y = np.swapaxes(y, -1, -2)
+        y = np.conj(np.swapaxes(y, -1, -2))
     with np.errstate(all="ignore"):
         return [np.matmul(_compute(x), _compute(y))]
 
@@ -372,4 +404,7 @@ KERNELS = {
     "TanhGrad": _activation_grad(lambda y, dy: dy * (1.0 - y * y)),
     "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * y * y * y),
     "SqrtGrad": _activation_grad(lambda y, dy: 0.5 * dy / y),
+    "Real": _complex_part(np.real), "Imag": _complex_part(np.imag),
+    "Angle": _complex_part(np.angle), "ComplexAbs": _complex_part(np.abs),
+    "Conj": _conj, "Complex": _complex,
 }
