@@ -266,6 +266,8 @@ LOSSES = [
     "tf.reduce_sum(tf.math.angle(z * w))",
     "tf.reduce_mean(tf.abs(tf.exp(z) / w + tf.square(z)))",
     "tf.reduce_sum(tf.math.real(tf.reduce_prod(z, axis=0) * tf.sin(w[0])))",
+    "tf.reduce_sum(tf.abs(tf.tanh(z) + tf.sqrt(w) * tf.sigmoid(z) + tf.math.rsqrt(w)))",
+    "tf.reduce_sum(tf.abs(tf.math.log(w) * tf.cos(z) + tf.math.reciprocal(w)))",
 ]
 
 

@@ -145,12 +145,12 @@ def _rsqrt_grad(op, grad):
 
 @RegisterGradient("Tanh")
 def _tanh_grad(op, grad):
-    return R.TanhGrad(y=op.outputs[0], dy=grad)
+    return R.TanhGrad(y=conj(op.outputs[0]), dy=grad)
 
 
 @RegisterGradient("Sigmoid")
 def _sigmoid_grad(op, grad):
-    return R.SigmoidGrad(y=op.outputs[0], dy=grad)
+    return R.SigmoidGrad(y=conj(op.outputs[0]), dy=grad)
 
 
 @RegisterGradient("Erf")

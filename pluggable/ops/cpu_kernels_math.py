@@ -196,14 +196,12 @@ def _ones_like(ins, attrs):
 
 def _activation_grad(fn):
     """A gradient kernel fn(y, dy) computed in float64 (complex128 for
-    complex inputs, where TensorFlow multiplies dy by the conjugate of the
-    derivative: fn is given conj(y))."""
+    complex inputs; as in TensorFlow, the gradient functions of Tanh and
+    Sigmoid pass conj(y))."""
     def kernel(ins, attrs):
         y, dy = ins
-        if y.dtype.kind == "c":
-            y, dy = np.conj(y).astype(np.complex128), dy.astype(np.complex128)
-        else:
-            y, dy = y.astype(np.float64), dy.astype(np.float64)
+        wide = np.complex128 if y.dtype.kind == "c" else np.float64
+        y, dy = y.astype(wide), dy.astype(wide)
         with np.errstate(all="ignore"):
             return [fn(y, dy)]
     return kernel
@@ -213,7 +211,7 @@ def _activation_grad(fn):
 
 def _complex_part(fn):
     def kernel(ins, attrs):
-        return [np.ascontiguousarray(fn(ins[0])).astype(attrs["Tout"].as_numpy_dtype)]
+        return [np.array(fn(ins[0]), dtype=attrs["Tout"].as_numpy_dtype)]
     return kernel
 
 
@@ -402,8 +400,9 @@ KERNELS = {
     **{name: _unary(fn) for name, fn in _UNARY_FLOAT.items()},
     "SigmoidGrad": _activation_grad(lambda y, dy: dy * y * (1.0 - y)),
     "TanhGrad": _activation_grad(lambda y, dy: dy * (1.0 - y * y)),
-    "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * y * y * y),
-    "SqrtGrad": _activation_grad(lambda y, dy: 0.5 * dy / y),
+    # (these two conjugate a complex y themselves, as TensorFlow's kernels do)
+    "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * np.conj(y * y * y)),
+    "SqrtGrad": _activation_grad(lambda y, dy: 0.5 * dy / np.conj(y)),
     "Real": _complex_part(np.real), "Imag": _complex_part(np.imag),
     "Angle": _complex_part(np.angle), "ComplexAbs": _complex_part(np.abs),
     "Conj": _conj, "Complex": _complex,
