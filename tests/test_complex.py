@@ -135,7 +135,7 @@ def op_cases(rng, dt) -> list[tuple[str, dict, dict]]:
     i32 = lambda v: np.asarray(v, np.int32)
     eq = x.copy()
     eq[::2] = cplx(rng, (2, 4), dt)
-    cases = [(op, {"x": x, "y": y}, {}) for op in ("AddV2", "Sub", "Mul", "RealDiv")]
+    cases = [(op, {"x": x, "y": y}, {}) for op in ("AddV2", "Sub", "Mul", "RealDiv", "Div")]
     cases += [("AddV2", {"x": x, "y": np.asarray(y[0])}, {})]
     cases += [(op, {"x": x}, {}) for op in ("Neg", "Square", "Exp", "Log", "Sqrt", "Rsqrt",
                                             "Reciprocal", "Tanh", "Sigmoid", "Sin", "Cos")]
@@ -265,6 +265,7 @@ LOSSES = [
     "tf.reduce_sum(tf.abs(tf.complex(re, im) * z))",
     "tf.reduce_sum(tf.math.angle(z * w))",
     "tf.reduce_mean(tf.abs(tf.exp(z) / w + tf.square(z)))",
+    "tf.reduce_sum(tf.abs(tf.raw_ops.Div(x=z, y=w) - a[:, :4]))",
     "tf.reduce_sum(tf.math.real(tf.reduce_prod(z, axis=0) * tf.sin(w[0])))",
     "tf.reduce_sum(tf.abs(tf.tanh(z) + tf.sqrt(w) * tf.sigmoid(z) + tf.math.rsqrt(w)))",
     "tf.reduce_sum(tf.abs(tf.math.log(w) * tf.cos(z) + tf.math.reciprocal(w)))",

@@ -240,6 +240,7 @@ def _error_cases() -> dict[str, list[tuple[str, dict, dict]]]:
         "Tile": [("error multiples length", {"input": f(2, 3), "multiples": i32([2])}, {})],
         "SparseSoftmaxCrossEntropyWithLogits": [
             ("error label out of range", {"features": f(2, 3), "labels": i32([0, 3])}, {})],
+        "Div": [("error integer division by zero", {"x": i32([4, 5]), "y": i32([2, 0])}, {})],
         "FloorDiv": [("error integer division by zero",
                       {"x": i32([4, 5]), "y": i32([2, 0])}, {})],
         "Range": [("error zero delta", {"start": i32(0), "limit": i32(4), "delta": i32(0)}, {})],

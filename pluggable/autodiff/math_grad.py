@@ -56,6 +56,9 @@ def _real_div_grad(op, grad):
     return reduce_to(gx, x.shape), reduce_to(gy, y.shape)
 
 
+RegisterGradient("Div")(_real_div_grad)  # (integer Div has no gradient; TensorFlow's too)
+
+
 def _select_grad(op, grad, selector):
     x, y = op.inputs
     xmask = selector(x=x, y=y)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .cpu_kernels import _wide
+from .cpu_kernels import _int_div, _wide
 from .definitions import normalize_axes
 from .math_op_defs import select_shape
 from .op_util import axis, err, scalar
@@ -87,6 +87,17 @@ def _pow(ins, attrs):
 def _int_divisor(op: str, y: np.ndarray) -> None:
     if (y == 0).any():
         raise err(op, "integer division by zero")
+
+
+def _div(ins, attrs):
+    """Div: x / y; integers truncate toward zero, and dividing one by zero is
+    an error, as in TensorFlow."""
+    x, y = ins
+    if x.dtype.kind in "iu":
+        _int_divisor("Div", y)
+        return [_int_div(x, y)]
+    with np.errstate(all="ignore"):
+        return [np.divide(_compute(x), _compute(y))]
 
 
 def _floor_div(ins, attrs):
@@ -386,7 +397,7 @@ KERNELS = {
     "Equal": _equality(np.equal, False), "NotEqual": _equality(np.not_equal, True),
     "LogicalAnd": _logical(np.logical_and), "LogicalOr": _logical(np.logical_or),
     "LogicalNot": _logical(np.logical_not), "Select": _select, "SelectV2": _select_v2,
-    "Pow": _pow, "FloorDiv": _floor_div, "FloorMod": _floor_mod, "Square": _square,
+    "Pow": _pow, "Div": _div, "FloorDiv": _floor_div, "FloorMod": _floor_mod, "Square": _square,
     "Sign": _sign, "Rsqrt": _unary(_rsqrt), "Erf": _erf_kernel, "Floor": _unary(np.floor),
     "Gelu": _gelu, "ZerosLike": _zeros_like, "OnesLike": _ones_like, "Prod": _prod,
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),

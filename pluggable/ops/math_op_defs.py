@@ -392,6 +392,11 @@ def define_math_ops() -> None:
            ["T: " + with_complex("{bfloat16, float, half, double, int8, int16, int32, int64}")],
            _binary("Pow"),
            examples=_ex_binary(int_exp=True))
+    # Div: RealDiv for floats and complex numbers, truncating for integers
+    define("Div", ["x: T", "y: T"], ["z: T"],
+           ["T: " + with_complex("{bfloat16, half, float, double, uint8, int8, uint16, int16, "
+                                 "int32, uint32, uint64, int64}")],
+           _binary("Div"), examples=_ex_binary(nonzero_y=True))
     define("FloorDiv", ["x: T", "y: T"], ["z: T"],
            ["T: {bfloat16, half, float, double, uint8, int8, uint16, int16, int32, uint32, "
             "uint64, int64}"], _binary("FloorDiv"), examples=_ex_binary(nonzero_y=True))
