@@ -404,8 +404,8 @@ def define_math_ops() -> None:
            ["T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, half, "
             "float, double}"], _binary("FloorMod"), examples=_ex_binary(nonzero_y=True))
     define("Square", ["x: T"], ["y: T"],
-           ["T: " + with_complex("{bfloat16, half, float, double, int8, int16, int32, int64, uint8, "
-                         "uint32, uint64}")], same_shape, examples=_ex_unary())
+           ["T: " + with_complex("{bfloat16, half, float, double, int8, int16, int32, int64, "
+                                 "uint8, uint32, uint64}")], same_shape, examples=_ex_unary())
     define("Sign", ["x: T"], ["y: T"],
            ["T: " + with_complex("{bfloat16, half, float, double, int8, int16, int32, int64}")],
            same_shape,
@@ -427,8 +427,9 @@ def define_math_ops() -> None:
            examples=_ex_round)
     define("ZerosLike", ["x: T"], ["y: T"], ["T: type"], same_shape, examples=_ex_unary())
     define("OnesLike", ["x: T"], ["y: T"],
-           ["T: " + with_complex("{bfloat16, half, float, double, int8, uint8, int16, int32, uint32, "
-                         "int64, uint64, bool}")], same_shape, examples=_ex_unary())
+           ["T: " + with_complex("{bfloat16, half, float, double, int8, uint8, int16, int32, "
+                                 "uint32, int64, uint64, bool}")], same_shape,
+           examples=_ex_unary())
     define("Prod", ["input: T", "reduction_indices: Tidx"], ["output: T"],
            ["keep_dims: bool = false", f"T: {with_complex(NUMBER)}",
             f"Tidx: {_IDX} = DT_INT32"], _reduce("Prod"), host=["reduction_indices"], examples=_ex_reduce)

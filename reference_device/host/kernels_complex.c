@@ -29,7 +29,9 @@ static int md_is_complex(TF_DataType t) {
 
 /*** Broadcasting binary ops: AddV2, Sub, Mul, Complex ***/
 
-typedef enum md_complex_op { MD_CADD, MD_CSUB, MD_CMUL, MD_CMAKE } md_complex_op;
+typedef enum md_complex_op {
+  MD_CADD, MD_CSUB, MD_CMUL, MD_CMAKE
+} md_complex_op;
 
 /* z[i] = op(x[i * xs], y[i * ys]) for i in [0, n); strides in elements. */
 typedef void (*md_complex_loop)(const void* x, int64_t xs, const void* y,
@@ -179,7 +181,9 @@ void md_compute_complex(void* kernel, TF_OpKernelContext* ctx) {
 
 /*** Element-wise: Neg, Conj, Real, Imag ***/
 
-typedef enum md_complex_unary_op { MD_CNEG, MD_CCONJ, MD_CREAL, MD_CIMAG } md_complex_unary_op;
+typedef enum md_complex_unary_op {
+  MD_CNEG, MD_CCONJ, MD_CREAL, MD_CIMAG
+} md_complex_unary_op;
 
 typedef struct md_complex_unary_task {
   md_complex_unary_op op;
@@ -195,7 +199,9 @@ typedef struct md_complex_unary_task {
     const CT* x = xv;                                                         \
     if (op == MD_CREAL || op == MD_CIMAG) {                                   \
       PT* y = yv;                                                             \
-      for (int64_t i = 0; i < n; ++i) y[i] = op == MD_CREAL ? x[i].re : x[i].im; \
+      for (int64_t i = 0; i < n; ++i) {                                       \
+        y[i] = op == MD_CREAL ? x[i].re : x[i].im;                            \
+      }                                                                       \
       return;                                                                 \
     }                                                                         \
     CT* y = yv;                                                               \
