@@ -266,6 +266,7 @@ LOSSES = [
     "tf.reduce_sum(tf.math.angle(z * w))",
     "tf.reduce_mean(tf.abs(tf.exp(z) / w + tf.square(z)))",
     "tf.reduce_sum(tf.abs(tf.raw_ops.Div(x=z, y=w) - a[:, :4]))",
+    "tf.reduce_sum(tf.abs(tf.unstack(z)[1] * tf.concat([w[0], w[1]], 0)[2:6]))",
     "tf.reduce_sum(tf.math.real(tf.reduce_prod(z, axis=0) * tf.sin(w[0])))",
     "tf.reduce_sum(tf.abs(tf.tanh(z) + tf.sqrt(w) * tf.sigmoid(z) + tf.math.rsqrt(w)))",
     "tf.reduce_sum(tf.abs(tf.math.log(w) * tf.cos(z) + tf.math.reciprocal(w)))",
@@ -376,3 +377,19 @@ def test_graph_constants_checkpoints_and_dlpack_carry_complex_values(rng, tmp_pa
     assert shared.dtype == np.complex64 and shared.tobytes() == x.tobytes()
     back = pg.from_dlpack(np.ascontiguousarray(saved))
     assert back.dtype == pg.complex128 and back.numpy().tobytes() == saved.tobytes()
+
+
+def test_gradients_in_a_traced_function_equal_eager_ones(rng):
+    z0, w0 = cplx(rng, (3, 4), np.complex64), cplx(rng, (4,), np.complex64, 0.5, 2.0)
+
+    def grads(z, w):
+        with pg.GradientTape() as tape:
+            tape.watch([z, w])
+            loss = pg.reduce_sum(pg.abs(pg.math.conj(z) * w + pg.exp(z) / w))
+        return tape.gradient(loss, [z, w])
+
+    eager = grads(pg.constant(z0), pg.constant(w0))
+    traced = pg.function(grads)(pg.constant(z0), pg.constant(w0))
+    for e, t in zip(eager, traced):
+        assert e.dtype == t.dtype == pg.complex64
+        np.testing.assert_allclose(t.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
