@@ -169,6 +169,8 @@ def op_cases(rng, dt) -> list[tuple[str, dict, dict]]:
               ("ZerosLike", {"x": x}, {}), ("OnesLike", {"x": x}, {}),
               ("Select", {"condition": cond, "t": x, "e": eq}, {}),
               ("SelectV2", {"condition": cond[0], "t": x, "e": y}, {})]
+    cases += [("BiasAdd", {"value": b1, "bias": y}, {}),
+              ("BiasAddGrad", {"out_backprop": b1}, {})]
     cases += [(op, {"input": x}, {"Tout": pt.__name__}) for op in ("Real", "Imag", "Angle")]
     cases += [("ComplexAbs", {"x": x}, {"Tout": pt.__name__}), ("Conj", {"input": x}, {}),
               ("Complex", {"real": x.real.copy(), "imag": y.imag.copy()}, {"Tout": tname})]

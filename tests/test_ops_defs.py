@@ -21,8 +21,7 @@ NARROWER_TYPES = {"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Neg",
 # Ops whose complex64/complex128 kernels are not written: their type sets are
 # TensorFlow's without the complex types (docs/user-guide.md, "Complex
 # tensors", lists them).
-NO_COMPLEX = {"AsString", "Bitcast", "DecodeRaw", "FloorDiv", "Round", "BiasAdd", "BiasAddGrad",
-              "Cholesky", "MatrixDeterminant", "MatrixInverse", "MatrixSolve",
+NO_COMPLEX = {"AsString", "Bitcast", "DecodeRaw", "FloorDiv", "Round", "Cholesky", "MatrixDeterminant", "MatrixInverse", "MatrixSolve",
               "ResourceApplyAdam", "ResourceApplyGradientDescent", "ResourceApplyKerasMomentum"}
 _COMPLEX_ENUMS = {dtypes.complex64.enum, dtypes.complex128.enum}
 
