@@ -25,6 +25,7 @@ from .framework import dtypes, errors, registry  # noqa: F401
 from .framework.dtypes import (DType, as_dtype, bfloat16, float16, float32, float64, int8,
                                int16, int32, int64, string, uint8, uint32, uint64)
 from .framework.dtypes import bool_ as bool  # noqa: A001
+from .framework.dtypes import complex64, complex128  # noqa: F401
 from .framework.dtypes import uint16  # (the narrow types: pg.dtypes.float8_e4m3fn, int4, ...)
 from .framework.name_scope import name_scope
 from .framework.tensor import Tensor
@@ -44,6 +45,7 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cast, cumsum, divide
                            sign, sqrt, square, subtract, tanh, transpose, truediv)
 from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, cos, cosh, round, sin,  # noqa: A004
                            sinh, tan)
+from .ops.math_ops import complex  # noqa: A004  (tf.complex)
 from .ops.linalg_ops import einsum, norm
 from .ops.logging_ops import print  # noqa: A004  (tf.print)
 from .ops.nd_index_ops import (argsort, gather_nd, linspace, scatter_nd, sort,
@@ -76,7 +78,7 @@ __all__ = [
     "Tensor", "RaggedTensor", "RaggedTensorSpec", "Reference", "constant", "convert_to_tensor", "from_dlpack", "DType",
     "as_dtype", "bool", "bfloat16", "float16", "float32", "float64", "int8", "int16",
     "int32", "int64", "string", "uint8", "uint32", "uint64", "newaxis",
-    "uint16",
+    "uint16", "complex64", "complex128",
     # automatic differentiation and variables
     "GradientTape", "NotDifferentiable", "RegisterGradient", "UnconnectedGradients",
     "Variable", "custom_gradient", "stop_gradient",
@@ -88,7 +90,7 @@ __all__ = [
     "Module", "data", "name_scope",
     # ops
     "abs", "add", "add_n", "argmax", "argmin", "broadcast_to", "cast", "clip_by_norm",
-    "clip_by_value",
+    "clip_by_value", "complex",
     "concat", "cumsum", "divide", "equal", "exp", "expand_dims", "eye", "fill", "floor",
     "gather", "greater", "greater_equal", "identity", "less", "less_equal", "log",
     "logical_and", "logical_not", "logical_or", "matmul", "maximum", "minimum", "multiply",

@@ -10,5 +10,6 @@ from .ops.math_ops import (abs, add, add_n, argmax, argmin, cumsum, divide, equa
                            unsorted_segment_sum)
 from .ops.math_ops import (acos, acosh, asin, asinh, atan, atanh, ceil, cos, cosh,  # noqa: F401
                            erfc, expm1, log1p, round, sin, sinh, tan)
+from .ops.math_ops import angle, conj, imag, real  # noqa: F401
 from .ops.nn_ops import log_softmax, softmax, softplus  # noqa: F401
 from .ops.nd_index_ops import argsort, sort  # noqa: F401

@@ -89,6 +89,8 @@ CASES = [
          (0, 1)),
     Case("RealDiv", lambda x, y: R.RealDiv(x=x, y=y),
          lambda r: [normal(r, (2, 3)), away(r, (3,), 0.5, 1.5)], (0, 1)),
+    Case("Div", lambda x, y: R.Div(x=x, y=y),
+         lambda r: [normal(r, (2, 3)), away(r, (3,), 0.5, 1.5)], (0, 1)),
     Case("Maximum", lambda x, y: R.Maximum(x=x, y=y), lambda r: _pair_apart(r, (2, 3)), (0, 1)),
     Case("Minimum", lambda x, y: R.Minimum(x=x, y=y), lambda r: _pair_apart(r, (2, 3)), (0, 1)),
     Case("Pow", lambda x, y: R.Pow(x=x, y=y), lambda r: [pos(r, (2, 3)), normal(r, (3,))],
@@ -349,6 +351,8 @@ CHECKED_ELSEWHERE = {
     **{op: "finite differences in tests/test_transformer_ops.py"
        for op in ("ScaledDotProductAttention", "LayerNorm")},
     "BiasGelu": "numpy and finite differences in tests/test_fused_ops.py",
+    **{op: "complex gradients of real losses against TensorFlow in tests/test_complex.py"
+       for op in ("Real", "Imag", "Angle", "ComplexAbs", "Conj", "Complex")},
 }
 
 # Differentiable ops whose gradient cannot be written with the op set: a

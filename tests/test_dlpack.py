@@ -236,7 +236,7 @@ def _handmade_capsule(device_type=1, code=2, bits=32, lanes=1, major=1):
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"device_type": 4}, pg.errors.UnimplementedError, "device type 4"),
     ({"device_type": 2}, pg.errors.NotFoundError, "CUDA device 0"),
-    ({"code": 5, "bits": 64}, pg.errors.InvalidArgumentError, "no pluggable dtype"),
+    ({"code": 5, "bits": 32}, pg.errors.InvalidArgumentError, "no pluggable dtype"),
     ({"lanes": 4}, pg.errors.InvalidArgumentError, "4 lanes"),
     ({"bits": 24}, pg.errors.InvalidArgumentError, "24 bits"),
     ({"major": 2}, pg.errors.InvalidArgumentError, "version 2"),
@@ -292,7 +292,7 @@ def test_dl_device_and_copy_arguments():
         pg.from_dlpack(x, device="MY_DEVICE:0", copy=False)
 
 
-@pytest.mark.parametrize("dtype", [np.complex64, np.uint16])
+@pytest.mark.parametrize("dtype", [np.uint16])
 def test_unsupported_numpy_dtype(dtype):
     with pytest.raises(pg.errors.InvalidArgumentError, match="no pluggable dtype"):
         pg.from_dlpack(np.zeros(3, dtype))

@@ -38,7 +38,7 @@ FLOATS = [np.dtype(np.float16), BF16, np.dtype(np.float32), np.dtype(np.float64)
 
 # (rtol, atol) per dtype for elementwise results.
 TOL = {"float16": (2e-2, 2e-2), "bfloat16": (6e-2, 6e-2), "float32": (2e-5, 1e-5),
-       "float64": (1e-10, 1e-12)}
+       "float64": (1e-10, 1e-12), "complex64": (2e-5, 1e-5), "complex128": (1e-10, 1e-12)}
 # Ops that sum many products: half / bfloat16 are compared with a float32
 # reference (this device accumulates in float; TensorFlow's CPU kernels round
 # partial sums to the dtype), within the dtype's precision of the largest value.
@@ -236,10 +236,11 @@ def assert_close(got: np.ndarray, want: np.ndarray, what: str, scaled: bool = Fa
         np.testing.assert_array_equal(got, want, err_msg=what)
         return
     rtol, atol = TOL[got.dtype.name]
-    w = want.astype(np.float64)
+    wide = np.complex128 if got.dtype.kind == "c" else np.float64
+    w = want.astype(wide)
     if scaled and w.size:  # within the dtype's precision of the largest value
         atol = max(atol, rtol * float(np.max(np.abs(w[np.isfinite(w)]), initial=1.0)))
-    np.testing.assert_allclose(got.astype(np.float64), w, rtol=rtol, atol=atol, err_msg=what)
+    np.testing.assert_allclose(got.astype(wide), w, rtol=rtol, atol=atol, err_msg=what)
 
 
 def _examples(op: str, rng, types: dict) -> list:

@@ -63,13 +63,14 @@ RESOURCE_REASON = ("takes a resource variable handle, which cannot cross to Tens
 
 # Type variants for attributes that allow any type.
 ANY_TYPE = [dtypes.bool_ if hasattr(dtypes, "bool_") else dtypes.as_dtype("bool"), dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.int32, dtypes.int64,
-            dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
+            dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64, dtypes.complex64,
+            dtypes.complex128]
 INDEX_TYPES = {"Tindices", "Taxis", "Tidx", "Tperm", "Tshape", "Tpaddings", "TI", "Tk",
                "index_type", "Index", "Tnumsegments", "Tmultiples", "out_type",
                "output_type", "Tlen", "Tseed", "Tsplits"}
 
 TOL = {"float16": (2e-2, 2e-2), "bfloat16": (6e-2, 6e-2), "float32": (2e-5, 1e-5),
-       "float64": (1e-10, 1e-12)}
+       "float64": (1e-10, 1e-12), "complex64": (2e-5, 1e-5), "complex128": (1e-10, 1e-12)}
 # Ops summing many terms: half types are compared within the dtype's
 # precision of the largest reference value (TensorFlow rounds partial sums).
 ACCUMULATING = {"BatchMatMulV2", "BiasAddGrad", "Conv2D", "Conv2DBackpropFilter",
@@ -239,6 +240,7 @@ def _error_cases() -> dict[str, list[tuple[str, dict, dict]]]:
         "Tile": [("error multiples length", {"input": f(2, 3), "multiples": i32([2])}, {})],
         "SparseSoftmaxCrossEntropyWithLogits": [
             ("error label out of range", {"features": f(2, 3), "labels": i32([0, 3])}, {})],
+        "Div": [("error integer division by zero", {"x": i32([4, 5]), "y": i32([2, 0])}, {})],
         "FloorDiv": [("error integer division by zero",
                       {"x": i32([4, 5]), "y": i32([2, 0])}, {})],
         "Range": [("error zero delta", {"start": i32(0), "limit": i32(4), "delta": i32(0)}, {})],
@@ -426,7 +428,8 @@ def _compare(op_name: str, got: list, want: list) -> str:
             return f"output {i}: dtype {g.dtype}, TensorFlow {w.dtype}"
         if str(w.dtype) in TOL:
             rtol, atol = TOL[str(w.dtype)]
-            gf, wf = g.astype(np.float64), w.astype(np.float64)
+            wide = np.complex128 if w.dtype.kind == "c" else np.float64
+            gf, wf = g.astype(wide), w.astype(wide)
             if op_name in ACCUMULATING and str(w.dtype) in ("float16", "bfloat16"):
                 finite = wf[np.isfinite(wf)]
                 atol = max(atol, rtol * float(np.abs(finite).max(initial=0)))

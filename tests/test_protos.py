@@ -544,6 +544,8 @@ def random_array(rng, dtype: pg.DType, shape) -> np.ndarray:
         info = np.iinfo(np_dtype)
         return rng.integers(info.min, info.max, size=shape, endpoint=True, dtype=np_dtype)
     values = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, size=shape)
+    if dtype.is_complex:
+        values = values + 1j * rng.standard_normal(shape)
     values = np.asarray(values).astype(np_dtype)
     if values.size > 3:  # special values survive too
         values.reshape(-1)[:3] = [np.inf, -np.inf, np.nan]
@@ -589,7 +591,8 @@ def test_tensor_protos_match_make_tensor_proto_and_make_ndarray(tf, rng):
 TYPED_FIELD = {"float32": "float_val", "float64": "double_val", "int64": "int64_val",
                "int32": "int_val", "int16": "int_val", "int8": "int_val", "uint8": "int_val",
                "bool": "bool_val", "float16": "half_val", "bfloat16": "half_val",
-               "uint32": "uint32_val", "uint64": "uint64_val"}
+               "uint32": "uint32_val", "uint64": "uint64_val", "complex64": "scomplex_val",
+               "complex128": "dcomplex_val"}
 
 
 def test_partly_filled_typed_values_read_as_tensorflow_reads_them(tf, rng):
@@ -600,6 +603,8 @@ def test_partly_filled_typed_values_read_as_tensorflow_reads_them(tf, rng):
             values = random_array(rng, dtype, (given,))
             if TYPED_FIELD[dtype.name] == "half_val":
                 values = values.view(np.uint16)
+            if dtype.is_complex:   # (real, imaginary) pairs
+                values = values.view(dtype.real_dtype.as_numpy_dtype)
             protos.append(proto.TensorProto(
                 dtype=proto.to_datatype(dtype), tensor_shape=proto.to_shape_proto((2, 3)),
                 **{TYPED_FIELD[dtype.name]: values.tolist()}))
@@ -644,7 +649,7 @@ def test_bad_tensor_values_and_protos_give_typed_errors():
     with pytest.raises(pg.errors.InvalidArgumentError, match="fully known shape"):
         proto.to_tensor_proto(1.0, shape=[-1])
     with pytest.raises(TypeError, match="not a supported dtype|cannot make a tensor"):
-        proto.to_tensor_proto(np.array([1 + 2j]))
+        proto.to_tensor_proto(np.array(["2020-01-01"], "datetime64[D]"))
 
     def tensor(**fields):
         return m.TensorProto(tensor_shape=proto.to_shape_proto(fields.pop("shape")), **fields)
@@ -659,15 +664,18 @@ def test_bad_tensor_values_and_protos_give_typed_errors():
     for bad, words in cases:
         with pytest.raises(pg.errors.InvalidArgumentError, match=words):
             proto.from_tensor_proto(bad)
-    with pytest.raises(pg.errors.UnimplementedError, match=r"DT_COMPLEX64 \(8\) has no pluggable"):
-        proto.from_tensor_proto(m.TensorProto(dtype=8, scomplex_val=[1.0, 2.0]))
+    with pytest.raises(pg.errors.UnimplementedError, match=r"DT_VARIANT \(21\) has no pluggable"):
+        proto.from_tensor_proto(m.TensorProto(dtype=21))
+    with pytest.raises(pg.errors.InvalidArgumentError, match="pairs"):
+        proto.from_tensor_proto(tensor(dtype=8, shape=(2,), scomplex_val=[1.0, 2.0, 3.0]))
 
 
 def test_datatype_mapping():
     names = {"bool": "DT_BOOL", "int8": "DT_INT8", "uint8": "DT_UINT8", "int16": "DT_INT16",
              "int32": "DT_INT32", "int64": "DT_INT64", "float16": "DT_HALF",
              "bfloat16": "DT_BFLOAT16", "float32": "DT_FLOAT", "float64": "DT_DOUBLE",
-             "uint32": "DT_UINT32", "uint64": "DT_UINT64"}
+             "uint32": "DT_UINT32", "uint64": "DT_UINT64", "complex64": "DT_COMPLEX64",
+             "complex128": "DT_COMPLEX128"}
     data_type = proto.DataType
     for d in pg.dtypes.ALL:
         assert data_type.Name(proto.to_datatype(d)) == names[d.name]
@@ -679,7 +687,7 @@ def test_datatype_mapping():
     with pytest.raises(pg.errors.InvalidArgumentError, match="999 is not a DataType"):
         proto.from_datatype(999)
     with pytest.raises(TypeError):
-        proto.to_datatype("complex64")
+        proto.to_datatype("complex256")
 
 
 def test_shape_conversions():

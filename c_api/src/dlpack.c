@@ -56,6 +56,9 @@ static int to_dl_dtype(TF_DataType t, PG_DLDataType* out) {
     case TF_FLOAT: out->code = PG_DL_FLOAT; out->bits = 32; return 1;
     case TF_DOUBLE: out->code = PG_DL_FLOAT; out->bits = 64; return 1;
     case TF_BFLOAT16: out->code = PG_DL_BFLOAT; out->bits = 16; return 1;
+    /* DLPack counts the bits of the whole complex number (both parts). */
+    case TF_COMPLEX64: out->code = PG_DL_COMPLEX; out->bits = 64; return 1;
+    case TF_COMPLEX128: out->code = PG_DL_COMPLEX; out->bits = 128; return 1;
     default: return 0;
   }
 }
@@ -74,6 +77,8 @@ static TF_DataType from_dl_dtype(PG_DLDataType d) {
       return d.bits == 16 ? TF_HALF : d.bits == 32 ? TF_FLOAT
            : d.bits == 64 ? TF_DOUBLE : (TF_DataType)0;
     case PG_DL_BFLOAT: return d.bits == 16 ? TF_BFLOAT16 : (TF_DataType)0;
+    case PG_DL_COMPLEX:
+      return d.bits == 64 ? TF_COMPLEX64 : d.bits == 128 ? TF_COMPLEX128 : (TF_DataType)0;
     default: return (TF_DataType)0;
   }
 }

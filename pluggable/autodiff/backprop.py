@@ -143,7 +143,7 @@ def _input_grads(call, out_grads: list) -> list:
     if call.outputs[0]._dev is None:  # traced
         _static_shapes(call)
     if not getattr(fn, "_pg_accepts_none", False):
-        out_grads = [g if g is not None or not o.dtype.is_floating
+        out_grads = [g if g is not None or not (o.dtype.is_floating or o.dtype.is_complex)
                      else filled(o.shape, o.dtype, device_of(o), 0)
                      for g, o in zip(out_grads, call.outputs)]
     token = _scope_set(call.device)  # (placement.device's scope, without the object)

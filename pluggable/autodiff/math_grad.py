@@ -10,6 +10,13 @@ from ..ops import raw_ops as R
 from .grad_util import broadcast_to, ints, mul, neg, reduce_to, reduction_grad_base, scalar
 from .registration import NotDifferentiable, RegisterGradient
 
+
+def conj(x):
+    """The complex conjugate of a complex tensor; any other tensor as it is.
+    The gradients of complex functions follow TensorFlow's convention: the
+    incoming gradient times the conjugate of the derivative."""
+    return R.Conj(input=x) if x.dtype.is_complex else x
+
 for _op in ("Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual",
             "LogicalAnd", "LogicalOr", "LogicalNot", "ArgMax", "ArgMin", "Floor",
             "FloorDiv", "ZerosLike", "OnesLike", "Range", "Round", "Ceil",
@@ -38,15 +45,18 @@ def _sub_grad(op, grad):
 @RegisterGradient("Mul")
 def _mul_grad(op, grad):
     x, y = op.inputs
-    return reduce_to(mul(grad, y), x.shape), reduce_to(mul(x, grad), y.shape)
+    return reduce_to(mul(grad, conj(y)), x.shape), reduce_to(mul(conj(x), grad), y.shape)
 
 
 @RegisterGradient("RealDiv")
 def _real_div_grad(op, grad):
     x, y = op.inputs
-    gx = R.RealDiv(x=grad, y=y)
-    gy = mul(grad, R.RealDiv(x=R.RealDiv(x=neg(x), y=y), y=y))
+    gx = R.RealDiv(x=grad, y=conj(y))
+    gy = mul(grad, conj(R.RealDiv(x=R.RealDiv(x=neg(x), y=y), y=y)))
     return reduce_to(gx, x.shape), reduce_to(gy, y.shape)
+
+
+RegisterGradient("Div")(_real_div_grad)  # (integer Div has no gradient; TensorFlow's too)
 
 
 def _select_grad(op, grad, selector):
@@ -72,6 +82,13 @@ def _minimum_grad(op, grad):
 def _pow_grad(op, grad):
     x, y = op.inputs
     z = op.outputs[0]
+    if x.dtype.is_complex:   # TensorFlow's: conjugates, log(x) where x != 0
+        gx = mul(grad, conj(mul(y, R.Pow(x=x, y=R.Sub(x=y, y=scalar(1, y))))))
+        nonzero = R.NotEqual(x=x, y=scalar(0, x))
+        safe_x = R.SelectV2(condition=nonzero, t=x, e=scalar(1, x))
+        log_x = R.SelectV2(condition=nonzero, t=R.Log(x=safe_x), e=scalar(0, x))
+        gy = mul(grad, conj(mul(z, log_x)))
+        return reduce_to(gx, x.shape), reduce_to(gy, y.shape)
     gx = mul(mul(grad, y), R.Pow(x=x, y=R.Sub(x=y, y=scalar(1, y))))
     positive = R.Greater(x=x, y=scalar(0, x))
     safe_x = R.SelectV2(condition=positive, t=x, e=scalar(1, x))
@@ -106,17 +123,17 @@ def _sign_grad(op, grad):
 
 @RegisterGradient("Exp")
 def _exp_grad(op, grad):
-    return mul(grad, op.outputs[0])
+    return mul(grad, conj(op.outputs[0]))
 
 
 @RegisterGradient("Log")
 def _log_grad(op, grad):
-    return R.RealDiv(x=grad, y=op.inputs[0])
+    return R.RealDiv(x=grad, y=conj(op.inputs[0]))
 
 
 @RegisterGradient("Square")
 def _square_grad(op, grad):
-    return mul(grad, mul(op.inputs[0], scalar(2, grad)))
+    return mul(grad, mul(conj(op.inputs[0]), scalar(2, grad)))
 
 
 @RegisterGradient("Sqrt")
@@ -131,12 +148,12 @@ def _rsqrt_grad(op, grad):
 
 @RegisterGradient("Tanh")
 def _tanh_grad(op, grad):
-    return R.TanhGrad(y=op.outputs[0], dy=grad)
+    return R.TanhGrad(y=conj(op.outputs[0]), dy=grad)
 
 
 @RegisterGradient("Sigmoid")
 def _sigmoid_grad(op, grad):
-    return R.SigmoidGrad(y=op.outputs[0], dy=grad)
+    return R.SigmoidGrad(y=conj(op.outputs[0]), dy=grad)
 
 
 @RegisterGradient("Erf")
@@ -155,18 +172,18 @@ def _erfc_grad(op, grad):
 
 @RegisterGradient("Sin")
 def _sin_grad(op, grad):
-    return mul(grad, R.Cos(x=op.inputs[0]))
+    return mul(grad, conj(R.Cos(x=op.inputs[0])))
 
 
 @RegisterGradient("Cos")
 def _cos_grad(op, grad):
-    return neg(mul(grad, R.Sin(x=op.inputs[0])))
+    return neg(mul(grad, conj(R.Sin(x=op.inputs[0]))))
 
 
 @RegisterGradient("Tan")
 def _tan_grad(op, grad):
     sec = R.Reciprocal(x=R.Cos(x=op.inputs[0]))
-    return mul(grad, R.Square(x=sec))
+    return mul(grad, conj(R.Square(x=sec)))
 
 
 def _one_minus_square(x):
@@ -175,59 +192,59 @@ def _one_minus_square(x):
 
 @RegisterGradient("Asin")
 def _asin_grad(op, grad):
-    return mul(grad, R.Rsqrt(x=_one_minus_square(op.inputs[0])))
+    return mul(grad, conj(R.Rsqrt(x=_one_minus_square(op.inputs[0]))))
 
 
 @RegisterGradient("Acos")
 def _acos_grad(op, grad):
-    return neg(mul(grad, R.Rsqrt(x=_one_minus_square(op.inputs[0]))))
+    return neg(mul(grad, conj(R.Rsqrt(x=_one_minus_square(op.inputs[0])))))
 
 
 @RegisterGradient("Atan")
 def _atan_grad(op, grad):
     x = op.inputs[0]
-    return R.RealDiv(x=grad, y=R.AddV2(x=scalar(1, x), y=R.Square(x=x)))
+    return R.RealDiv(x=grad, y=conj(R.AddV2(x=scalar(1, x), y=R.Square(x=x))))
 
 
 @RegisterGradient("Sinh")
 def _sinh_grad(op, grad):
-    return mul(grad, R.Cosh(x=op.inputs[0]))
+    return mul(grad, conj(R.Cosh(x=op.inputs[0])))
 
 
 @RegisterGradient("Cosh")
 def _cosh_grad(op, grad):
-    return mul(grad, R.Sinh(x=op.inputs[0]))
+    return mul(grad, conj(R.Sinh(x=op.inputs[0])))
 
 
 @RegisterGradient("Asinh")
 def _asinh_grad(op, grad):
-    return R.RealDiv(x=grad, y=R.Cosh(x=op.outputs[0]))
+    return R.RealDiv(x=grad, y=conj(R.Cosh(x=op.outputs[0])))
 
 
 @RegisterGradient("Acosh")
 def _acosh_grad(op, grad):
-    return R.RealDiv(x=grad, y=R.Sinh(x=op.outputs[0]))
+    return R.RealDiv(x=grad, y=conj(R.Sinh(x=op.outputs[0])))
 
 
 @RegisterGradient("Atanh")
 def _atanh_grad(op, grad):
-    return R.RealDiv(x=grad, y=_one_minus_square(op.inputs[0]))
+    return R.RealDiv(x=grad, y=conj(_one_minus_square(op.inputs[0])))
 
 
 @RegisterGradient("Expm1")
 def _expm1_grad(op, grad):
-    return mul(grad, R.Exp(x=op.inputs[0]))
+    return mul(grad, conj(R.Exp(x=op.inputs[0])))
 
 
 @RegisterGradient("Log1p")
 def _log1p_grad(op, grad):
     x = op.inputs[0]
-    return R.RealDiv(x=grad, y=R.AddV2(x=scalar(1, x), y=x))
+    return R.RealDiv(x=grad, y=conj(R.AddV2(x=scalar(1, x), y=x)))
 
 
 @RegisterGradient("Reciprocal")
 def _reciprocal_grad(op, grad):
-    return neg(mul(grad, R.Square(x=op.outputs[0])))
+    return neg(mul(grad, conj(R.Square(x=op.outputs[0]))))
 
 
 # Gradients of the gradient ops (for second derivatives).
@@ -312,7 +329,7 @@ def _prod_grad(op, grad):
     others = R.SelectV2(condition=R.Equal(x=n_zero, y=zero), t=no_zero,
                         e=R.SelectV2(condition=R.Equal(x=n_zero, y=scalar(1, x)),
                                      t=one_zero, e=zero))
-    return mul(broadcast_to(g, x.shape), others), None
+    return mul(broadcast_to(g, x.shape), conj(others)), None
 
 
 @RegisterGradient("Cumsum")
@@ -341,7 +358,7 @@ def _add_n_grad(op, grad):
 
 @RegisterGradient("MatMul")
 def _matmul_grad(op, grad):
-    a, b = op.inputs
+    a, b = (conj(t) for t in op.inputs)
     ta, tb = op.get_attr("transpose_a"), op.get_attr("transpose_b")
     if not ta and not tb:
         return (R.MatMul(a=grad, b=b, transpose_b=True), R.MatMul(a=a, b=grad, transpose_a=True))
@@ -376,7 +393,7 @@ def _batch_matmul_grad(op, grad):
 @RegisterGradient("Cast")
 def _cast_grad(op, grad):
     src = op.inputs[0].dtype
-    if src.is_floating and grad.dtype.is_floating:
+    if (src.is_floating or src.is_complex) and (grad.dtype.is_floating or grad.dtype.is_complex):
         return R.Cast(x=grad, DstT=src)
     return None
 
@@ -387,3 +404,55 @@ def _check_numerics_grad(op, grad):
                + op.get_attr("message"))
     return R.CheckNumerics(tensor=grad, message=message)
 
+
+
+# ------------------------------------------------------------- complex parts
+
+def _complex_of(re, im):
+    from ..framework import dtypes
+    out = dtypes.complex64 if re.dtype == dtypes.float32 else dtypes.complex128
+    return R.Complex(real=re, imag=im, Tout=out)
+
+
+@RegisterGradient("Real")
+def _real_grad(op, grad):
+    return _complex_of(grad, R.ZerosLike(x=grad))
+
+
+@RegisterGradient("Imag")
+def _imag_grad(op, grad):
+    return _complex_of(R.ZerosLike(x=grad), grad)
+
+
+@RegisterGradient("Conj")
+def _conj_grad(op, grad):
+    return R.Conj(input=grad)
+
+
+@RegisterGradient("Complex")
+def _complex_grad(op, grad):
+    re, im = op.inputs
+    parts = re.dtype
+    return (reduce_to(R.Real(input=grad, Tout=parts), re.shape),
+            reduce_to(R.Imag(input=grad, Tout=parts), im.shape))
+
+
+@RegisterGradient("ComplexAbs")
+def _complex_abs_grad(op, grad):
+    # grad * x / |x|, and 0 where x is 0 (TensorFlow's div_no_nan)
+    x, y = op.inputs[0], op.outputs[0]
+    zeros = R.ZerosLike(x=grad)
+    nonzero = R.NotEqual(x=y, y=scalar(0, y))
+    safe = R.SelectV2(condition=nonzero, t=y, e=scalar(1, y))
+    g = mul(_complex_of(R.RealDiv(x=grad, y=safe), zeros), x)
+    return R.SelectV2(condition=nonzero, t=g, e=R.ZerosLike(x=x))
+
+
+@RegisterGradient("Angle")
+def _angle_grad(op, grad):
+    # -grad / (imag(x) + i real(x)), as TensorFlow's
+    x = op.inputs[0]
+    parts = grad.dtype
+    re, im = R.Real(input=x, Tout=parts), R.Imag(input=x, Tout=parts)
+    z = R.Reciprocal(x=_complex_of(im, re))
+    return neg(mul(_complex_of(grad, R.ZerosLike(x=grad)), z))

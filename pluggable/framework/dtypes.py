@@ -11,7 +11,7 @@ class DType:
     """An element type. Compare with ``==``; ``as_numpy_dtype`` gives numpy's."""
 
     __slots__ = ("name", "enum", "as_numpy_dtype", "size", "is_floating",
-                 "is_integer", "is_bool")
+                 "is_integer", "is_bool", "is_complex")
 
     def __init__(self, name: str, enum: int, np_type: Any, kind: str):
         self.name = name
@@ -21,6 +21,13 @@ class DType:
         self.is_floating = kind == "float"
         self.is_integer = kind == "int"
         self.is_bool = kind == "bool"
+        self.is_complex = kind == "complex"
+
+    @property
+    def real_dtype(self) -> "DType":
+        """The type of the real and imaginary parts: float32 for complex64,
+        float64 for complex128, the type itself for every other type."""
+        return _REAL_PARTS.get(self.name, self)
 
     def __repr__(self) -> str:
         return f"tf.{self.name}"
@@ -76,6 +83,7 @@ class _LazyNumpyType(DType):
         self.is_floating = kind == "float"
         self.is_integer = kind == "int"
         self.is_bool = kind == "bool"
+        self.is_complex = False
 
     @property
     def as_numpy_dtype(self) -> np.dtype:  # type: ignore[override]
@@ -109,9 +117,15 @@ float16 = DType("float16", 19, np.float16, "float")
 bfloat16 = _LazyNumpyType("bfloat16", 14, _ml_dtypes_bfloat16, 2, "float")
 float32 = DType("float32", 1, np.float32, "float")
 float64 = DType("float64", 2, np.float64, "float")
+# Complex numbers: a pair of float32 / float64 (real part first), numpy's
+# complex64 / complex128 layout and TensorFlow's. is_floating is False for
+# them, as in TensorFlow.
+complex64 = DType("complex64", 8, np.complex64, "complex")
+complex128 = DType("complex128", 18, np.complex128, "complex")
+_REAL_PARTS = {"complex64": float32, "complex128": float64}
 
 ALL = (bool_, int8, uint8, int16, int32, int64, uint32, uint64, float16, bfloat16, float32,
-       float64)
+       float64, complex64, complex128)
 
 # Element types that only some ops take (Cast, the data-movement ops and,
 # for uint16, the elementwise integer ops): uint16, TensorFlow's 8-bit floats,

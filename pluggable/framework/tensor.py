@@ -260,7 +260,8 @@ def _string_array(value: Any) -> np.ndarray | None:
 
 def _default_array(value: Any) -> np.ndarray:
     """Python values follow TensorFlow's defaults: floats -> float32, ints ->
-    int32 (int64 if they do not fit); numpy arrays keep their dtype."""
+    int32 (int64 if they do not fit), complex numbers -> complex128; numpy
+    arrays keep their dtype."""
     if isinstance(value, (np.ndarray, np.generic)):
         return np.asarray(value)
     a = np.asarray(value)
@@ -382,6 +383,9 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
             raise errors.InvalidArgumentError(
                 f"cannot convert {value!r} to {dtype.name}: a value is out of range of every "
                 "64-bit integer type")
+        if src.dtype.kind == "c" and not dtype.is_complex:
+            raise TypeError(f"Cannot convert {value!r} to a tensor of dtype {dtype.name}: "
+                            "it has complex values; take pg.math.real/imag/abs of it first")
         if src.dtype.kind in "fc" and dtype.is_integer and not np.all(np.isfinite(src)):
             raise errors.InvalidArgumentError(f"cannot convert non-finite values to {dtype.name}")
         if src.dtype.kind == "f" and dtype.is_integer and np.any(src != np.trunc(src)):
@@ -389,7 +393,7 @@ def to_array(value: Any, dtype: dtypes.DType | None = None) -> np.ndarray:
         _check_range(src, dtype)
         return np.asarray(src.astype(dtype.as_numpy_dtype), order="C")
     a = _native(_numpy_call(_default_array, value))
-    if a.dtype.kind in "OUSVc" and not (a.dtype.kind == "V" and _is_ml_dtype(a.dtype)):
+    if a.dtype.kind in "OUSV" and not (a.dtype.kind == "V" and _is_ml_dtype(a.dtype)):
         raise TypeError(f"cannot make a tensor from {type(value).__name__} values of dtype "
                         f"{a.dtype}; supported dtypes: {', '.join(d.name for d in dtypes.ALL)}")
     dtypes.as_dtype(a.dtype)  # raises TypeError for unsupported dtypes

@@ -96,6 +96,9 @@ def _reduce(op):
                 s = np.sum(x, axis=axes, keepdims=keep, dtype=np.int64)
                 r = s // n if n else np.zeros_like(s)
                 r = np.where(s < 0, -((-s) // max(n, 1)), r) if n else r
+            elif x.dtype.kind == "c" and any(x.shape[a] == 0 for a in axes):
+                # TensorFlow's complex mean of nothing is 0 (a float one is NaN)
+                r = np.sum(w, axis=axes, keepdims=keep)
             else:
                 with np.errstate(all="ignore"):
                     r = np.mean(w, axis=axes, keepdims=keep)
@@ -120,7 +123,12 @@ def cast_array(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     the narrow types (float8, int4, ...) ml_dtypes converts: rounding to
     nearest even, overflow to infinity or NaN (the largest value for
     float4_e2m1fn); float to int4/uint4/int2/uint2 truncates, and NaN or a
-    value outside the range gives 0."""
+    value outside the range gives 0. Complex to a real type takes the real
+    part; a real type to complex gives a zero imaginary part."""
+    if x.dtype.kind == "c" and dtype.kind != "c":   # complex to a real type: the real part
+        x = np.array(x.real)
+    elif dtype.kind == "c" and x.dtype.kind == "V":  # ml_dtypes to complex, through float32
+        x = x.astype(np.float32)
     if dtype == np.bool_:
         return x != 0
     if dtype.kind in "iu" and (x.dtype.kind == "f" or str(x.dtype) in _ML_FLOATS):

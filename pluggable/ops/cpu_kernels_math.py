@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from .cpu_kernels import _wide
+from .cpu_kernels import _int_div, _wide
 from .definitions import normalize_axes
 from .math_op_defs import select_shape
 from .op_util import axis, err, scalar
@@ -89,6 +89,17 @@ def _int_divisor(op: str, y: np.ndarray) -> None:
         raise err(op, "integer division by zero")
 
 
+def _div(ins, attrs):
+    """Div: x / y; integers truncate toward zero, and dividing one by zero is
+    an error, as in TensorFlow."""
+    x, y = ins
+    if x.dtype.kind in "iu":
+        _int_divisor("Div", y)
+        return [_int_div(x, y)]
+    with np.errstate(all="ignore"):
+        return [np.divide(_compute(x), _compute(y))]
+
+
 def _floor_div(ins, attrs):
     x, y = ins
     if x.dtype.kind in "iu":
@@ -128,6 +139,10 @@ def _square(ins, attrs):
 
 def _sign(ins, attrs):
     (x,) = ins
+    if x.dtype.kind == "c":   # x / |x|, and 0 at 0, as TensorFlow's
+        mag = np.abs(x)
+        with np.errstate(all="ignore"):
+            return [np.where(mag == 0, 0, x / np.where(mag == 0, 1, mag)).astype(x.dtype)]
     return [np.sign(_compute(x))]
 
 
@@ -191,11 +206,37 @@ def _ones_like(ins, attrs):
 
 
 def _activation_grad(fn):
+    """A gradient kernel fn(y, dy) computed in float64 (complex128 for
+    complex inputs; as in TensorFlow, the gradient functions of Tanh and
+    Sigmoid pass conj(y))."""
     def kernel(ins, attrs):
-        y, dy = (a.astype(np.float64) for a in ins)
+        y, dy = ins
+        wide = np.complex128 if y.dtype.kind == "c" else np.float64
+        y, dy = y.astype(wide), dy.astype(wide)
         with np.errstate(all="ignore"):
             return [fn(y, dy)]
     return kernel
+
+
+# ------------------------------------------------------------ complex parts
+
+def _complex_part(fn):
+    def kernel(ins, attrs):
+        return [np.array(fn(ins[0]), dtype=attrs["Tout"].as_numpy_dtype)]
+    return kernel
+
+
+def _conj(ins, attrs):
+    return [np.conj(ins[0])]
+
+
+def _complex(ins, attrs):
+    re, im = ins
+    out = attrs["Tout"].as_numpy_dtype
+    shape = np.broadcast_shapes(re.shape, im.shape)
+    z = np.empty(shape, out)
+    z.real, z.imag = re, im
+    return [z]
 
 
 # ------------------------------------------------------------ reductions, ...
@@ -342,10 +383,10 @@ def _segment_sum(ins, attrs):
 
 def _batch_matmul(ins, attrs):
     x, y = ins
-    if attrs["adj_x"]:
-        x = np.swapaxes(x, -1, -2)
+    if attrs["adj_x"]:   # the adjoint: transposed and, for complex, conjugated
+        x = np.conj(np.swapaxes(x, -1, -2))
     if attrs["adj_y"]:
-        y = np.swapaxes(y, -1, -2)
+        y = np.conj(np.swapaxes(y, -1, -2))
     with np.errstate(all="ignore"):
         return [np.matmul(_compute(x), _compute(y))]
 
@@ -356,7 +397,7 @@ KERNELS = {
     "Equal": _equality(np.equal, False), "NotEqual": _equality(np.not_equal, True),
     "LogicalAnd": _logical(np.logical_and), "LogicalOr": _logical(np.logical_or),
     "LogicalNot": _logical(np.logical_not), "Select": _select, "SelectV2": _select_v2,
-    "Pow": _pow, "FloorDiv": _floor_div, "FloorMod": _floor_mod, "Square": _square,
+    "Pow": _pow, "Div": _div, "FloorDiv": _floor_div, "FloorMod": _floor_mod, "Square": _square,
     "Sign": _sign, "Rsqrt": _unary(_rsqrt), "Erf": _erf_kernel, "Floor": _unary(np.floor),
     "Gelu": _gelu, "ZerosLike": _zeros_like, "OnesLike": _ones_like, "Prod": _prod,
     "ArgMax": _arg_reduce("ArgMax", np.argmax), "ArgMin": _arg_reduce("ArgMin", np.argmin),
@@ -370,6 +411,10 @@ KERNELS = {
     **{name: _unary(fn) for name, fn in _UNARY_FLOAT.items()},
     "SigmoidGrad": _activation_grad(lambda y, dy: dy * y * (1.0 - y)),
     "TanhGrad": _activation_grad(lambda y, dy: dy * (1.0 - y * y)),
-    "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * y * y * y),
-    "SqrtGrad": _activation_grad(lambda y, dy: 0.5 * dy / y),
+    # (these two conjugate a complex y themselves, as TensorFlow's kernels do)
+    "RsqrtGrad": _activation_grad(lambda y, dy: -0.5 * dy * np.conj(y * y * y)),
+    "SqrtGrad": _activation_grad(lambda y, dy: 0.5 * dy / np.conj(y)),
+    "Real": _complex_part(np.real), "Imag": _complex_part(np.imag),
+    "Angle": _complex_part(np.angle), "ComplexAbs": _complex_part(np.abs),
+    "Conj": _conj, "Complex": _complex,
 }

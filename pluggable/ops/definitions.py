@@ -16,7 +16,10 @@ from ..framework.registry import make_op_def, register_op
 
 _REAL = "{bfloat16, half, float, double, int8, int16, int32, int64, uint8}"
 _FLOAT = "{bfloat16, half, float, double}"
-_ALL = "{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double}"
+_ALL = ("{bool, int8, uint8, int16, int32, int64, half, bfloat16, float, double, complex64, "
+        "complex128}")
+# TensorFlow's complex types, which its arithmetic and transcendental ops take.
+_COMPLEX = "complex64, complex128"
 _ALL_AND_STRING = f"{_ALL[:-1]}, string}}"
 _INDEX = "{int32, int64} = DT_INT32"
 # The narrow element types (dtypes.LIMITED but uint16): Cast converts them
@@ -215,21 +218,24 @@ def _define(name, inputs, outputs, attrs, shape_fn, host_value_inputs=(), **kw):
 def define_builtin_ops() -> None:
     for name in ("AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"):
         types = _REAL if name == "RealDiv" else f"{_REAL[:-1]}, uint16, uint32, uint64}}"
+        if name in ("AddV2", "Sub", "Mul", "RealDiv"):
+            types = f"{types[:-1]}, {_COMPLEX}}}"
         _define(name, ["x: T", "y: T"], ["z: T"], [f"T: {types}"], _binary(name),
                 is_commutative=name in ("AddV2", "Mul", "Maximum", "Minimum"))
-    for name in ("Neg", "Abs"):
-        _define(name, ["x: T"], ["y: T"], [f"T: {_REAL}"], _same)
+    _define("Neg", ["x: T"], ["y: T"], [f"T: {_REAL[:-1]}, {_COMPLEX}}}"], _same)
+    _define("Abs", ["x: T"], ["y: T"], [f"T: {_REAL}"], _same)  # ComplexAbs for complex
     for name in ("Exp", "Log", "Sqrt", "Tanh", "Sigmoid"):
-        _define(name, ["x: T"], ["y: T"], [f"T: {_FLOAT}"], _same)
+        _define(name, ["x: T"], ["y: T"], [f"T: {_FLOAT[:-1]}, {_COMPLEX}}}"], _same)
     _define("Relu", ["features: T"], ["activations: T"], [f"T: {_REAL}"], _same)
     _define("Softmax", ["logits: T"], ["softmax: T"], [f"T: {_FLOAT}"], _softmax)
     _define("MatMul", ["a: T", "b: T"], ["product: T"],
             ["transpose_a: bool = false", "transpose_b: bool = false",
-             "T: {bfloat16, half, float, double, int32, int64}",
+             f"T: {{bfloat16, half, float, double, int32, int64, {_COMPLEX}}}",
              "grad_a: bool = false", "grad_b: bool = false"], _matmul)
     for name in ("Sum", "Mean", "Max", "Min"):
+        types = f"{_REAL[:-1]}, {_COMPLEX}}}" if name in ("Sum", "Mean") else _REAL
         _define(name, ["input: T", "reduction_indices: Tidx"], ["output: T"],
-                ["keep_dims: bool = false", f"T: {_REAL}", f"Tidx: {_INDEX}"],
+                ["keep_dims: bool = false", f"T: {types}", f"Tidx: {_INDEX}"],
                 _reduce(name), host_value_inputs=["reduction_indices"])
     _define("Cast", ["x: SrcT"], ["y: DstT"],
             [f"SrcT: {_CASTABLE}", f"DstT: {_CASTABLE}", "Truncate: bool = false"], _same)

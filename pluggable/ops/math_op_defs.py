@@ -18,6 +18,17 @@ BITS = "{int8, int16, int32, int64, uint8, uint16, uint32, uint64}"
 BITCAST = ("{bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint16, uint32, "
            "uint64}")
 _IDX = "{int32, int64}"
+# TensorFlow's complex types; with_complex("{float, double}") adds them to a set.
+COMPLEX = "complex64, complex128"
+
+
+def with_complex(types: str) -> str:
+    """The type set `types` ("{...}") and complex64, complex128."""
+    return f"{types[:-1]}, {COMPLEX}}}"
+
+# The unary float ops that also take complex numbers in TensorFlow.
+_COMPLEX_UNARY = {"Sin", "Cos", "Tan", "Sinh", "Cosh", "Expm1", "Log1p", "Asin", "Acos", "Atan",
+                  "Asinh", "Acosh", "Atanh"}
 
 
 # ------------------------------------------------------------------ shape fns
@@ -359,7 +370,8 @@ def define_math_ops() -> None:
     """Registers the elementwise, comparison, reduction and selection ops."""
     # Add: AddV2's older twin, which also joins strings (what "+" of string tensors runs)
     define("Add", ["x: T", "y: T"], ["z: T"],
-           ["T: {bfloat16, half, float, double, uint8, int8, int16, int32, int64, string}"],
+           ["T: {bfloat16, half, float, double, uint8, int8, int16, int32, int64, complex64, "
+            "complex128, string}"],
            _binary("Add"), examples=_ex_binary())
     for name in ("Less", "LessEqual", "Greater", "GreaterEqual"):
         define(name, ["x: T", "y: T"], ["z: bool"], [f"T: {REAL}"], _binary(name),
@@ -377,8 +389,14 @@ def define_math_ops() -> None:
     define("SelectV2", ["condition: bool", "t: T", "e: T"], ["output: T"], ["T: type"],
            _select_v2, examples=_ex_select_v2)
     define("Pow", ["x: T", "y: T"], ["z: T"],
-           ["T: {bfloat16, float, half, double, int8, int16, int32, int64}"], _binary("Pow"),
+           ["T: " + with_complex("{bfloat16, float, half, double, int8, int16, int32, int64}")],
+           _binary("Pow"),
            examples=_ex_binary(int_exp=True))
+    # Div: RealDiv for floats and complex numbers, truncating for integers
+    define("Div", ["x: T", "y: T"], ["z: T"],
+           ["T: " + with_complex("{bfloat16, half, float, double, uint8, int8, uint16, int16, "
+                                 "int32, uint32, uint64, int64}")],
+           _binary("Div"), examples=_ex_binary(nonzero_y=True))
     define("FloorDiv", ["x: T", "y: T"], ["z: T"],
            ["T: {bfloat16, half, float, double, uint8, int8, uint16, int16, int32, uint32, "
             "uint64, int64}"], _binary("FloorDiv"), examples=_ex_binary(nonzero_y=True))
@@ -386,31 +404,35 @@ def define_math_ops() -> None:
            ["T: {int8, int16, int32, int64, uint8, uint16, uint32, uint64, bfloat16, half, "
             "float, double}"], _binary("FloorMod"), examples=_ex_binary(nonzero_y=True))
     define("Square", ["x: T"], ["y: T"],
-           ["T: {bfloat16, half, float, double, int8, int16, int32, int64, uint8, uint32, "
-            "uint64}"], same_shape, examples=_ex_unary())
+           ["T: " + with_complex("{bfloat16, half, float, double, int8, int16, int32, int64, "
+                                 "uint8, uint32, uint64}")], same_shape, examples=_ex_unary())
     define("Sign", ["x: T"], ["y: T"],
-           ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
+           ["T: " + with_complex("{bfloat16, half, float, double, int8, int16, int32, int64}")],
+           same_shape,
            examples=_ex_unary())
-    define("Rsqrt", ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape,
+    define("Rsqrt", ["x: T"], ["y: T"], [f"T: {with_complex(FLOAT)}"], same_shape,
            examples=_ex_unary(positive=True))
     for name in ("Erf", "Floor"):
         define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape, examples=_ex_unary())
     for name, (low, high) in UNARY_FLOAT_OPS.items():
-        define(name, ["x: T"], ["y: T"], [f"T: {FLOAT}"], same_shape,
+        types = with_complex(FLOAT) if name in _COMPLEX_UNARY else FLOAT
+        define(name, ["x: T"], ["y: T"], [f"T: {types}"], same_shape,
                examples=_ex_unary(low=low, high=high))
     define("Reciprocal", ["x: T"], ["y: T"],
-           ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
+           ["T: " + with_complex("{bfloat16, half, float, double, int8, int16, int32, int64}")],
+           same_shape,
            examples=_ex_unary(positive=True, low=0.2))
     define("Round", ["x: T"], ["y: T"],
            ["T: {bfloat16, half, float, double, int8, int16, int32, int64}"], same_shape,
            examples=_ex_round)
     define("ZerosLike", ["x: T"], ["y: T"], ["T: type"], same_shape, examples=_ex_unary())
     define("OnesLike", ["x: T"], ["y: T"],
-           ["T: {bfloat16, half, float, double, int8, uint8, int16, int32, uint32, int64, "
-            "uint64, bool}"], same_shape, examples=_ex_unary())
+           ["T: " + with_complex("{bfloat16, half, float, double, int8, uint8, int16, int32, "
+                                 "uint32, int64, uint64, bool}")], same_shape,
+           examples=_ex_unary())
     define("Prod", ["input: T", "reduction_indices: Tidx"], ["output: T"],
-           ["keep_dims: bool = false", f"T: {NUMBER}", f"Tidx: {_IDX} = DT_INT32"],
-           _reduce("Prod"), host=["reduction_indices"], examples=_ex_reduce)
+           ["keep_dims: bool = false", f"T: {with_complex(NUMBER)}",
+            f"Tidx: {_IDX} = DT_INT32"], _reduce("Prod"), host=["reduction_indices"], examples=_ex_reduce)
     define("ArgMax", ["input: T", "dimension: Tidx"], ["output: output_type"],
            [f"T: {REAL[:-1]}, bool}}", "Tidx: {int16, int32, int64} = DT_INT32",
             "output_type: {int16, int32, int64} = DT_INT64"], _arg_reduce("ArgMax"),
@@ -420,10 +442,10 @@ def define_math_ops() -> None:
             f"output_type: {_IDX} = DT_INT64"], _arg_reduce("ArgMin"),
            host=["dimension"], examples=_ex_arg)
     define("Cumsum", ["x: T", "axis: Tidx"], ["out: T"],
-           ["exclusive: bool = false", "reverse: bool = false", f"T: {NUMBER}",
+           ["exclusive: bool = false", "reverse: bool = false", f"T: {with_complex(NUMBER)}",
             f"Tidx: {_IDX} = DT_INT32"], _cumsum, host=["axis"], examples=_ex_cumsum)
     define("Cumprod", ["x: T", "axis: Tidx"], ["out: T"],
-           ["exclusive: bool = false", "reverse: bool = false", f"T: {NUMBER}",
+           ["exclusive: bool = false", "reverse: bool = false", f"T: {with_complex(NUMBER)}",
             f"Tidx: {_IDX} = DT_INT32"], _cumsum, host=["axis"], examples=_ex_cumsum)
     for name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
         define(name, ["x: T", "y: T"], ["z: T"], [f"T: {BITS}"], _binary(name),
@@ -441,20 +463,74 @@ def define_math_ops() -> None:
     define("LinSpace", ["start: T", "stop: T", "num: Tidx"], ["output: T"],
            [f"T: {FLOAT}", f"Tidx: {_IDX} = DT_INT32"], _lin_space, host=["num"],
            examples=_ex_lin_space)
-    define("AddN", ["inputs: N * T"], ["sum: T"], ["N: int >= 1", f"T: {NUMBER}"], _add_n,
+    define("AddN", ["inputs: N * T"], ["sum: T"], ["N: int >= 1", f"T: {with_complex(NUMBER)}"],
+           _add_n,
            examples=_ex_add_n, is_commutative=True)
     define("UnsortedSegmentSum", ["data: T", "segment_ids: Tindices",
                                   "num_segments: Tnumsegments"], ["output: T"],
-           [f"T: {NUMBER}", "Tindices: {int16, int32, int64}",
+           [f"T: {with_complex(NUMBER)}", "Tindices: {int16, int32, int64}",
             f"Tnumsegments: {_IDX} = DT_INT32"], _segment_sum, host=["num_segments"],
            examples=_ex_segment_sum)
     define("BatchMatMulV2", ["x: T", "y: T"], ["output: T"],
-           ["T: {bfloat16, half, float, double, int16, int32, int64, uint8, uint32, uint64}",
+           ["T: " + with_complex("{bfloat16, half, float, double, int16, int32, int64, uint8, uint32, "
+                         "uint64}"),
             "adj_x: bool = false", "adj_y: bool = false", "grad_x: bool = false",
             "grad_y: bool = false"], _batch_matmul, examples=_ex_batch_matmul)
+    define_complex_ops()
     for name in ("SigmoidGrad", "TanhGrad"):
-        define(name, ["y: T", "dy: T"], ["z: T"], [f"T: {FLOAT}"],
+        define(name, ["y: T", "dy: T"], ["z: T"], [f"T: {with_complex(FLOAT)}"],
                same_shape_pair(name, ("y", "dy")), examples=_ex_grad())
     for name in ("RsqrtGrad", "SqrtGrad"):
-        define(name, ["y: T", "dy: T"], ["z: T"], [f"T: {FLOAT}"],
+        define(name, ["y: T", "dy: T"], ["z: T"], [f"T: {with_complex(FLOAT)}"],
                same_shape_pair(name, ("y", "dy")), examples=_ex_grad(positive=True))
+
+
+def _complex_parts(op):
+    """Shape function of Real, Imag, Angle and ComplexAbs: the input's shape;
+    Tout must be the real type of T (TensorFlow has kernels for no other)."""
+    def fn(shapes, attrs, values):
+        if attrs["T"].real_dtype != attrs["Tout"]:
+            raise err(op, f"Tout must be {attrs['T'].real_dtype.name} for T={attrs['T'].name}, "
+                      f"got {attrs['Tout'].name}; pg.math.real/imag/angle/abs pick it")
+        return [tuple(shapes[0])]
+    return fn
+
+
+def _complex(shapes, attrs, values):
+    op = "Complex"
+    if attrs["Tout"].real_dtype != attrs["T"]:
+        raise err(op, f"Tout must be {'complex64' if attrs['T'] == dtypes.float32 else 'complex128'}"
+                  f" for T={attrs['T'].name}, got {attrs['Tout'].name}; pg.complex picks it")
+    return [broadcast_shapes(op, tuple(shapes[0]), tuple(shapes[1]))]
+
+
+def _ex_complex_parts(rng, types):
+    return [({"input": sample(rng, types["T"], s)}, {"Tout": types["T"].real_dtype})
+            for s in ((2, 3, 4), (), (0, 3))]
+
+
+def _ex_complex(rng, types):
+    T = types["T"]
+    out = dtypes.complex64 if T == dtypes.float32 else dtypes.complex128
+    return [({"real": sample(rng, T, a), "imag": sample(rng, T, b)}, {"Tout": out})
+            for a, b in _PAIRS]
+
+
+def define_complex_ops() -> None:
+    """TensorFlow's ops over the parts of complex numbers."""
+    for name in ("Real", "Imag", "Angle", "ComplexAbs"):
+        define(name, ["input: T" if name != "ComplexAbs" else "x: T"],
+               ["output: Tout" if name != "ComplexAbs" else "y: Tout"],
+               ["T: {complex64, complex128} = DT_COMPLEX64", "Tout: {float, double} = DT_FLOAT"],
+               _complex_parts(name),
+               examples=_ex_complex_parts if name != "ComplexAbs" else _ex_complex_abs)
+    define("Conj", ["input: T"], ["output: T"], ["T: {complex64, complex128} = DT_COMPLEX64"],
+           same_shape, examples=lambda rng, types: [
+               ({"input": sample(rng, types["T"], s)}, {}) for s in ((2, 3, 4), (), (0, 3))])
+    define("Complex", ["real: T", "imag: T"], ["out: Tout"],
+           ["T: {float, double} = DT_FLOAT", "Tout: {complex64, complex128} = DT_COMPLEX64"],
+           _complex, examples=_ex_complex)
+
+
+def _ex_complex_abs(rng, types):
+    return [({"x": v["input"]}, a) for v, a in _ex_complex_parts(rng, types)]

@@ -18,6 +18,7 @@ from .._core import raw_status as _raw_status, thread_state as _tls
 from ..runtime.hooks import active as _hooks_active
 
 _CPU = placement.CPU
+_PY_COMPLEX = complex   # (the module's own complex() makes complex tensors)
 _STRING = dtypes.string
 _scope_get = placement._scope.get
 _reshaped = lib.pg_tensor_reshaped
@@ -69,7 +70,65 @@ def negative(x: Any) -> Tensor:
 
 
 def abs(x: Any) -> Tensor:  # noqa: A001 - TensorFlow's name
+    """|x| elementwise; the magnitude, of the real type (op ComplexAbs), for
+    complex x."""
+    if getattr(x, "_dtype", None) is not None and x._dtype.is_complex \
+            or isinstance(x, _PY_COMPLEX):
+        x = convert_to_tensor(x)
+        return raw_ops.ComplexAbs(x=x, Tout=x.dtype.real_dtype)
     return raw_ops.Abs(x=x)
+
+
+def real(input: Any, name: str | None = None) -> Tensor:  # noqa: A002 - TensorFlow's name
+    """The real parts of complex `input` (op Real, of float32 for complex64,
+    float64 for complex128); a real `input` is returned as it is."""
+    x = convert_to_tensor(input)
+    if x.dtype.is_complex:
+        return raw_ops.Real(input=x, Tout=x.dtype.real_dtype)
+    return x
+
+
+def imag(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The imaginary parts of complex `input` (op Imag); zeros for a real one."""
+    x = convert_to_tensor(input)
+    if x.dtype.is_complex:
+        return raw_ops.Imag(input=x, Tout=x.dtype.real_dtype)
+    return raw_ops.ZerosLike(x=x)
+
+
+def angle(input: Any, name: str | None = None) -> Tensor:  # noqa: A002
+    """The argument of each complex element, in (-pi, pi] (op Angle); for a
+    real `input`, pi where it is negative and 0 elsewhere."""
+    x = convert_to_tensor(input)
+    if x.dtype.is_complex:
+        return raw_ops.Angle(input=x, Tout=x.dtype.real_dtype)
+    if not x.dtype.is_floating:
+        raise TypeError(f"angle needs a floating or complex tensor, got {x.dtype.name}")
+    pi = convert_to_tensor(np.pi, x.dtype)
+    zero = raw_ops.ZerosLike(x=x)
+    return raw_ops.SelectV2(condition=raw_ops.Less(x=x, y=zero), t=pi, e=zero)
+
+
+def conj(x: Any, name: str | None = None) -> Tensor:
+    """The complex conjugate (op Conj); a real number tensor is returned as
+    it is, as TensorFlow does."""
+    x = convert_to_tensor(x)
+    if x.dtype.is_complex:
+        return raw_ops.Conj(input=x)
+    if x.dtype.is_floating or x.dtype.is_integer:
+        return x
+    raise TypeError(f"Expected numeric or variant tensor, got dtype {x.dtype!r}")
+
+
+def complex(real: Any, imag: Any, name: str | None = None) -> Tensor:  # noqa: A001
+    """real + imag * 1j elementwise, with broadcasting (op Complex):
+    complex64 from float32 parts, complex128 from float64 parts."""
+    re, im = convert_to_tensor(real), convert_to_tensor(imag)
+    if re.dtype != im.dtype or re.dtype not in (dtypes.float32, dtypes.float64):
+        raise TypeError(f"real and imag must both be float32 or both float64, got "
+                        f"{re.dtype.name} and {im.dtype.name}; cast them first")
+    out = dtypes.complex64 if re.dtype == dtypes.float32 else dtypes.complex128
+    return raw_ops.Complex(real=re, imag=im, Tout=out)
 
 
 def exp(x: Any) -> Tensor:
@@ -133,7 +192,15 @@ def matmul(a: Any, b: Any, transpose_a: bool = False, transpose_b: bool = False,
     a, b = _pair(a, b)
     ta, tb = transpose_a or adjoint_a, transpose_b or adjoint_b
     if a.ndim > 2 or b.ndim > 2:
+        if a.dtype.is_complex and transpose_a != adjoint_a and transpose_a:
+            a = raw_ops.Conj(input=a)   # adj_x conjugates; a plain transpose does not
+        if b.dtype.is_complex and transpose_b != adjoint_b and transpose_b:
+            b = raw_ops.Conj(input=b)
         return raw_ops.BatchMatMulV2(x=a, y=b, adj_x=ta, adj_y=tb)
+    if a.dtype.is_complex and adjoint_a:   # MatMul transposes without conjugating
+        a = raw_ops.Conj(input=a)
+    if b.dtype.is_complex and adjoint_b:
+        b = raw_ops.Conj(input=b)
     return raw_ops.MatMul(a=a, b=b, transpose_a=ta, transpose_b=tb)
 
 
@@ -473,7 +540,7 @@ def reciprocal(x: Any, name: str | None = None) -> Tensor:
     """1 / x (op Reciprocal for floats; RealDiv, which truncates, for
     integers)."""
     x = convert_to_tensor(x)
-    if x.dtype.is_floating:
+    if x.dtype.is_floating or x.dtype.is_complex:
         return raw_ops.Reciprocal(x=x)
     return raw_ops.RealDiv(x=convert_to_tensor(1, x.dtype), y=x)
 

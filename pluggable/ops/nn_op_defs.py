@@ -7,7 +7,7 @@ import numpy as np
 
 from ..framework import dtypes
 from .definitions import broadcast_shapes, conv2d_geometry
-from .math_op_defs import FLOAT, NUMBER, REAL
+from .math_op_defs import FLOAT, NUMBER, REAL, with_complex
 from .op_util import define, err, ints, sample, same_shape, same_shape_pair, same_shapes
 from .pooling import (array_from_nhwc, array_to_nhwc, channels_first, from_nhwc,
                       max_pool_nhwc, nhwc_attrs, pool_geometry, to_nhwc)
@@ -356,10 +356,12 @@ def _ex_gelu(rng, types):
 def define_nn_ops() -> None:
     """Registers the neural-network ops."""
     define("BiasAdd", ["value: T", "bias: T"], ["output: T"],
-           [f"T: {NUMBER}", "data_format: {'NHWC', 'NCHW'} = 'NHWC'"], _bias_add,
+           [f"T: {with_complex(NUMBER)}", "data_format: {'NHWC', 'NCHW'} = 'NHWC'"],
+           _bias_add,
            examples=_ex_bias_add)
     define("BiasAddGrad", ["out_backprop: T"], ["output: T"],
-           [f"T: {NUMBER}", "data_format: {'NHWC', 'NCHW'} = 'NHWC'"], _bias_add_grad,
+           [f"T: {with_complex(NUMBER)}", "data_format: {'NHWC', 'NCHW'} = 'NHWC'"],
+           _bias_add_grad,
            examples=_ex_bias_add_grad)
     define("MaxPool", ["input: T"], ["output: T"],
            ["T: {half, bfloat16, float, double, int32, int64, uint8, int16, int8} = DT_FLOAT"]

@@ -113,7 +113,8 @@ def sample(rng: Any, dt: Any, shape: tuple, low: float = -3.0, high: float = 3.0
            positive: bool = False, nonzero: bool = False) -> np.ndarray:
     """Random values of dtype `dt` and `shape` for examples and tests:
     floats uniform in [low, high) (or [0.1, high) when `positive`), integers
-    in a small range that fits every integer type, bools half and half."""
+    in a small range that fits every integer type, bools half and half,
+    complex numbers with both parts drawn as floats."""
     dt = dtypes.as_dtype(dt)
     npdt = dt.as_numpy_dtype
     if dt is dtypes.string:  # byte strings of 0 to 5 letters
@@ -130,6 +131,10 @@ def sample(rng: Any, dt: Any, shape: tuple, low: float = -3.0, high: float = 3.0
         if nonzero:
             a = np.where(a == 0, 1, a)
         return a.astype(npdt)
+    if dt.is_complex:   # real and imaginary parts drawn alike
+        parts = dt.real_dtype
+        re = sample(rng, parts, shape, low, high, positive, nonzero).astype(npdt)
+        return (re + 1j * sample(rng, parts, shape, low, high, positive)).astype(npdt)
     a = rng.uniform(0.1 if positive else low, high, shape)
     if nonzero:
         a = np.where(np.abs(a) < 0.1, 0.5, a)

@@ -127,7 +127,8 @@ def _ex_nms(rng, types):
 def define_selection_ops() -> None:
     """Registers Where, Unique, UniqueWithCounts, UniqueV2,
     UniqueWithCountsV2 and NonMaxSuppressionV3."""
-    define("Where", ["input: T"], ["index: int64"], [f"T: {{bool, {_NUMBERS}}} = DT_BOOL"], _where,
+    define("Where", ["input: T"], ["index: int64"],
+           [f"T: {{bool, {_NUMBERS}, complex64, complex128}} = DT_BOOL"], _where,
            examples=_ex_where)
     define("Unique", ["x: T"], ["y: T", "idx: out_idx"], ["T: type", _OUT_IDX],
            _unique("Unique", False), examples=_ex_unique)

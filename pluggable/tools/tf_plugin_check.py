@@ -75,9 +75,9 @@ def _tolerance(dtype, op: str) -> tuple[float, float]:
         return (1e-1, 1.0) if op in ACCUMULATING_OPS else (4e-2, 4e-2)
     if dtype == tf.float16:
         return (5e-2, 0.5) if op in ACCUMULATING_OPS else (1e-2, 1e-2)
-    if dtype == tf.float32:
+    if dtype in (tf.float32, tf.complex64):
         return (1e-4, 1e-4) if op in ACCUMULATING_OPS else (2e-6, 1e-6)
-    if dtype == tf.float64:
+    if dtype in (tf.float64, tf.complex128):
         return 1e-10, 1e-12
     return 0.0, 0.0
 
@@ -95,6 +95,9 @@ def _random(rng: np.random.Generator, shape, dtype, op: str, role: str = "x"):
         if role == "y" and op in NONZERO_DIVISOR_OPS and not dtype.is_unsigned:
             values = values * rng.choice([-1, 1], size=shape)
         return tf.constant(values.astype(dtype.as_numpy_dtype))
+    if dtype.is_complex:   # both parts random
+        values = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+        return tf.constant((values * 2.0).astype(dtype.as_numpy_dtype))
     if op in POSITIVE_INPUT_OPS:
         values = rng.uniform(0.25, 4.0, size=shape)
     else:
@@ -182,6 +185,12 @@ def _inputs(op: str, types: dict, rng, large: bool = False) -> dict:
         if types["DstT"].is_unsigned and types["SrcT"].is_floating:
             x = tf.abs(x)  # negative floats to unsigned are undefined in C and C++
         return {"x": x, "DstT": types["DstT"]}
+    if op in ("Real", "Imag", "Angle", "ComplexAbs"):  # Tout: the type of the parts
+        return {"x" if op == "ComplexAbs" else "input": rand([3, 4], [64, 512]),
+                "Tout": t.real_dtype}
+    if op == "Complex":
+        return {"real": rand([3, 4], [64, 512]), "imag": rand([4], [512]),
+                "Tout": tf.complex64 if t == tf.float32 else tf.complex128}
     if op == "CheckNumerics":
         return {"tensor": rand([3, 4], [64, 512]), "message": "checked"}
     if op in ("Softmax", "LogSoftmax"):

@@ -35,6 +35,22 @@ static const TF_DataType kCastable[] = {
     TF_UINT64, TF_FLOAT8_E5M2, TF_FLOAT8_E4M3FN, TF_FLOAT8_E4M3FNUZ,
     TF_FLOAT8_E5M2FNUZ, TF_INT4, TF_UINT4, TF_INT2, TF_UINT2,
     TF_FLOAT4_E2M1FN, 0};
+/* The data-movement kernels, which copy elements as bytes: kAll and the
+ * complex types. */
+static const TF_DataType kMove[] = {TF_BOOL,  TF_INT8,     TF_UINT8, TF_INT16,
+                                    TF_INT32, TF_INT64,    TF_HALF,  TF_BFLOAT16,
+                                    TF_FLOAT, TF_DOUBLE,   TF_COMPLEX64,
+                                    TF_COMPLEX128, 0};
+/* Identity and Reshape: kCastable and the complex types. */
+static const TF_DataType kMoveAny[] = {
+    TF_BOOL,  TF_INT8,   TF_UINT8,  TF_INT16,  TF_INT32,  TF_INT64,
+    TF_HALF,  TF_BFLOAT16, TF_FLOAT, TF_DOUBLE, TF_UINT16, TF_UINT32,
+    TF_UINT64, TF_FLOAT8_E5M2, TF_FLOAT8_E4M3FN, TF_FLOAT8_E4M3FNUZ,
+    TF_FLOAT8_E5M2FNUZ, TF_INT4, TF_UINT4, TF_INT2, TF_UINT2,
+    TF_FLOAT4_E2M1FN, TF_COMPLEX64, TF_COMPLEX128, 0};
+/* complex64 and complex128 (kernels_complex.c); their parts for Complex. */
+static const TF_DataType kComplex[] = {TF_COMPLEX64, TF_COMPLEX128, 0};
+static const TF_DataType kComplexParts[] = {TF_FLOAT, TF_DOUBLE, 0};
 /* FusedBatchNorm's x (its statistics are float). */
 static const TF_DataType kBatchNorm[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT, 0};
 /* Range's Tidx. */
@@ -81,6 +97,15 @@ static const md_kernel_def kKernels[] = {
     MD_KERNEL("Pow", pow, kNumeric, NULL),
     MD_KERNEL("FloorDiv", floordiv, kNumeric, NULL),
     MD_KERNEL("FloorMod", floormod, kNumeric, NULL),
+    /* kernels_complex.c */
+    MD_KERNEL("AddV2", complex_add, kComplex, NULL),
+    MD_KERNEL("Sub", complex_sub, kComplex, NULL),
+    MD_KERNEL("Mul", complex_mul, kComplex, NULL),
+    MD_KERNEL("Neg", complex_neg, kComplex, NULL),
+    MD_KERNEL("Conj", conj, kComplex, NULL),
+    MD_KERNEL("Real", real, kComplex, NULL),
+    MD_KERNEL("Imag", imag, kComplex, NULL),
+    MD_KERNEL("Complex", complex, kComplexParts, NULL),
     /* kernels_unary.c */
     MD_KERNEL("Neg", neg, kNumeric, NULL),
     MD_KERNEL("Abs", abs, kNumeric, NULL),
@@ -133,8 +158,8 @@ static const md_kernel_def kKernels[] = {
     {"LogicalOr", NULL, md_compute_logical_or, NULL, NULL, .no_type_attr = 1},
     {"LogicalNot", NULL, md_compute_logical_not, NULL, NULL, .no_type_attr = 1},
     /* kernels_select.c */
-    MD_KERNEL("Select", select, kAll, NULL),
-    MD_KERNEL("SelectV2", select_v2, kAll, NULL),
+    MD_KERNEL("Select", select, kMove, NULL),
+    MD_KERNEL("SelectV2", select_v2, kMove, NULL),
     /* kernels_softmax.c, kernels_xent.c */
     MD_KERNEL("Softmax", softmax, kFloats, NULL),
     MD_KERNEL("LogSoftmax", log_softmax, kFloats, NULL),
@@ -179,34 +204,34 @@ static const md_kernel_def kKernels[] = {
     MD_KERNEL("UnsortedSegmentSum", unsorted_segment_sum, kNumeric, NULL,
               {"num_segments"}),
     /* kernels_shape.c */
-    MD_KERNEL("Transpose", transpose, kAll, NULL, {"perm"}),
-    MD_KERNEL("Reshape", reshape, kCastable, NULL, {"shape"}),
-    MD_KERNEL("ExpandDims", expand_dims, kAll, NULL, {"dim"}),
-    MD_KERNEL_STATE("Squeeze", squeeze, squeeze, kAll, NULL),
-    MD_KERNEL("Identity", identity, kCastable, NULL),
+    MD_KERNEL("Transpose", transpose, kMove, NULL, {"perm"}),
+    MD_KERNEL("Reshape", reshape, kMoveAny, NULL, {"shape"}),
+    MD_KERNEL("ExpandDims", expand_dims, kMove, NULL, {"dim"}),
+    MD_KERNEL_STATE("Squeeze", squeeze, squeeze, kMove, NULL),
+    MD_KERNEL("Identity", identity, kMoveAny, NULL),
     /* kernels_fill.c */
-    MD_KERNEL("Fill", fill, kAll, NULL, {"dims"}),
-    MD_KERNEL("ZerosLike", zeros_like, kAll, NULL),
-    MD_KERNEL("OnesLike", ones_like, kAll, NULL),
+    MD_KERNEL("Fill", fill, kMove, NULL, {"dims"}),
+    MD_KERNEL("ZerosLike", zeros_like, kMove, NULL),
+    MD_KERNEL("OnesLike", ones_like, kMove, NULL),
     MD_KERNEL("Range", range, kRange, "Tidx", {"start", "limit", "delta"}),
     /* kernels_slice.c */
-    MD_KERNEL_STATE("StridedSlice", strided_slice, strided_slice, kAll, NULL,
+    MD_KERNEL_STATE("StridedSlice", strided_slice, strided_slice, kMove, NULL,
                     {"begin", "end", "strides"}),
-    MD_KERNEL_STATE("StridedSliceGrad", strided_slice_grad, strided_slice, kAll,
+    MD_KERNEL_STATE("StridedSliceGrad", strided_slice_grad, strided_slice, kMove,
                     NULL, {"shape", "begin", "end", "strides"}),
-    MD_KERNEL("Slice", slice, kAll, NULL, {"begin", "size"}),
+    MD_KERNEL("Slice", slice, kMove, NULL, {"begin", "size"}),
     /* kernels_concat.c */
-    MD_KERNEL("ConcatV2", concat_v2, kAll, NULL, {"axis"}),
-    MD_KERNEL_STATE("Pack", pack, axis_attr, kAll, NULL),
-    MD_KERNEL_STATE("Unpack", unpack, axis_attr, kAll, NULL),
-    MD_KERNEL("Split", split, kAll, NULL, {"split_dim"}),
+    MD_KERNEL("ConcatV2", concat_v2, kMove, NULL, {"axis"}),
+    MD_KERNEL_STATE("Pack", pack, axis_attr, kMove, NULL),
+    MD_KERNEL_STATE("Unpack", unpack, axis_attr, kMove, NULL),
+    MD_KERNEL("Split", split, kMove, NULL, {"split_dim"}),
     /* kernels_pad.c */
-    MD_KERNEL("Pad", pad, kAll, NULL, {"paddings"}),
-    MD_KERNEL("Tile", tile, kAll, NULL, {"multiples"}),
-    MD_KERNEL("BroadcastTo", broadcast_to, kAll, NULL, {"shape"}),
+    MD_KERNEL("Pad", pad, kMove, NULL, {"paddings"}),
+    MD_KERNEL("Tile", tile, kMove, NULL, {"multiples"}),
+    MD_KERNEL("BroadcastTo", broadcast_to, kMove, NULL, {"shape"}),
     /* kernels_gather.c */
-    MD_KERNEL_STATE("GatherV2", gather, gather, kAll, "Tparams", {"axis"}),
-    MD_KERNEL("GatherNd", gather_nd, kAll, "Tparams"),
+    MD_KERNEL_STATE("GatherV2", gather, gather, kMove, "Tparams", {"axis"}),
+    MD_KERNEL("GatherNd", gather_nd, kMove, "Tparams"),
     MD_KERNEL_STATE("OneHot", one_hot, one_hot, kAll, NULL, {"depth"}),
     /* kernels_random.c */
     MD_KERNEL("StatelessRandomUniformV2", random_uniform, kFloats, "dtype",

@@ -28,6 +28,16 @@ MD_DECLARE_COMPUTE(pow)
 MD_DECLARE_COMPUTE(floordiv)
 MD_DECLARE_COMPUTE(floormod)
 
+/* kernels_complex.c: complex64 / complex128 arithmetic and parts */
+MD_DECLARE_COMPUTE(complex_add)
+MD_DECLARE_COMPUTE(complex_sub)
+MD_DECLARE_COMPUTE(complex_mul)
+MD_DECLARE_COMPUTE(complex_neg)
+MD_DECLARE_COMPUTE(complex)
+MD_DECLARE_COMPUTE(conj)
+MD_DECLARE_COMPUTE(real)
+MD_DECLARE_COMPUTE(imag)
+
 /* kernels_unary.c */
 MD_DECLARE_COMPUTE(neg)
 MD_DECLARE_COMPUTE(abs)

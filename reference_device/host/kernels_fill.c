@@ -18,7 +18,7 @@
  * read when the task runs) or is NULL for the task's own `bytes`. */
 typedef struct md_fill_task {
   const char* value;
-  unsigned char bytes[8];
+  unsigned char bytes[16]; /* one element (complex128 is the widest) */
   char* y;
   int64_t n;
   size_t esize;
@@ -90,6 +90,16 @@ static int md_one_of(TF_DataType dtype, unsigned char* bytes) {
   }
     MD_ALL_TYPES(MD_ONE)
 #undef MD_ONE
+    case TF_COMPLEX64: { /* 1 + 0i: the real part first */
+      const float one[2] = {1.0f, 0.0f};
+      memcpy(bytes, one, sizeof(one));
+      return 1;
+    }
+    case TF_COMPLEX128: {
+      const double one[2] = {1.0, 0.0};
+      memcpy(bytes, one, sizeof(one));
+      return 1;
+    }
     default:
       return 0;
   }
@@ -101,7 +111,7 @@ static void md_fill_like(TF_OpKernelContext* ctx, int one) {
   TF_Tensor* y = NULL;
   if (x == NULL) return;
   TF_DataType dtype = TF_TensorType(x);
-  unsigned char bytes[8] = {0};
+  unsigned char bytes[16] = {0}; /* the widest element: complex128 */
   if (!md_one_of(dtype, bytes)) {
     md_fail(ctx, TF_INVALID_ARGUMENT, "%.*s: unsupported dtype %d", MD_OP(ctx),
             (int)dtype);

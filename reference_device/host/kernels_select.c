@@ -11,6 +11,11 @@
 #include "kernel_list.h"
 #include "kernel_util.h"
 
+/* A 16-byte element (complex128), copied whole. */
+typedef struct md_bytes16 {
+  uint64_t lo, hi;
+} md_bytes16;
+
 typedef struct md_select_task {
   const uint8_t* cond;
   const char* t;
@@ -37,7 +42,8 @@ static void md_select_row(void* arg, const int64_t* offsets,
     case 1: MD_SELECT(uint8_t)
     case 2: MD_SELECT(uint16_t)
     case 4: MD_SELECT(uint32_t)
-    default: MD_SELECT(uint64_t)
+    case 8: MD_SELECT(uint64_t)
+    default: MD_SELECT(md_bytes16) /* complex128 */
   }
 #undef MD_SELECT
 }
@@ -60,7 +66,7 @@ static void md_select_compute(TF_OpKernelContext* ctx, int v2) {
   TF_DataType dtype = TF_TensorType(t);
   size_t esize = TF_DataTypeSize(dtype);
   if (TF_TensorType(c) != TF_BOOL || TF_TensorType(e) != dtype ||
-      (esize != 1 && esize != 2 && esize != 4 && esize != 8)) {
+      (esize != 1 && esize != 2 && esize != 4 && esize != 8 && esize != 16)) {
     md_fail(ctx, TF_INVALID_ARGUMENT, "%.*s: condition must be bool and t, e "
             "of one supported dtype, got %d, %d and %d", MD_OP(ctx),
             (int)TF_TensorType(c), (int)dtype, (int)TF_TensorType(e));

@@ -216,9 +216,14 @@ static void md_enqueue_update(TF_OpKernelContext* ctx, const md_update_task* t) 
 static void md_update_variable(TF_OpKernelContext* ctx, TF_Tensor* tensor,
                                TF_Tensor* value, int op) {
   md_update_task t = {0};
-  t.loop = md_select_update(op == 0 ? MD_ASSIGN_ADD : MD_ASSIGN_SUB,
-                            TF_TensorType(tensor));
-  t.n = TF_TensorElementCount(tensor);
+  TF_DataType dtype = TF_TensorType(tensor);
+  /* Complex numbers add and subtract part by part: the loop of the part type
+   * over twice as many elements. */
+  int parts = dtype == TF_COMPLEX64 || dtype == TF_COMPLEX128 ? 2 : 1;
+  if (dtype == TF_COMPLEX64) dtype = TF_FLOAT;
+  if (dtype == TF_COMPLEX128) dtype = TF_DOUBLE;
+  t.loop = md_select_update(op == 0 ? MD_ASSIGN_ADD : MD_ASSIGN_SUB, dtype);
+  t.n = TF_TensorElementCount(tensor) * parts;
   t.vars[0] = TF_TensorData(tensor);
   t.grad = TF_TensorData(value);
   if (t.loop == NULL) {
@@ -397,7 +402,8 @@ static void md_register_one(const char* op, const char* type_attr, TF_DataType t
 void md_register_training_kernels(void) {
   if (!md_variable_api_present()) return;
   static const TF_DataType numeric[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT,
-                                        TF_DOUBLE, TF_INT32, TF_INT64};
+                                        TF_DOUBLE, TF_INT32, TF_INT64,
+                                        TF_COMPLEX64, TF_COMPLEX128};
   static const TF_DataType floats[] = {TF_HALF, TF_BFLOAT16, TF_FLOAT, TF_DOUBLE};
   for (size_t i = 0; i < sizeof numeric / sizeof numeric[0]; ++i) {
     md_register_one("AssignAddVariableOp", "dtype", numeric[i], NULL,

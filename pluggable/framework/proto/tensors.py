@@ -31,6 +31,8 @@ _VALUE_FIELD = {
     "uint2": "int_val", "float8_e5m2": "float8_val", "float8_e4m3fn": "float8_val",
     "float8_e4m3fnuz": "float8_val", "float8_e5m2fnuz": "float8_val",
     "float4_e2m1fn": "float8_val",   # (float8_val: one byte per element)
+    # complex numbers as (real, imaginary) pairs of float / double
+    "complex64": "scomplex_val", "complex128": "dcomplex_val",
 }
 _MAX_PROTO_BYTES = 1 << 31  # a serialised message must stay below 2 GiB
 
@@ -48,7 +50,7 @@ def from_datatype(value: int) -> dtypes.DType:
     """The pluggable ``DType`` of a ``DataType`` enum value.
 
     Raises ``UnimplementedError`` for TensorFlow types pluggable lacks
-    (DT_STRING, DT_COMPLEX64, the ``*_REF`` types ...) and
+    (DT_VARIANT, DT_QINT8, the ``*_REF`` types ...) and
     ``InvalidArgumentError`` for numbers that are no DataType at all."""
     try:
         return dtypes.from_enum(value)
@@ -116,8 +118,9 @@ def to_tensor_proto(value: Any, dtype: Any = None,
     float32 and ints int32, as in ``pg.constant``.  ``shape`` reshapes a
     value with as many elements, or describes a tensor filled with a single
     value, which is then stored once.  Tensors of more than one element are
-    stored as raw bytes (``tensor_content``) except bool tensors; single
-    values and bool tensors go to the typed field of their dtype.
+    stored as raw bytes (``tensor_content``) except bool and complex
+    tensors; single values, bool and complex tensors go to the typed field
+    of their dtype (complex numbers as (real, imaginary) pairs).
     """
     array = to_array(value, dtype)
     dt = dtypes.as_dtype(array.dtype)
@@ -133,7 +136,8 @@ def to_tensor_proto(value: Any, dtype: Any = None,
     proto = m.TensorProto(dtype=dt.enum, tensor_shape=to_shape_proto(shape))
     if count == 0:
         return proto
-    if count > 1 and array.size == count and dt not in (dtypes.bool_, dtypes.string):
+    if count > 1 and array.size == count and not (dt.is_bool or dt.is_complex
+                                                  or dt is dtypes.string):
         proto.tensor_content = _little_endian(array).tobytes()
     else:
         _write_values(proto, dt, array.reshape(-1))
@@ -165,6 +169,8 @@ def _write_values(proto, dt: dtypes.DType, flat: np.ndarray) -> None:
     elif field == "float8_val":
         proto.float8_val = np.ascontiguousarray(flat).view(np.uint8).tobytes()
         return
+    elif dt.is_complex:   # real, imaginary, real, imaginary, ...
+        flat = np.ascontiguousarray(flat).view(dt.real_dtype.as_numpy_dtype)
     elif flat.dtype.kind == "V":   # int4, uint4, int2, uint2
         flat = flat.astype(np.int32)
     getattr(proto, field).extend(flat.tolist())
@@ -234,6 +240,14 @@ def _read_values(proto, dt: dtypes.DType) -> np.ndarray:
         return bits.view(dt.as_numpy_dtype)
     if field == "float8_val":
         return np.frombuffer(values, np.uint8).view(dt.as_numpy_dtype)
+    if dt.is_complex:
+        if len(values) % 2:
+            raise errors.InvalidArgumentError(
+                f"a TensorProto of {dt.name} holds {len(values)} numbers in {field}; "
+                "complex values are stored as (real, imaginary) pairs, so the count must "
+                "be even")
+        parts = np.fromiter(values, dt.real_dtype.as_numpy_dtype, count=len(values))
+        return parts.view(dt.as_numpy_dtype)
     if field == "int_val":  # narrower types wrap as a C cast would
         wide = np.fromiter(values, np.int64, count=len(values))
         return wide.astype(dt.as_numpy_dtype)
