@@ -179,16 +179,16 @@ def test_a_second_batch_size_builds_a_second_graph_with_the_same_weights():
 # Op types the bridge's table does not run (left to ORT's CPU EP): shape
 # plumbing (a Reshape to a computed shape, Shape, Slice, Range, Expand),
 # index ops and the boolean mask arithmetic of the transformer exports
-# (Gather, Reshape and Flatten of bool), the normalisations. The fused
+# (Gather, Reshape and Flatten of bool). The fused
 # nodes ORT offers back after inlining the Attention functions of opset 25
 # are "another domain" too.
-BRIDGE_LEAVES = {"And", "Equal", "Expand", "Flatten", "Gather", "GatherND",
-                 "GreaterOrEqual", "IsNaN", "LayerNormalization", "LessOrEqual", "Max", "Mod",
-                 "Not", "Pad", "Range", "ReduceMax", "Reshape", "Shape", "Slice", "Split"}
+BRIDGE_LEAVES = {"And", "Equal", "Expand", "Flatten", "Gather", "GatherND", "GreaterOrEqual",
+                 "IsNaN", "LessOrEqual", "Max", "Mod", "Not", "Pad", "Range", "ReduceMax",
+                 "Reshape", "Shape", "Slice", "Split"}
 # Op types whose nodes all run on the plugin whenever a model has them.
 BRIDGE_RUNS = {"MatMul", "Gemm", "Conv", "Relu", "Add", "Sub", "Mul", "Div", "Softmax", "Tanh",
                "Sqrt", "MaxPool", "Transpose", "Erf", "Pow", "Cast", "Where", "Unsqueeze",
-               "Squeeze", "ReduceMean", "Gelu"}
+               "Squeeze", "ReduceMean", "Gelu", "LayerNormalization"}
 
 BRIDGE = """
     import collections, re

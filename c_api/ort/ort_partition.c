@@ -1505,6 +1505,57 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       EMIT(e->tf[0], t, 3, (const char* const[]){"condition", "t", "e"}, in, 0, out, NULL);
       return 1;
     }
+    case K_LAYERNORM: {
+      /* The importer's composition: the mean and variance over the axes
+       * from `axis` on (keep_dims), (x - mean) * scale * rsqrt(var + eps)
+       * + bias; only the Y output (describe takes one-output nodes). */
+      int64_t axis = -1, stash = 1;
+      float eps = 1e-5f;
+      int rank = d->in_rank[0];
+      if (d->nin < 2 || d->nin > 3 || attr_int(d, "axis", &axis) < 0 ||
+          attr_float(d, "epsilon", &eps) < 0 || attr_int(d, "stash_type", &stash) < 0)
+        return 0;
+      if (axis < 0) axis += rank;
+      if (rank < 1 || axis < 0 || axis >= rank) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: LayerNormalization runs an axis "
+                 "inside an input of known rank only", L->who);
+        return 0;
+      }
+      int32_t axes[TF_MAX_DIMS];
+      int n = 0;
+      for (int k = (int)axis; k < rank; k++) axes[n++] = k;
+      const char* const mean_in[] = {"input", "reduction_indices"};
+      int ax, mean, dev, sq, var, eps_s, sum, inv, scaled, normed;
+      SLOT(ax, host_i32_slot(L, axes, n));
+      SLOT(eps_s, scalar_slot(L, t, eps));
+      SLOT(mean, temp_slot(L));
+      SLOT(dev, temp_slot(L));
+      SLOT(sq, temp_slot(L));
+      SLOT(var, temp_slot(L));
+      SLOT(sum, temp_slot(L));
+      SLOT(inv, temp_slot(L));
+      SLOT(scaled, temp_slot(L));
+      int has_b = d->nin == 3 && d->in_vi[2] != NULL;
+      SLOT(normed, has_b ? temp_slot(L) : out);
+      for (int pass = 0; pass < 2; pass++) {
+        pg_attrs* ma = pg_attrs_new();
+        pg_attrs_set_bool(ma, "keep_dims", 1);
+        pg_attrs_set_type(ma, "Tidx", TF_INT32);
+        if (pass == 0) {
+          EMIT("Mean", t, 2, mean_in, ((int[]){in[0], ax}), 2, mean, ma);
+          EMIT("Sub", t, 2, XY, ((int[]){in[0], mean}), 0, dev, NULL);
+          EMIT("Mul", t, 2, XY, ((int[]){dev, dev}), 0, sq, NULL);
+        } else {
+          EMIT("Mean", t, 2, mean_in, ((int[]){sq, ax}), 2, var, ma);
+        }
+      }
+      EMIT("AddV2", t, 2, XY, ((int[]){var, eps_s}), 0, sum, NULL);
+      EMIT("Rsqrt", t, 1, XY, &sum, 0, inv, NULL);
+      EMIT("Mul", t, 2, XY, ((int[]){dev, in[1]}), 0, scaled, NULL);
+      EMIT("Mul", t, 2, XY, ((int[]){scaled, inv}), 0, normed, NULL);
+      if (has_b) EMIT("AddV2", t, 2, XY, ((int[]){normed, in[2]}), 0, out, NULL);
+      return 1;
+    }
     case K_CONCAT: {
       int64_t axis = 0;
       int rank = d->in_rank[0];

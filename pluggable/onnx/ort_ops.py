@@ -31,7 +31,7 @@ FLOATS = ("float", "double")
 # The lowering kinds: each is one `case K_<KIND>` of ort_partition.c's lower().
 KINDS = ("binary", "unary", "matmul", "gemm", "softmax", "conv", "maxpool", "avgpool",
          "globalavg", "concat", "sum", "reshape", "batchnorm", "flatten", "identity",
-         "transpose", "gelu", "reduce", "squeeze", "gather", "cast", "where")
+         "transpose", "gelu", "reduce", "squeeze", "gather", "cast", "where", "layernorm")
 
 OPEN = 10_000   # `until` of a row that covers every later opset (mapping.rule's default)
 
@@ -92,6 +92,9 @@ OPS = (
     OrtOp("Unsqueeze", "squeeze", ("Reshape",), ALL, aux=("ExpandDims",)),
     OrtOp("Squeeze", "squeeze", ("Reshape",), ALL, aux=("Squeeze",)),
     OrtOp("ReduceMean", "reduce", ("Mean",), FLOATS),
+    # The importer's composition (mean and variance over the trailing axes).
+    OrtOp("LayerNormalization", "layernorm", ("Mean", "Sub", "Mul", "Rsqrt", "AddV2"), FLOATS,
+          since=17),
 )
 
 BY_ONNX = {e.onnx: e for e in OPS}

@@ -158,6 +158,19 @@ def recipes(op: str, dt: str, rng) -> list[Case]:
                 Case("no axes (every one), keepdims 0, [3,4]",
                      [n(op, ["x"], ["y"], name="node", keepdims=0)], [("x", [3, 4], "any")],
                      ref=lambda x: np.asarray(x.mean(), x.dtype), opset=18)]
+    if op == "LayerNormalization":
+        def ln_ref(x, s, b, axis):
+            axes = tuple(range(axis, x.ndim))
+            m = x.mean(axis=axes, keepdims=True)
+            v = ((x - m) ** 2).mean(axis=axes, keepdims=True)
+            return ((x - m) / np.sqrt(v + 1e-5) * s + b).astype(x.dtype)
+        return [Case(f"axis {axis} of [3,4,5], scale and bias",
+                     [n(op, ["x", "s", "b"], ["y"], name="node", axis=axis)],
+                     [("x", [3, 4, 5], "any")],
+                     inits={"s": rng.standard_normal(shape).astype(dt),
+                            "b": rng.standard_normal(shape).astype(dt)},
+                     ref=lambda x, s, b, axis=axis: ln_ref(x, s, b, axis))
+                for axis, shape in ((-1, (5,)), (1, (4, 5)))]
     if op == "MatMul":
         return [Case("2-D [3,4] @ [4,5]", [n(op, ["a", "b"], ["y"], name="node")],
                      [("a", [3, 4], "any"), ("b", [4, 5], "any")], ref=np.matmul),
