@@ -1486,7 +1486,7 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       TF_DataType dst = tf_type((int)to);
       if (dst == 0 || to != d->out_type) {
         snprintf(L->err, sizeof L->err, "pluggable: node %s: Cast runs to float, double, int32, "
-                 "int64 or bool only, not %s", L->who, onnx_type_name((int)to));
+                 "int64 or bool only, not ONNX element type %lld", L->who, (long long)to);
         return 0;
       }
       pg_attrs* ca = pg_attrs_new();
