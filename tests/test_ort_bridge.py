@@ -1102,8 +1102,7 @@ def test_claims_follow_the_kernels_the_plugin_registered():
             m = model([n("Add", ["a", "b"], ["s"], name="add"), n("Relu", ["s"], ["y"], name="relu")],
                       [("a", dt, [6]), ("b", dt, [6])], [("y", dt)])
             r = compare(m, lambda: {"a": rand((6,), dt), "b": rand((6,), dt)})
-            bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
-        r["report"] = bridge.pg_ort_unclaimed_report().decode()
+            r["report"] = bridge.pg_ort_unclaimed_report().decode()
             res.append(r)
         print(json.dumps({"res": res, "devices": len(devs)}))
     """), {"BRIDGE": ort_ep_library(), "PLUGGABLE_PLUGIN_PATH": str(lib)})
