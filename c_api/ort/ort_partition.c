@@ -1431,7 +1431,11 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       int it = d->in_type[1];
       int64_t axis = 0;
       int rank = d->in_rank[0];
-      if (d->nin != 2 || attr_int(d, "axis", &axis) < 0) return 0;
+      if (d->nin != 2 || attr_int(d, "axis", &axis) < 0) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Gather runs an integer `axis` "
+                 "attribute only", L->who);
+        return 0;
+      }
       if (it != PG_ONNX_INT32 && it != PG_ONNX_INT64) {
         snprintf(L->err, sizeof L->err, "pluggable: node %s: Gather runs int32 or int64 indices "
                  "only, not %s", L->who, onnx_type_name(it));
@@ -1482,7 +1486,11 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
     }
     case K_CAST: {
       int64_t to = 0;
-      if (d->nin != 1 || attr_int(d, "to", &to) != 1) return 0;
+      if (d->nin != 1 || attr_int(d, "to", &to) != 1) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Cast runs an integer `to` "
+                 "attribute (opset 6 on) only", L->who);
+        return 0;
+      }
       TF_DataType dst = tf_type((int)to);
       if (dst == 0 || to != d->out_type) {
         snprintf(L->err, sizeof L->err, "pluggable: node %s: Cast runs to float, double, int32, "
