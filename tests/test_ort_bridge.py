@@ -399,7 +399,8 @@ GRAPHS = SESSION + """
         getattr(bridge, "pg_ort_" + c).restype = ctypes.c_int64
     rng = np.random.default_rng()
     ELEM = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE,
-            "int32": TensorProto.INT32, "int64": TensorProto.INT64, "int8": TensorProto.INT8}
+            "int32": TensorProto.INT32, "int64": TensorProto.INT64, "int8": TensorProto.INT8,
+            "bool": TensorProto.BOOL}
 
     def snap():
         return {c: getattr(bridge, "pg_ort_" + c)() for c in COUNTERS}
@@ -1423,3 +1424,83 @@ def test_a_session_on_the_gpu_runs_through_the_cuda_plugin(tmp_path):
     assert min(out["runs"]) >= 1, out
     assert out["eps"][0] == "pluggable_GPU"
     assert set(out["providers"].values()) == {"pluggable_GPU"}, out["providers"]
+
+
+def test_transformer_plumbing_with_dynamic_dims_runs_on_the_device():
+    """The lowerings that dynamic dims take: Gather of graph-input indices
+    (negative ones moved into range on the device), Unsqueeze and Squeeze of
+    two dynamic dims (ExpandDims, Squeeze), Cast of a bool mask, Where,
+    Transpose, ReduceMean and LayerNormalization: every node claimed (five
+    partitions, one per connected part), the results ORT CPU's on fresh
+    inputs of three shapes."""
+    out = graphs_child("""
+        n = helper.make_node
+        table = rng.standard_normal((7, 3)).astype(np.float32)
+        nodes = [n("Gather", ["table", "idx"], ["g"]),
+                 n("Unsqueeze", ["x", "axes12"], ["u"]),
+                 n("Squeeze", ["u", "axes1"], ["sq"]),
+                 n("Cast", ["m"], ["mf"], to=TensorProto.FLOAT),
+                 n("Where", ["m", "x", "mf"], ["wh"]),
+                 n("Transpose", ["wh"], ["tr"]),
+                 n("ReduceMean", ["x"], ["rm"], axes=[1], keepdims=1),
+                 n("LayerNormalization", ["x3", "s", "b"], ["ln"], epsilon=1e-3)]
+        inits = [("table", table), ("axes12", np.array([1, 2], np.int64)),
+                 ("axes1", np.array([1], np.int64)),
+                 ("s", rng.standard_normal(5).astype(np.float32)),
+                 ("b", rng.standard_normal(5).astype(np.float32))]
+        m = model(nodes, [("idx", "int64", ["K"]), ("x", "float32", ["B", "S"]),
+                          ("m", "bool", ["B", "S"]), ("x3", "float32", ["B", "S", 5])],
+                  [("g", "float32"), ("sq", "float32"), ("tr", "float32"), ("rm", "float32"),
+                   ("ln", "float32")], inits)
+        shapes = iter([(2, 3), (4, 1), (3, 6)])
+        def feeds():
+            b, s = next(shapes)
+            return {"idx": rng.integers(-7, 7, 5).astype(np.int64),
+                    "x": rand((b, s), "float32"), "m": rng.random((b, s)) < 0.5,
+                    "x3": rand((b, s, 5), "float32")}
+        r = compare(m, feeds)
+        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+        r["report"] = bridge.pg_ort_unclaimed_report().decode()
+        print(json.dumps(r))
+    """)
+    assert out["report"] == "", out
+    assert out["compiled"]["partitions_compiled"] == 5, out
+    assert out["compiled"]["nodes_compiled"] == 8, out
+    assert out["same"] and out["err"] < 1e-5, out
+    # Gather: Less, AddV2, SelectV2, GatherV2; Unsqueeze: two ExpandDims;
+    # Squeeze, Cast, Where, Transpose, ReduceMean: one each; LayerNorm: nine
+    assert [run["kernel_runs"] for run in out["per_run"]] == [20, 20, 20], out
+
+
+def test_nodes_the_new_lowerings_cannot_run_are_left_to_the_cpu_with_their_reason():
+    """Gather of indices that may be negative along a dynamic dim, ReduceMean-18
+    axes that are not constants, Cast to and from float16 and Pow of an
+    int64 exponent: each left to the CPU EP with the reason in the report, the
+    session's results still ORT CPU's."""
+    out = graphs_child("""
+        n = helper.make_node
+        nodes = [n("Gather", ["x", "idx"], ["g"], axis=1, name="gather"),
+                 n("ReduceMean", ["x", "axes"], ["rm"], name="mean"),
+                 n("Cast", ["x"], ["h"], to=TensorProto.FLOAT16, name="half"),
+                 n("Cast", ["h"], ["hf"], to=TensorProto.FLOAT, name="back"),
+                 n("Pow", ["x", "e"], ["p"], name="pow")]
+        m = model(nodes, [("x", "float32", ["B", "S"]), ("idx", "int64", [2]),
+                          ("axes", "int64", [1])],
+                  [("g", "float32"), ("rm", "float32"), ("hf", "float32"), ("p", "float32")],
+                  [("e", np.array(2, np.int64))], opset=18)
+        r = compare(m, lambda: {"x": rand((2, 3), "float32"),
+                                "idx": np.array([-1, 1], np.int64),
+                                "axes": np.array([-1], np.int64)})
+        bridge.pg_ort_unclaimed_report.restype = ctypes.c_char_p
+        r["report"] = bridge.pg_ort_unclaimed_report().decode().splitlines()
+        print(json.dumps(r))
+    """)
+    assert out["same"] and out["err"] < 1e-6, out
+    why = {line.split("'")[1]: line for line in out["report"]}
+    assert set(why) == {"gather", "mean", "half", "back", "pow"}, out
+    assert "indices may be negative and the size of axis 1 is not static" in why["gather"]
+    assert "axes given as a constant initializer only" in why["mean"]
+    assert "not ONNX element type 10" in why["half"]
+    assert "mixed or unknown input types" in why["pow"]
+    assert "Cast is not run for an element type the bridge does not run" in why["back"]
+    assert out["compiled"]["nodes_compiled"] == 0, out

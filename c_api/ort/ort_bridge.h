@@ -97,6 +97,11 @@ PG_ORT_HIDDEN int pg_ort_register_kernel(pg_kernel_def* def, TF_Status* status);
  * attribute "T" is `t` (or unconstrained), with no label; NULL if none. */
 PG_ORT_HIDDEN pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type,
                                                 TF_DataType t);
+/* The same for several type attributes: each attrs[i] the kernel constrains
+ * is types[i] (Cast's SrcT and DstT, GatherV2's Tparams and Tindices). */
+PG_ORT_HIDDEN pg_kernel_def* pg_ort_find_kernel_typed(const char* op, const char* device_type,
+                                                      int n, const char* const* attrs,
+                                                      const TF_DataType* types);
 
 /* OrtEp.GetCapability, Compile and ReleaseNodeComputeInfos (ort_partition.c). */
 PG_ORT_HIDDEN OrtStatus* pg_ort_get_capability(OrtEp* self, const OrtGraph* graph,

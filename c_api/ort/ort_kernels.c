@@ -28,15 +28,23 @@ int pg_ort_register_kernel(pg_kernel_def* def, TF_Status* status) {
   return 1;
 }
 
-pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_DataType t) {
+pg_kernel_def* pg_ort_find_kernel_typed(const char* op, const char* device_type, int n,
+                                        const char* const* attrs, const TF_DataType* types) {
   for (int i = 0; i < num_kernels; i++) {
     pg_kernel_def* k = kernels[i];
     if (strcmp(k->op_name, op) != 0 || strcmp(k->device_type, device_type) != 0) continue;
     if (k->label[0] != '\0' || k->compute_func == NULL) continue;
     int ok = 1;
     for (int c = 0; c < k->num_constraints; c++)
-      if (strcmp(k->constraint_attr[c], "T") == 0 && k->constraint_type[c] != t) ok = 0;
+      for (int a = 0; a < n; a++)
+        if (strcmp(k->constraint_attr[c], attrs[a]) == 0 && k->constraint_type[c] != types[a])
+          ok = 0;
     if (ok) return k;
   }
   return NULL;
+}
+
+pg_kernel_def* pg_ort_find_kernel(const char* op, const char* device_type, TF_DataType t) {
+  static const char* const T[] = {"T"};
+  return pg_ort_find_kernel_typed(op, device_type, 1, T, &t);
 }

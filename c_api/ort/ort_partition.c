@@ -59,6 +59,8 @@ static TF_DataType tf_type(int onnx) {
     case PG_ONNX_DOUBLE: return TF_DOUBLE;
     case PG_ONNX_INT32: return TF_INT32;
     case PG_ONNX_INT64: return TF_INT64;
+    /* (no row runs bool data; Where's condition and Cast's result are) */
+    case PG_ONNX_BOOL: return TF_BOOL;
     default: return (TF_DataType)0;
   }
 }
@@ -69,6 +71,7 @@ static const char* onnx_type_name(int onnx) {
     case PG_ONNX_DOUBLE: return "double";
     case PG_ONNX_INT32: return "int32";
     case PG_ONNX_INT64: return "int64";
+    case PG_ONNX_BOOL: return "bool";
     default: return "an element type the bridge does not run";
   }
 }
@@ -100,6 +103,8 @@ typedef struct node_desc {
   int64_t dims0[TF_MAX_DIMS];     /* input 0's dims, -1 where not static */
   const char* out_name;
   int out_type;
+  int out_rank;                   /* 0 also when the shape is unknown */
+  int64_t out_dims[TF_MAX_DIMS];  /* -1 where not static */
 } node_desc;
 
 /* The element type and rank a value info declares (0 and 0 if not a tensor). */
@@ -191,9 +196,8 @@ static int describe(const OrtNode* node, node_desc* d) {
     if (d->in_name[i] == NULL) d->in_vi[i] = NULL; /* an absent optional input */
     value_type_dims(d->in_vi[i], &d->in_type[i], &d->in_rank[i], i == 0 ? d->dims0 : NULL);
   }
-  int out_rank;
   d->out_name = value_name(out_vi);
-  value_type(out_vi, &d->out_type, &out_rank);
+  value_type_dims(out_vi, &d->out_type, &d->out_rank, d->out_dims);
   if (d->name == NULL) d->name = "";
   return d->out_name != NULL;
 }
@@ -238,6 +242,16 @@ static int attr_ints(const node_desc* d, const char* name, int64_t* out, int n) 
   if (r < 0 || len != (size_t)n * sizeof(int64_t)) return 0;
   memcpy(out, buf, len);
   return 1;
+}
+
+/* An INTS attribute of at most `cap` values into `out`, their count in *n:
+ * 1 present, 0 absent (*n = 0), -1 unreadable or longer. */
+static int attr_ints_upto(const node_desc* d, const char* name, int64_t* out, int cap, int* n) {
+  size_t len = 0;
+  *n = 0;
+  int r = read_attr(d, name, PG_ORT_OP_ATTR_INTS, out, (size_t)cap * sizeof(int64_t), &len);
+  if (r == 1) *n = (int)(len / sizeof(int64_t));
+  return r;
 }
 
 /* A STRING attribute (absent: `dflt`); 0 when unreadable. */
@@ -430,8 +444,25 @@ typedef struct lowering {
   int node;        /* index of the node being lowered */
   const char* who; /* "'name' (Op)" */
   const op_entry* entry; /* its row of OPS[] */
+  /* For the next emit only: type attributes besides "T" that select and
+   * configure its kernel (Cast's SrcT, DstT), and its output's dtype when
+   * not the input's (0). */
+  int ntypes;
+  const char* type_attr[3];
+  TF_DataType type_val[3];
+  TF_DataType out_t;
   char err[1024];
 } lowering;
+
+/* The next step's extra type attributes (up to three) and output dtype. */
+static void next_types(lowering* L, TF_DataType out_t, int n, const char* a0, TF_DataType t0,
+                       const char* a1, TF_DataType t1, const char* a2, TF_DataType t2) {
+  L->out_t = out_t;
+  L->ntypes = n;
+  L->type_attr[0] = a0, L->type_val[0] = t0;
+  L->type_attr[1] = a1, L->type_val[1] = t1;
+  L->type_attr[2] = a2, L->type_val[2] = t2;
+}
 
 #define MAX_STEP_IN 64
 
@@ -458,6 +489,12 @@ static int layout_sensitive(const char* tf) {
  * or -1 (the kernel could not be created: L->err). */
 static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char* const* names,
                 const int* in, uint64_t host, int out, pg_attrs* attrs) {
+  int ntypes = L->ntypes;
+  const char* type_attr[3] = {L->type_attr[0], L->type_attr[1], L->type_attr[2]};
+  TF_DataType type_val[3] = {L->type_val[0], L->type_val[1], L->type_val[2]};
+  TF_DataType out_t = L->out_t ? L->out_t : t;
+  L->ntypes = 0;
+  L->out_t = (TF_DataType)0;
   /* A lowering emits only the ops its row names, so that the table says
    * what the bridge runs. */
   if (L->entry == NULL || !(listed(L->entry->tf, tf) || listed(L->entry->aux, tf))) {
@@ -467,7 +504,11 @@ static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char*
     if (attrs) pg_attrs_free(attrs);
     return 0;
   }
-  pg_kernel_def* def = pg_ort_find_kernel(tf, L->device_type, t);
+  pg_kernel_def* def = ntypes ? pg_ort_find_kernel_typed(tf, L->device_type, ntypes, type_attr,
+                                                         type_val)
+                              : pg_ort_find_kernel(tf, L->device_type, t);
+  if (attrs != NULL)
+    for (int k = 0; k < ntypes; k++) pg_attrs_set_type(attrs, type_attr[k], type_val[k]);
   unsigned char in_host[MAX_STEP_IN];
   int r = 1;
   if (def == NULL) {
@@ -494,8 +535,8 @@ static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char*
     unsigned char out_host = 0;
     TF_Status* st = TF_NewStatus();
     pg_attrs_set_type(attrs, "T", t);
-    pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &t, &out_host,
-                                    st);
+    pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &out_t,
+                                    &out_host, st);
     if (k == NULL) {
       snprintf(L->err, sizeof L->err, "pluggable: node %s: the %s kernel on %s refuses the "
                "node's attributes: %s", L->who, tf, L->device_type, TF_Message(st));
@@ -511,6 +552,7 @@ static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char*
   }
   if (attrs == NULL) attrs = pg_attrs_new();
   pg_attrs_set_type(attrs, "T", t);
+  for (int k = 0; k < ntypes; k++) pg_attrs_set_type(attrs, type_attr[k], type_val[k]);
   step* s = NULL;
   if (p->num_steps == p->cap_steps) {
     int cap = p->cap_steps ? 2 * p->cap_steps : 8;
@@ -529,7 +571,8 @@ static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char*
   }
   unsigned char out_host = 0;
   TF_Status* st = TF_NewStatus();
-  pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &t, &out_host, st);
+  pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &out_t, &out_host,
+                                  st);
   pg_attrs_free(attrs);
   if (k == NULL) {
     snprintf(L->err, sizeof L->err, "pluggable: node %s: creating kernel %s on %s failed: %s",
@@ -563,8 +606,12 @@ static int scalar_slot(lowering* L, TF_DataType t, double v) {
   }
   unsigned char buf[8];
   float f = (float)v;
+  int32_t i32 = (int32_t)v;
+  int64_t i64 = (int64_t)v;
   if (t == TF_FLOAT) memcpy(buf, &f, 4);
-  else memcpy(buf, &v, 8); /* Gemm runs float and double only */
+  else if (t == TF_INT32) memcpy(buf, &i32, 4);
+  else if (t == TF_INT64) memcpy(buf, &i64, 8);
+  else memcpy(buf, &v, 8);
   TF_Status* st = TF_NewStatus();
   L->p->consts[s] = pg_tensor_from_host(L->dev, t, NULL, 0, buf, elem_size(t), st);
   if (L->p->consts[s] == NULL) {
@@ -820,19 +867,32 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
                "op table takes opsets %d to %d)", L->who, d->op, d->since, e->since, e->until);
     return 0;
   }
-  int type = d->in_type[0];
+  /* The input whose element type picks the kernels (Where's first is its
+   * condition); Cast's result has its own type. */
+  int data = e->kind == K_WHERE ? 1 : 0;
+  if (d->nin <= data) return 0;
+  int type = d->in_type[data];
   TF_DataType t = tf_type(type);
-  if (!(e->types & type_bit(type)) || d->out_type != type) {
+  int bool_cast = e->kind == K_CAST && type == PG_ONNX_BOOL; /* (a mask made a number) */
+  if (!(e->types & type_bit(type) || bool_cast) || (d->out_type != type && e->kind != K_CAST)) {
     snprintf(L->err, sizeof L->err, "pluggable: node %s: %s is not run for %s", L->who, d->op,
              onnx_type_name(type));
     return 0;
   }
-  int need = e->kind == K_BINARY || e->kind == K_MATMUL || e->kind == K_GEMM ||
-                     e->kind == K_CONV ? 2 : 1;
+  int need = e->kind == K_WHERE ? 3
+             : e->kind == K_BINARY || e->kind == K_MATMUL || e->kind == K_GEMM ||
+                     e->kind == K_CONV || e->kind == K_GATHER
+                 ? 2
+                 : 1;
   if (d->nin < need) return 0;
-  /* Reshape's shape is int64; Dropout's ratio and training_mode differ too. */
-  int typed = e->kind == K_RESHAPE || e->kind == K_IDENTITY ? 1 : d->nin;
-  for (int i = 0; i < typed; i++)
+  /* Reshape's shape, Squeeze's and ReduceMean's axes and Gather's indices
+   * are integers; Dropout's ratio and training_mode differ too. */
+  int typed = e->kind == K_RESHAPE || e->kind == K_IDENTITY || e->kind == K_SQUEEZE ||
+                      e->kind == K_REDUCE || e->kind == K_GATHER || e->kind == K_CAST
+                  ? 1
+              : e->kind == K_WHERE ? 3
+                                   : d->nin;
+  for (int i = data; i < typed; i++)
     if (d->in_vi[i] != NULL && (d->in_type[i] != type || d->in_rank[i] > TF_MAX_DIMS)) {
       snprintf(L->err, sizeof L->err, "pluggable: node %s: mixed or unknown input types", L->who);
       return 0;
@@ -1187,6 +1247,321 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
                            (d->nin < 3 || d->in_vi[2] == NULL)))
         return 0;
       EMIT(e->tf[0], t, 1, (const char* const[]){"input"}, in, 0, out, NULL);
+      return 1;
+    }
+    case K_TRANSPOSE: {
+      /* perm (absent: the dims reversed) as a host int32 vector. */
+      int64_t perm[TF_MAX_DIMS];
+      int n = 0, rank = d->in_rank[0];
+      int r = attr_ints_upto(d, "perm", perm, TF_MAX_DIMS, &n);
+      if (d->nin != 1 || r < 0) return 0;
+      if (r == 0) {
+        n = rank;
+        for (int k = 0; k < n; k++) perm[k] = n - 1 - k;
+      }
+      int seen[TF_MAX_DIMS] = {0}, ok = n >= 1 && (rank == n || (r == 1 && rank == 0));
+      for (int k = 0; ok && k < n; k++) {
+        ok = perm[k] >= 0 && perm[k] < n && !seen[perm[k]];
+        if (ok) seen[perm[k]] = 1;
+      }
+      if (!ok) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Transpose runs a permutation of "
+                 "the dims of an input of known rank only", L->who);
+        return 0;
+      }
+      int32_t p32[TF_MAX_DIMS];
+      for (int k = 0; k < n; k++) p32[k] = (int32_t)perm[k];
+      int ps;
+      SLOT(ps, host_i32_slot(L, p32, n));
+      pg_attrs* ta = pg_attrs_new();
+      pg_attrs_set_type(ta, "Tperm", TF_INT32);
+      EMIT(e->tf[0], t, 2, (const char* const[]){"x", "perm"}, ((int[]){in[0], ps}), 2, out, ta);
+      return 1;
+    }
+    case K_GELU: {
+      char approx[16];
+      if (d->nin != 1 || !attr_string(d, "approximate", approx, sizeof approx, "none") ||
+          (strcmp(approx, "none") != 0 && strcmp(approx, "tanh") != 0)) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Gelu runs approximate \"none\" or "
+                 "\"tanh\" only", L->who);
+        return 0;
+      }
+      pg_attrs* ga = pg_attrs_new();
+      pg_attrs_set_bool(ga, "approximate", strcmp(approx, "tanh") == 0);
+      EMIT(e->tf[0], t, 1, (const char* const[]){"features"}, in, 0, out, ga);
+      return 1;
+    }
+    case K_REDUCE: {
+      /* axes: an attribute before opset 18, a constant input from 18 on;
+       * none: every axis (unless noop_with_empty_axes, not run). */
+      int64_t keep = 1, noop = 0, axes[TF_MAX_DIMS];
+      int n = 0, rank = d->in_rank[0];
+      if (d->nin > 2 || attr_int(d, "keepdims", &keep) < 0 ||
+          attr_int(d, "noop_with_empty_axes", &noop) < 0)
+        return 0;
+      if (d->since >= 18) {
+        if (d->nin == 2 && d->in_vi[1] != NULL) {
+          int64_t got = const_input(d, 1, NULL, axes, TF_MAX_DIMS);
+          if (got < 0) {
+            snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs axes given as a "
+                     "constant initializer only", L->who, d->op);
+            return 0;
+          }
+          n = (int)got;
+        }
+      } else if (attr_ints_upto(d, "axes", axes, TF_MAX_DIMS, &n) < 0) {
+        return 0;
+      }
+      if (rank < 1 || (n == 0 && noop)) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs inputs of known rank 1 or "
+                 "more, and not noop_with_empty_axes without axes", L->who, d->op);
+        return 0;
+      }
+      if (n == 0)
+        for (n = 0; n < rank; n++) axes[n] = n;
+      int32_t ax32[TF_MAX_DIMS];
+      int seen[TF_MAX_DIMS] = {0};
+      for (int k = 0; k < n; k++) {
+        int64_t a = axes[k] < 0 ? axes[k] + rank : axes[k];
+        if (a < 0 || a >= rank || seen[a]) {
+          snprintf(L->err, sizeof L->err, "pluggable: node %s: %s axis %lld is out of range or "
+                   "repeated for rank %d", L->who, d->op, (long long)axes[k], rank);
+          return 0;
+        }
+        seen[a] = 1;
+        ax32[k] = (int32_t)a;
+      }
+      int ax;
+      SLOT(ax, host_i32_slot(L, ax32, n));
+      pg_attrs* ra = pg_attrs_new();
+      pg_attrs_set_bool(ra, "keep_dims", keep != 0);
+      pg_attrs_set_type(ra, "Tidx", TF_INT32);
+      EMIT(e->tf[0], t, 2, (const char* const[]){"input", "reduction_indices"},
+           ((int[]){in[0], ax}), 2, out, ra);
+      return 1;
+    }
+    case K_SQUEEZE: {
+      /* Squeeze / Unsqueeze: axes an attribute before opset 13, a constant
+       * input from 13 on. A Reshape to the output's shape when at most one
+       * of its dims is not static, else Squeeze or ExpandDims per axis. */
+      int unsq = strcmp(d->op, "Unsqueeze") == 0;
+      int64_t axes[TF_MAX_DIMS];
+      int n = 0, rank = d->in_rank[0];
+      if (d->nin > 2) return 0;
+      if (d->since >= 13) {
+        if (d->nin == 2 && d->in_vi[1] != NULL) {
+          int64_t got = const_input(d, 1, NULL, axes, TF_MAX_DIMS);
+          if (got < 0) {
+            snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs axes given as a "
+                     "constant initializer only", L->who, d->op);
+            return 0;
+          }
+          n = (int)got;
+        }
+      } else if (attr_ints_upto(d, "axes", axes, TF_MAX_DIMS, &n) < 0) {
+        return 0;
+      }
+      /* An input of rank 0 is a scalar only where the output's rank says so. */
+      int out_rank = unsq ? rank + n : rank - n;
+      int known = unsq ? n > 0 && d->out_rank == out_rank && out_rank <= TF_MAX_DIMS
+                       : rank > 0 && (n > 0 ? d->out_rank == out_rank : 1);
+      int64_t shape[TF_MAX_DIMS];
+      int marked[TF_MAX_DIMS] = {0}, ok = known;
+      for (int k = 0; ok && k < n; k++) {
+        int r = unsq ? out_rank : rank;
+        int64_t a = axes[k] < 0 ? axes[k] + r : axes[k];
+        ok = a >= 0 && a < r && !marked[a] && (unsq || d->dims0[a] == 1 || d->dims0[a] < 0);
+        if (ok) marked[a] = 1, axes[k] = a;
+      }
+      if (!ok) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs distinct, in-range axes "
+                 "(of dims of size 1) on an input of known rank only", L->who, d->op);
+        return 0;
+      }
+      int m = 0, unknown = 0;
+      if (unsq) {
+        for (int k = 0, j = 0; k < out_rank; k++) shape[m++] = marked[k] ? 1 : d->dims0[j++];
+      } else {
+        for (int k = 0; k < rank; k++) {
+          int drop = n > 0 ? marked[k] : d->dims0[k] == 1;
+          if (n == 0 && d->dims0[k] < 0) unknown = 2; /* which dims are 1 is not known */
+          if (!drop) shape[m++] = d->dims0[k];
+        }
+      }
+      for (int k = 0; k < m; k++)
+        if (shape[k] < 0) unknown++, shape[k] = -1;
+      if (unknown <= 1) {
+        int sh;
+        SLOT(sh, host_i64_slot(L, shape, m));
+        pg_attrs* ra = pg_attrs_new();
+        pg_attrs_set_type(ra, "Tshape", TF_INT64);
+        EMIT("Reshape", t, 2, (const char* const[]){"tensor", "shape"}, ((int[]){in[0], sh}), 2,
+             out, ra);
+        return 1;
+      }
+      if (!unsq) {
+        int64_t dims[TF_MAX_DIMS];
+        for (int k = 0; k < n; k++) dims[k] = axes[k];
+        pg_attrs* sa = pg_attrs_new();
+        pg_attrs_set_int_list(sa, "squeeze_dims", dims, n);
+        EMIT("Squeeze", t, 1, (const char* const[]){"input"}, in, 0, out, sa);
+        return 1;
+      }
+      /* One ExpandDims per output axis of size 1, in increasing order. */
+      int x = in[0], last = 0;
+      for (int k = 0; k < out_rank; k++)
+        if (marked[k]) last = k;
+      for (int k = 0; k < out_rank; k++) {
+        if (!marked[k]) continue;
+        int dim, dst;
+        SLOT(dim, host_i32_slot(L, (const int32_t[]){(int32_t)k}, -1));
+        SLOT(dst, k == last ? out : temp_slot(L));
+        pg_attrs* ea = pg_attrs_new();
+        pg_attrs_set_type(ea, "Tdim", TF_INT32);
+        EMIT("ExpandDims", t, 2, (const char* const[]){"input", "dim"}, ((int[]){x, dim}), 2,
+             dst, ea);
+        x = dst;
+      }
+      return 1;
+    }
+    case K_GATHER: {
+      /* GatherV2 at a host axis; negative indices (ONNX counts them from
+       * the end) become index + dim first, which needs the dim static
+       * unless the indices are constants none of which is negative. */
+      int it = d->in_type[1];
+      int64_t axis = 0;
+      int rank = d->in_rank[0];
+      if (d->nin != 2 || attr_int(d, "axis", &axis) < 0) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Gather runs an integer `axis` "
+                 "attribute only", L->who);
+        return 0;
+      }
+      if (it != PG_ONNX_INT32 && it != PG_ONNX_INT64) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Gather runs int32 or int64 indices "
+                 "only, not %s", L->who, onnx_type_name(it));
+        return 0;
+      }
+      if (axis < 0) axis += rank;
+      if (rank < 1 || axis < 0 || axis >= rank) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Gather runs an axis inside an "
+                 "input of known rank only", L->who);
+        return 0;
+      }
+      TF_DataType ti = tf_type(it);
+      int64_t dim = d->dims0[axis];
+      enum { MAX_CONST_IDX = 1 << 14 };
+      int64_t* idx = malloc(MAX_CONST_IDX * sizeof *idx);
+      if (idx == NULL) return 0;
+      int64_t count = const_input(d, 1, NULL, idx, MAX_CONST_IDX);
+      int fix = count < 0;
+      for (int64_t k = 0; k < count; k++) fix = fix || idx[k] < 0;
+      free(idx);
+      if (fix && dim < 0) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Gather's indices may be negative "
+                 "and the size of axis %d is not static", L->who, (int)axis);
+        return 0;
+      }
+      int indices = in[1];
+      if (fix) {
+        int zero, size, neg, added;
+        SLOT(zero, scalar_slot(L, ti, 0));
+        SLOT(size, scalar_slot(L, ti, (double)dim));
+        SLOT(neg, temp_slot(L));
+        SLOT(added, temp_slot(L));
+        SLOT(indices, temp_slot(L));
+        next_types(L, TF_BOOL, 0, NULL, 0, NULL, 0, NULL, 0);
+        EMIT("Less", ti, 2, XY, ((int[]){in[1], zero}), 0, neg, NULL);
+        EMIT("AddV2", ti, 2, XY, ((int[]){in[1], size}), 0, added, NULL);
+        EMIT("SelectV2", ti, 3, (const char* const[]){"condition", "t", "e"},
+             ((int[]){neg, added, in[1]}), 0, indices, NULL);
+      }
+      int ax;
+      SLOT(ax, host_i32_slot(L, (const int32_t[]){(int32_t)axis}, -1));
+      pg_attrs* ga = pg_attrs_new();
+      pg_attrs_set_int(ga, "batch_dims", 0);
+      next_types(L, t, 3, "Tparams", t, "Tindices", ti, "Taxis", TF_INT32);
+      EMIT(e->tf[0], t, 3, (const char* const[]){"params", "indices", "axis"},
+           ((int[]){in[0], indices, ax}), 4, out, ga);
+      return 1;
+    }
+    case K_CAST: {
+      int64_t to = 0;
+      if (d->nin != 1 || attr_int(d, "to", &to) != 1) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Cast runs an integer `to` "
+                 "attribute (opset 6 on) only", L->who);
+        return 0;
+      }
+      TF_DataType dst = tf_type((int)to);
+      if (dst == 0 || to != d->out_type) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Cast runs to float, double, int32, "
+                 "int64 or bool only, not ONNX element type %lld", L->who, (long long)to);
+        return 0;
+      }
+      pg_attrs* ca = pg_attrs_new();
+      pg_attrs_set_bool(ca, "Truncate", 0);
+      next_types(L, dst, 2, "SrcT", t, "DstT", dst, NULL, 0);
+      EMIT(e->tf[0], t, 1, (const char* const[]){"x"}, in, 0, out, ca);
+      return 1;
+    }
+    case K_WHERE: {
+      /* SelectV2 broadcasts its three inputs as ONNX's Where does. */
+      if (d->nin != 3 || d->in_type[0] != PG_ONNX_BOOL) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: Where runs a bool condition only",
+                 L->who);
+        return 0;
+      }
+      EMIT(e->tf[0], t, 3, (const char* const[]){"condition", "t", "e"}, in, 0, out, NULL);
+      return 1;
+    }
+    case K_LAYERNORM: {
+      /* The importer's composition: the mean and variance over the axes
+       * from `axis` on (keep_dims), (x - mean) * scale * rsqrt(var + eps)
+       * + bias; only the Y output (describe takes one-output nodes). */
+      int64_t axis = -1, stash = 1;
+      float eps = 1e-5f;
+      int rank = d->in_rank[0];
+      if (d->nin < 2 || d->nin > 3 || attr_int(d, "axis", &axis) < 0 ||
+          attr_float(d, "epsilon", &eps) < 0 || attr_int(d, "stash_type", &stash) < 0)
+        return 0;
+      if (axis < 0) axis += rank;
+      if (rank < 1 || axis < 0 || axis >= rank) {
+        snprintf(L->err, sizeof L->err, "pluggable: node %s: LayerNormalization runs an axis "
+                 "inside an input of known rank only", L->who);
+        return 0;
+      }
+      int32_t axes[TF_MAX_DIMS];
+      int n = 0;
+      for (int k = (int)axis; k < rank; k++) axes[n++] = k;
+      const char* const mean_in[] = {"input", "reduction_indices"};
+      int ax, mean, dev, sq, var, eps_s, sum, inv, scaled, normed;
+      SLOT(ax, host_i32_slot(L, axes, n));
+      SLOT(eps_s, scalar_slot(L, t, eps));
+      SLOT(mean, temp_slot(L));
+      SLOT(dev, temp_slot(L));
+      SLOT(sq, temp_slot(L));
+      SLOT(var, temp_slot(L));
+      SLOT(sum, temp_slot(L));
+      SLOT(inv, temp_slot(L));
+      SLOT(scaled, temp_slot(L));
+      int has_b = d->nin == 3 && d->in_vi[2] != NULL;
+      SLOT(normed, has_b ? temp_slot(L) : out);
+      for (int pass = 0; pass < 2; pass++) {
+        pg_attrs* ma = pg_attrs_new();
+        pg_attrs_set_bool(ma, "keep_dims", 1);
+        pg_attrs_set_type(ma, "Tidx", TF_INT32);
+        if (pass == 0) {
+          EMIT("Mean", t, 2, mean_in, ((int[]){in[0], ax}), 2, mean, ma);
+          EMIT("Sub", t, 2, XY, ((int[]){in[0], mean}), 0, dev, NULL);
+          EMIT("Mul", t, 2, XY, ((int[]){dev, dev}), 0, sq, NULL);
+        } else {
+          EMIT("Mean", t, 2, mean_in, ((int[]){sq, ax}), 2, var, ma);
+        }
+      }
+      EMIT("AddV2", t, 2, XY, ((int[]){var, eps_s}), 0, sum, NULL);
+      EMIT("Rsqrt", t, 1, XY, &sum, 0, inv, NULL);
+      EMIT("Mul", t, 2, XY, ((int[]){dev, in[1]}), 0, scaled, NULL);
+      EMIT("Mul", t, 2, XY, ((int[]){scaled, inv}), 0, normed, NULL);
+      if (has_b) EMIT("AddV2", t, 2, XY, ((int[]){normed, in[2]}), 0, out, NULL);
       return 1;
     }
     case K_CONCAT: {

@@ -244,6 +244,7 @@ typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 #define PG_ONNX_FLOAT 1
 #define PG_ONNX_INT32 6
 #define PG_ONNX_INT64 7
+#define PG_ONNX_BOOL 9
 #define PG_ONNX_DOUBLE 11
 
 /* How the nodes given to AddNodesToFuse become one partition (v23). */

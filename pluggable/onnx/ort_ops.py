@@ -30,7 +30,8 @@ FLOATS = ("float", "double")
 
 # The lowering kinds: each is one `case K_<KIND>` of ort_partition.c's lower().
 KINDS = ("binary", "unary", "matmul", "gemm", "softmax", "conv", "maxpool", "avgpool",
-         "globalavg", "concat", "sum", "reshape", "batchnorm", "flatten", "identity")
+         "globalavg", "concat", "sum", "reshape", "batchnorm", "flatten", "identity",
+         "transpose", "gelu", "reduce", "squeeze", "gather", "cast", "where", "layernorm")
 
 OPEN = 10_000   # `until` of a row that covers every later opset (mapping.rule's default)
 
@@ -62,6 +63,10 @@ OPS = (
     OrtOp("Sqrt", "unary", ("Sqrt",), FLOATS, direct=True),
     OrtOp("Tanh", "unary", ("Tanh",), FLOATS, direct=True),
     OrtOp("Sigmoid", "unary", ("Sigmoid",), FLOATS, direct=True),
+    OrtOp("Erf", "unary", ("Erf",), FLOATS, direct=True),
+    OrtOp("Gelu", "gelu", ("Gelu",), FLOATS, since=20),
+    # (an exponent of another element type than the base is not run)
+    OrtOp("Pow", "binary", ("Pow",), FLOATS),
     OrtOp("MatMul", "matmul", ("MatMul", "BatchMatMulV2"), ALL),
     OrtOp("Gemm", "gemm", ("MatMul", "Mul", "AddV2"), FLOATS),
     OrtOp("Softmax", "softmax", ("Softmax",), FLOATS, aux=("Transpose", "Reshape")),
@@ -77,6 +82,19 @@ OPS = (
     OrtOp("Flatten", "flatten", ("Reshape",), ALL),
     OrtOp("Identity", "identity", ("Identity",), ALL),
     OrtOp("Dropout", "identity", ("Identity",), FLOATS),
+    OrtOp("Transpose", "transpose", ("Transpose",), ALL),
+    # Cast from these types to them or to bool; Where's condition is bool.
+    OrtOp("Cast", "cast", ("Cast",), ALL),
+    OrtOp("Where", "where", ("SelectV2",), ALL),
+    # Negative indices are moved into range first (folded for constants).
+    OrtOp("Gather", "gather", ("GatherV2",), ALL, aux=("Less", "AddV2", "SelectV2")),
+    # A Reshape to the static output shape, else ExpandDims / Squeeze.
+    OrtOp("Unsqueeze", "squeeze", ("Reshape",), ALL, aux=("ExpandDims",)),
+    OrtOp("Squeeze", "squeeze", ("Reshape",), ALL, aux=("Squeeze",)),
+    OrtOp("ReduceMean", "reduce", ("Mean",), FLOATS),
+    # The importer's composition (mean and variance over the trailing axes).
+    OrtOp("LayerNormalization", "layernorm", ("Mean", "Sub", "Mul", "Rsqrt", "AddV2"), FLOATS,
+          since=17),
 )
 
 BY_ONNX = {e.onnx: e for e in OPS}

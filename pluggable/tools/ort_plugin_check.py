@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import sys
 import time
@@ -45,8 +46,17 @@ BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply,
                                else a / b)}
 UNARY = {"Relu": lambda x: np.maximum(x, 0).astype(x.dtype), "Neg": np.negative,
          "Abs": np.abs, "Exp": np.exp, "Log": np.log, "Sqrt": np.sqrt, "Tanh": np.tanh,
-         "Sigmoid": lambda x: 1 / (1 + np.exp(-x))}
+         "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+         "Erf": lambda x: np.vectorize(math.erf)(x).astype(x.dtype)}
 POSITIVE = {"Log", "Sqrt"}
+# The input whose element type the op's rows are of (Where's first is its condition).
+DATA_INPUT = {"Where": 1}
+
+
+def gelu_ref(x, tanh=False):
+    if tanh:
+        return (0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))).astype(x.dtype)
+    return (0.5 * x * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))).astype(x.dtype)
 
 
 def conv_ref(x, w, b, pad=1):
@@ -67,11 +77,12 @@ class Case:
     """One model: `nodes` (onnx NodeProtos), graph inputs [(name, shape,
     kind)] with kind "any", "positive" or "nonzero", `inits` {name: array},
     `ref`: a numpy function of the inputs (for element types ONNX Runtime's
-    CPU EP has no kernel of), `opset`."""
+    CPU EP has no kernel of), `opset`, `out`: the output's numpy dtype
+    when not the inputs' (Cast)."""
 
-    def __init__(self, variant, nodes, inputs, inits=None, ref=None, opset=17):
+    def __init__(self, variant, nodes, inputs, inits=None, ref=None, opset=17, out=None):
         self.variant, self.nodes, self.inputs = variant, nodes, inputs
-        self.inits, self.ref, self.opset = inits or {}, ref, opset
+        self.inits, self.ref, self.opset, self.out = inits or {}, ref, opset, out
 
 
 def recipes(op: str, dt: str, rng) -> list[Case]:
@@ -85,6 +96,81 @@ def recipes(op: str, dt: str, rng) -> list[Case]:
     if op in UNARY:
         return [Case("[3,4]", [n(op, ["x"], ["y"], name="node")],
                      [("x", [3, 4], "positive" if op in POSITIVE else "any")], ref=UNARY[op])]
+    if op == "Pow":
+        return [Case("positive [3,4] ** [4]", [n(op, ["a", "b"], ["y"], name="node")],
+                     [("a", [3, 4], "positive"), ("b", [4], "any")], ref=np.power)]
+    if op == "Gelu":
+        return [Case(f"approximate {m}, [3,4]", [n(op, ["x"], ["y"], name="node", approximate=m)],
+                     [("x", [3, 4], "any")], ref=lambda x, m=m: gelu_ref(x, m == "tanh"),
+                     opset=20)
+                # (ONNX Runtime's CPU EP computes the double tanh form ~6e-9 off the formula)
+                for m in (("none", "tanh") if dt == "float32" else ("none",))]
+    if op == "Transpose":
+        return [Case("perm [2,0,1] of [2,3,4]", [n(op, ["x"], ["y"], name="node", perm=[2, 0, 1])],
+                     [("x", [2, 3, 4], "any")], ref=lambda x: x.transpose(2, 0, 1)),
+                Case("reversed (no perm) [2,3,4]", [n(op, ["x"], ["y"], name="node")],
+                     [("x", [2, 3, 4], "any")], ref=lambda x: x.transpose())]
+    if op == "Cast":
+        from onnx.helper import np_dtype_to_tensor_dtype
+        other = "float32" if dt != "float32" else "int32"
+        return [Case(f"to {to}, [3,4]", [n(op, ["x"], ["y"], name="node",
+                                           to=np_dtype_to_tensor_dtype(np.dtype(to)))],
+                     [("x", [3, 4], "any")], ref=lambda x, to=to: x.astype(to), out=to)
+                for to in (other, "bool")]
+    if op == "Where":
+        cond = rng.random((3, 4)) < 0.5
+        return [Case("condition [3,4], [3,4] or [4]", [n(op, ["c", "a", "b"], ["y"], name="node")],
+                     [("a", [3, 4], "any"), ("b", [4], "any")], inits={"c": cond},
+                     ref=lambda a, b, c: np.where(c, a, b))]
+    if op == "Gather":
+        i64 = np.array([[0, 4], [-1, 2]], np.int64)
+        i32 = np.array([1, -2, 0], np.int32)
+        return [Case("axis 0 of [5,4], int64 [[0,4],[-1,2]]",
+                     [n(op, ["x", "i"], ["y"], name="node", axis=0)], [("x", [5, 4], "any")],
+                     inits={"i": i64}, ref=lambda x, i: np.take(x, i, axis=0)),
+                Case("axis 1 of [5,4], int32 [1,-2,0]",
+                     [n(op, ["x", "i"], ["y"], name="node", axis=1)], [("x", [5, 4], "any")],
+                     inits={"i": i32}, ref=lambda x, i: np.take(x, i, axis=1))]
+    if op == "Unsqueeze":
+        return [Case("axes [0,2] input of [3,4]", [n(op, ["x", "axes"], ["y"], name="node")],
+                     [("x", [3, 4], "any")], inits={"axes": np.array([0, 2], np.int64)},
+                     ref=lambda x, axes: x.reshape(1, 3, 1, 4), opset=13),
+                Case("axes [-1] attribute of [3,4]",
+                     [n(op, ["x"], ["y"], name="node", axes=[-1])], [("x", [3, 4], "any")],
+                     ref=lambda x: x.reshape(3, 4, 1), opset=11)]
+    if op == "Squeeze":
+        return [Case("axes [1] input of [3,1,4]", [n(op, ["x", "axes"], ["y"], name="node")],
+                     [("x", [3, 1, 4], "any")], inits={"axes": np.array([1], np.int64)},
+                     ref=lambda x, axes: x.reshape(3, 4), opset=13),
+                Case("no axes, [3,1,4,1]", [n(op, ["x"], ["y"], name="node")],
+                     [("x", [3, 1, 4, 1], "any")], ref=lambda x: x.reshape(3, 4), opset=13),
+                Case("axes [0] attribute of [1,3,4]",
+                     [n(op, ["x"], ["y"], name="node", axes=[0])], [("x", [1, 3, 4], "any")],
+                     ref=lambda x: x.reshape(3, 4), opset=11)]
+    if op == "ReduceMean":
+        return [Case("axes [1] attribute, keepdims 0, [3,4,5]",
+                     [n(op, ["x"], ["y"], name="node", axes=[1], keepdims=0)],
+                     [("x", [3, 4, 5], "any")], ref=lambda x: x.mean(axis=1)),
+                Case("axes [-1] input, keepdims 1, [3,4,5]",
+                     [n(op, ["x", "axes"], ["y"], name="node")], [("x", [3, 4, 5], "any")],
+                     inits={"axes": np.array([-1], np.int64)},
+                     ref=lambda x, axes: x.mean(axis=-1, keepdims=True), opset=18),
+                Case("no axes (every one), keepdims 0, [3,4]",
+                     [n(op, ["x"], ["y"], name="node", keepdims=0)], [("x", [3, 4], "any")],
+                     ref=lambda x: np.asarray(x.mean(), x.dtype), opset=18)]
+    if op == "LayerNormalization":
+        def ln_ref(x, s, b, axis):
+            axes = tuple(range(axis, x.ndim))
+            m = x.mean(axis=axes, keepdims=True)
+            v = ((x - m) ** 2).mean(axis=axes, keepdims=True)
+            return ((x - m) / np.sqrt(v + 1e-5) * s + b).astype(x.dtype)
+        return [Case(f"axis {axis} of [3,4,5], scale and bias",
+                     [n(op, ["x", "s", "b"], ["y"], name="node", axis=axis)],
+                     [("x", [3, 4, 5], "any")],
+                     inits={"s": rng.standard_normal(shape).astype(dt),
+                            "b": rng.standard_normal(shape).astype(dt)},
+                     ref=lambda x, s, b, axis=axis: ln_ref(x, s, b, axis))
+                for axis, shape in ((-1, (5,)), (1, (4, 5)))]
     if op == "MatMul":
         return [Case("2-D [3,4] @ [4,5]", [n(op, ["a", "b"], ["y"], name="node")],
                      [("a", [3, 4], "any"), ("b", [4, 5], "any")], ref=np.matmul),
@@ -157,7 +243,7 @@ def onnx_allows(op: str, onnx_type: str, opset: int) -> bool:
     except Exception:  # noqa: BLE001 - no schema: let ONNX Runtime say
         return True
     want = f"tensor({onnx_type})"
-    t0 = schema.inputs[0].type_str
+    t0 = schema.inputs[DATA_INPUT.get(op, 0)].type_str
     for c in schema.type_constraints:
         if c.type_param_str == t0:
             return want in c.allowed_type_strs
@@ -187,7 +273,8 @@ def build_model(case: Case, dt: str) -> bytes:
     g = helper.make_graph(
         case.nodes, "check",
         [helper.make_tensor_value_info(name, t, shape) for name, shape, _ in case.inputs],
-        [helper.make_tensor_value_info("y", t, None)],
+        [helper.make_tensor_value_info(
+            "y", t if case.out is None else np_dtype_to_tensor_dtype(np.dtype(case.out)), None)],
         initializer=[numpy_helper.from_array(v, k) for k, v in case.inits.items()])
     ops = [helper.make_opsetid("", case.opset)]
     # the lowest IR version that carries the opset: onnx writes its newest, which
