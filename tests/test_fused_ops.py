@@ -257,9 +257,9 @@ def test_a_traced_training_step_with_bias_gelu_matches_eager(rng):
         f = pg.function(step) if traced else step
         losses = [float(f(pg.constant(x)).numpy()) for _ in range(3)]
         return losses, w.numpy(), b.numpy()
-    with expect_kernel("BiasGeluGrad", "CPU", min_calls=3):
+    with pg.device("CPU:0"), expect_kernel("BiasGeluGrad", "CPU", min_calls=3):
         traced = run(True)
-    eager = run(False)
+        eager = run(False)
     np.testing.assert_allclose(traced[0], eager[0], rtol=1e-5)
     np.testing.assert_allclose(traced[1], eager[1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(traced[2], eager[2], rtol=1e-5, atol=1e-6)

@@ -225,9 +225,11 @@ def test_mlp_trains_under_mixed_bfloat16_as_in_float32(device, rng):
         # the training moved the weights the same way: nearly every weight
         # in the same direction (a tiny gradient's sign may differ in
         # bfloat16, and Adam moves it by about lr either way: over 25 seeds
-        # at least 97% agreed, the distance was at most 0.3 of the move)
+        # at least 97% agreed, the distance was at most 0.3 of the move; a
+        # bias of 8 values may have 1 of 8 the other way)
         ours, theirs = w.numpy() - p, r.numpy() - p
-        assert np.mean(np.sign(ours) == np.sign(theirs)) >= 0.9
+        differ = int(np.sum(np.sign(ours) != np.sign(theirs)))
+        assert differ <= max(1, int(0.1 * ours.size)), (differ, ours.size)
         assert np.linalg.norm(ours - theirs) <= 0.5 * np.linalg.norm(theirs)
 
 

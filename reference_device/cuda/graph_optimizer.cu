@@ -3,8 +3,9 @@
 // reference_device/graph, registered for device type GPU and limited to the
 // dtypes kernels_fused.cu implements. MatMul chains are fused only when
 // cuBLASLt can be loaded (the fused kernel needs it; the unfused MatMul only
-// needs cuBLAS). The framework's "remapping" pass is turned off for GPU
-// graphs: fusing is this optimizer's job.
+// needs cuBLAS). The framework's "remapping" pass stays on for GPU graphs: it
+// rewrites attention, layer norm and bias + GELU into the fused kernels this
+// plugin has, patterns this optimizer leaves alone.
 #include "cublaslt_loader.h"
 #include "fusion.h"
 #include "grappler.h"
@@ -34,7 +35,7 @@ extern "C" void TF_InitGraph(TP_OptimizerRegistrationParams* params, TF_Status* 
   params->patch_version = GO_PATCH;
   params->device_type = "GPU";
   params->optimizer_configs->struct_size = TP_OPTIMIZER_CONFIGS_STRUCT_SIZE;
-  params->optimizer_configs->remapping = TF_TriState_Off;
+  params->optimizer_configs->remapping = TF_TriState_Default;
   params->optimizer->struct_size = TP_OPTIMIZER_STRUCT_SIZE;
   params->optimizer->optimize_func = optimize;
 }
