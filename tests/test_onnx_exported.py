@@ -190,6 +190,15 @@ BRIDGE_RUNS = {"MatMul", "Gemm", "Conv", "Relu", "Add", "Sub", "Mul", "Div", "So
                "Sqrt", "MaxPool", "Transpose", "Erf", "Pow", "Cast", "Where", "Unsqueeze",
                "Squeeze", "ReduceMean", "Gelu", "LayerNormalization"}
 
+def _ort_keeps_attention() -> bool:
+    """Whether the installed onnxruntime runs ONNX's Attention (opset 23) as
+    one node of its own rather than inlining its function body, so that the
+    bridge is offered the Attention node itself (1.30 does; 1.32 inlines it)."""
+    import onnxruntime
+    major, minor = (int(v) for v in onnxruntime.__version__.split(".")[:2])
+    return (major, minor) < (1, 32)
+
+
 BRIDGE = """
     import collections, re
     import onnx
@@ -238,7 +247,10 @@ def test_exported_model_through_the_ort_bridge_matches_ort_cpu(name):
                                        + textwrap.dedent(BRIDGE))
     assert out["same"] and out["err"] < 1e-4, out
     unclaimed = set(out["unclaimed"])
-    assert unclaimed <= BRIDGE_LEAVES, sorted(unclaimed - BRIDGE_LEAVES)
+    leaves = set(BRIDGE_LEAVES)
+    if _ort_keeps_attention():
+        leaves.add("Attention")   # a node of ORT's own, not inlined: the table has no row
+    assert unclaimed <= leaves, sorted(unclaimed - leaves)
     assert not unclaimed & BRIDGE_RUNS, sorted(unclaimed & BRIDGE_RUNS)
     products = out["ops"].get("MatMul", 0) + out["ops"].get("Gemm", 0) + out["ops"].get("Conv", 0)
     assert products > 0
