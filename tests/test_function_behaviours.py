@@ -352,3 +352,75 @@ result = r + [np.array(a.grow is a.grow), np.array(a.plain.experimental_get_trac
     del c
     gc.collect()
     assert not bound, "the bound functions kept their instances alive"
+
+
+# ------------------------------------------ variables made in a trace, leaks
+
+VARIABLE_RULE = """
+result = {}
+
+@tf.function
+def makes_one_each_trace(x):
+    v = tf.Variable(1.0)
+    return v + x
+
+try:
+    makes_one_each_trace(1.0)
+    result["each_trace"] = "ran"
+except ValueError:
+    result["each_trace"] = "ValueError"
+
+class Lazy(tf.Module):
+    def __init__(self):
+        self.v = None
+        self.traces = 0
+
+    @tf.function
+    def __call__(self, x):
+        self.traces += 1
+        if self.v is None:
+            self.v = tf.Variable(2.0)
+        return self.v * x
+
+m = Lazy()
+result["lazy"] = [float(m(tf.constant(3.0))), float(m(tf.constant(4.0)))]
+result["lazy_traces"] = [m.traces, m.__call__.experimental_get_tracing_count()]
+
+leaked = []
+
+@tf.function
+def leaky(a):
+    leaked.append(a + 1)
+    return a + 2
+
+leaky(tf.constant(1))
+try:
+    leaked[0].numpy()
+    result["numpy"] = "ran"
+except AttributeError:
+    result["numpy"] = "AttributeError"
+
+@tf.function
+def uses_leaked(b):
+    return b + leaked[0]
+
+try:
+    uses_leaked(tf.constant(2))
+    result["out_of_scope"] = "ran"
+except TypeError:
+    result["out_of_scope"] = "TypeError"
+"""
+
+
+def test_variables_made_in_a_trace_and_leaked_tensors_follow_tensorflow(tf_oracle):
+    """Only a function's first trace may make variables (one that did is
+    traced again without making any, so a lazily built module traces twice);
+    a body that makes one on every trace is a ValueError; a tensor leaked
+    from a trace has no numpy() (AttributeError) and is out of scope in
+    another function (TypeError)."""
+    want = tf_oracle.run(VARIABLE_RULE)
+    scope = {"tf": pg}
+    exec(VARIABLE_RULE, scope)
+    got = scope["result"]
+    assert got == want
+    assert got["each_trace"] == "ValueError" and got["lazy_traces"] == [2, 2]
