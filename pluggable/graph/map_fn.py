@@ -91,11 +91,8 @@ def map_fn(fn: Callable, elems: Any, dtype: Any = None, parallel_iterations: int
     n = known[0] if known and None not in sizes else None
     if n is not None:
         results = [fn(nest.pack_as(elems, [e[i] for e in flat])) for i in range(n)]
-        if results and signature is None and not nest.same_structure(results[0], elems):
-            raise ValueError(
-                f"map_fn: fn returned a value of structure {_shape_of(results[0])} but elems "
-                f"have structure {_shape_of(elems)}; where they differ, give "
-                "fn_output_signature (a dtype, TensorSpec or RaggedTensorSpec per output)")
+        if results:
+            _check_structure(results[0], elems, signature)
         if not results:
             return _empty(fn, elems, flat, signature)
         flat_out = [nest.flatten(r) for r in results]
@@ -111,6 +108,15 @@ def map_fn(fn: Callable, elems: Any, dtype: Any = None, parallel_iterations: int
             "is traced is not supported; give the function an input_signature with a "
             "static first dimension, or call map_fn eagerly")
     return _loop(fn, elems, flat, signature)
+
+
+def _check_structure(result: Any, elems: Any, signature: Any) -> None:
+    """Without a signature, fn must return elems' structure (TensorFlow's rule)."""
+    if signature is None and not nest.same_structure(result, elems):
+        raise ValueError(
+            f"map_fn: fn returned a value of structure {_shape_of(result)} but elems have "
+            f"structure {_shape_of(elems)}; where they differ, give fn_output_signature "
+            "(a dtype, TensorSpec or RaggedTensorSpec per output)")
 
 
 def _shape_of(x: Any) -> str:
@@ -144,10 +150,7 @@ def _loop(fn: Callable, elems: Any, flat: list, signature: Any) -> Any:
     result is appended to an accumulator of a growing first dimension."""
     n = _leading(flat[0])
     probe = fn(nest.pack_as(elems, [e[0] for e in flat]))
-    if signature is None and not nest.same_structure(probe, elems):
-        raise ValueError(
-            f"map_fn: fn returned a value of structure {_shape_of(probe)} but elems have "
-            f"structure {_shape_of(elems)}; where they differ, give fn_output_signature")
+    _check_structure(probe, elems, signature)
     probe_flat = [convert_to_tensor(p) for p in nest.flatten(probe)]
     if any(p.shape.rank is None for p in probe_flat):
         raise errors.UnimplementedError("map_fn in a traced function needs fn's results to "
