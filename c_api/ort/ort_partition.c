@@ -481,6 +481,21 @@ static int layout_sensitive(const char* tf) {
   return listed(names, tf);
 }
 
+/* Whether `def`'s kernel can be made on `dev` with `attrs` (not taken):
+ * made once and dropped; if not, the plugin's message goes to `why`. */
+static int kernel_creates(pg_kernel_def* def, pg_device* dev, pg_attrs* attrs, int nin,
+                          const char* const* names, const unsigned char* in_host,
+                          TF_DataType out_t, char* why, size_t why_size) {
+  unsigned char out_host = 0;
+  TF_Status* st = TF_NewStatus();
+  pg_kernel* k = pg_kernel_create(def, dev, attrs, nin, names, in_host, 1, &out_t, &out_host,
+                                  st);
+  if (k == NULL) snprintf(why, why_size, "%s", TF_Message(st));
+  else pg_kernel_free(k);
+  TF_DeleteStatus(st);
+  return k != NULL;
+}
+
 /* One step: kernel `tf` for dtype `t` over slots `in` (named `names`, the
  * plugin op's input names; bit i of `host` set: input i is a host
  * constant) into slot `out`, created with `attrs` (taken: freed here, may
@@ -532,19 +547,13 @@ static int emit(lowering* L, const char* tf, TF_DataType t, int nin, const char*
     /* GetCapability: a kernel whose attributes a plugin may refuse (an NCHW
      * data_format its kernel lacks, say) is created once and dropped, so
      * that a node is claimed only where its kernels can be made. */
-    unsigned char out_host = 0;
-    TF_Status* st = TF_NewStatus();
+    char why[512];
     pg_attrs_set_type(attrs, "T", t);
-    pg_kernel* k = pg_kernel_create(def, L->dev, attrs, nin, names, in_host, 1, &out_t,
-                                    &out_host, st);
-    if (k == NULL) {
+    if (!kernel_creates(def, L->dev, attrs, nin, names, in_host, out_t, why, sizeof why)) {
       snprintf(L->err, sizeof L->err, "pluggable: node %s: the %s kernel on %s refuses the "
-               "node's attributes: %s", L->who, tf, L->device_type, TF_Message(st));
+               "node's attributes: %s", L->who, tf, L->device_type, why);
       r = 0;
-    } else {
-      pg_kernel_free(k);
     }
-    TF_DeleteStatus(st);
   }
   if (r != 1 || p == NULL) {
     if (attrs) pg_attrs_free(attrs);
@@ -828,6 +837,23 @@ static pg_attrs* conv_attrs(const window* w, int nhwc) {
   return ca;
 }
 
+/* A node's `axes`: an attribute before opset `since_input`, a constant
+ * input from it on (absent: n = 0). 0 where they are not readable so
+ * (L->err says why where the input is not a constant). */
+static int read_axes(lowering* L, const node_desc* d, int since_input, int64_t* axes, int* n) {
+  *n = 0;
+  if (d->since < since_input) return attr_ints_upto(d, "axes", axes, TF_MAX_DIMS, n) >= 0;
+  if (d->nin < 2 || d->in_vi[1] == NULL) return 1;
+  int64_t got = const_input(d, 1, NULL, axes, TF_MAX_DIMS);
+  if (got < 0) {
+    snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs axes given as a constant "
+             "initializer only", L->who, d->op);
+    return 0;
+  }
+  *n = (int)got;
+  return 1;
+}
+
 /* Whether the device's Conv2D kernel for dtype `t` can be made for NCHW
  * (the CUDA plugin's runs NHWC only); 1 where no device is at hand. */
 static int conv_nchw_ok(lowering* L, const window* w, TF_DataType t) {
@@ -836,16 +862,11 @@ static int conv_nchw_ok(lowering* L, const window* w, TF_DataType t) {
   if (def == NULL) return 1; /* emit says why */
   pg_attrs* a = conv_attrs(w, 0);
   pg_attrs_set_type(a, "T", t);
-  const char* const names[] = {"input", "filter"};
-  const unsigned char in_host[2] = {0, 0};
-  unsigned char out_host = 0;
-  TF_Status* st = TF_NewStatus();
-  pg_kernel* k = pg_kernel_create(def, L->dev, a, 2, names, in_host, 1, &t, &out_host, st);
+  char why[512];
+  const int ok = kernel_creates(def, L->dev, a, 2, (const char* const[]){"input", "filter"},
+                                (const unsigned char[]){0, 0}, t, why, sizeof why);
   pg_attrs_free(a);
-  TF_DeleteStatus(st);
-  if (k == NULL) return 0;
-  pg_kernel_free(k);
-  return 1;
+  return ok;
 }
 
 /* Lowers node `d` reading slots `in` into slot `out`: 1 done (or, in check
@@ -1299,19 +1320,7 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       if (d->nin > 2 || attr_int(d, "keepdims", &keep) < 0 ||
           attr_int(d, "noop_with_empty_axes", &noop) < 0)
         return 0;
-      if (d->since >= 18) {
-        if (d->nin == 2 && d->in_vi[1] != NULL) {
-          int64_t got = const_input(d, 1, NULL, axes, TF_MAX_DIMS);
-          if (got < 0) {
-            snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs axes given as a "
-                     "constant initializer only", L->who, d->op);
-            return 0;
-          }
-          n = (int)got;
-        }
-      } else if (attr_ints_upto(d, "axes", axes, TF_MAX_DIMS, &n) < 0) {
-        return 0;
-      }
+      if (!read_axes(L, d, 18, axes, &n)) return 0;
       if (rank < 1 || (n == 0 && noop)) {
         snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs inputs of known rank 1 or "
                  "more, and not noop_with_empty_axes without axes", L->who, d->op);
@@ -1348,19 +1357,7 @@ static int lower(lowering* L, const node_desc* d, const int* in, int out) {
       int64_t axes[TF_MAX_DIMS];
       int n = 0, rank = d->in_rank[0];
       if (d->nin > 2) return 0;
-      if (d->since >= 13) {
-        if (d->nin == 2 && d->in_vi[1] != NULL) {
-          int64_t got = const_input(d, 1, NULL, axes, TF_MAX_DIMS);
-          if (got < 0) {
-            snprintf(L->err, sizeof L->err, "pluggable: node %s: %s runs axes given as a "
-                     "constant initializer only", L->who, d->op);
-            return 0;
-          }
-          n = (int)got;
-        }
-      } else if (attr_ints_upto(d, "axes", axes, TF_MAX_DIMS, &n) < 0) {
-        return 0;
-      }
+      if (!read_axes(L, d, 13, axes, &n)) return 0;
       /* An input of rank 0 is a scalar only where the output's rank says so. */
       int out_rank = unsq ? rank + n : rank - n;
       int known = unsq ? n > 0 && d->out_rank == out_rank && out_rank <= TF_MAX_DIMS
