@@ -51,6 +51,26 @@ int64_t prod(const Shape& s, int from, int to) {
   return n;
 }
 
+// The widest unit (16, 8, 4, 2 or 1 bytes) that divides a row of
+// `row_bytes` and to which both pointers are aligned: gathers move rows in it.
+int64_t copy_unit(int64_t row_bytes, const void* a, const void* b) {
+  const uint64_t g = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(a) |
+                     reinterpret_cast<uintptr_t>(b);
+  return (g & 15) == 0 ? 16 : (g & 7) == 0 ? 8 : (g & 3) == 0 ? 4 : (g & 1) == 0 ? 2 : 1;
+}
+
+// Calls go(Tag<U>{}) for the type U of `unit` bytes.
+template <typename F>
+void by_unit(int64_t unit, F&& go) {
+  switch (unit) {
+    case 16: go(Tag<uint4>{}); break;
+    case 8: go(Tag<uint64_t>{}); break;
+    case 4: go(Tag<uint32_t>{}); break;
+    case 2: go(Tag<uint16_t>{}); break;
+    default: go(Tag<uint8_t>{}); break;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // GatherV2
 
@@ -133,10 +153,7 @@ void gather_compute(void* kernel, TF_OpKernelContext* ctx) {
   const int64_t row_bytes = prod(sp, ax + 1, sp.rank) * TF_DataTypeSize(dt);
   const void* pp = TF_TensorData(params.get());
   void* po = TF_TensorData(out.get());
-  const uint64_t g = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(pp) |
-                     reinterpret_cast<uintptr_t>(po);
-  const int64_t unit = (g & 15) == 0 ? 16 : (g & 7) == 0 ? 8 : (g & 3) == 0 ? 4
-                                                          : (g & 1) == 0 ? 2 : 1;
+  const int64_t unit = copy_unit(row_bytes, pp, po);
   const int64_t inner = row_bytes / unit;
   const int64_t n = so.num_elements() * TF_DataTypeSize(dt) / unit;
   AsyncCheck check(c);
@@ -151,13 +168,7 @@ void gather_compute(void* kernel, TF_OpKernelContext* ctx) {
           static_cast<const U*>(pp), pi, static_cast<U*>(po), n, inner, nidx, outer, gdim,
           check.record());
     };
-    switch (unit) {
-      case 16: go(Tag<uint4>{}); break;
-      case 8: go(Tag<uint64_t>{}); break;
-      case 4: go(Tag<uint32_t>{}); break;
-      case 2: go(Tag<uint16_t>{}); break;
-      default: go(Tag<uint8_t>{}); break;
-    }
+    by_unit(unit, go);
   });
   if (!handled) {
     c.fail(TF_UNIMPLEMENTED, "%s: indices of dtype %s", op, dtype_name(it));
@@ -245,10 +256,7 @@ void gather_nd_compute(void*, TF_OpKernelContext* ctx) {
   const int64_t row_bytes = prod(sp, k, sp.rank) * TF_DataTypeSize(dt);
   const void* pp = TF_TensorData(params.get());
   void* po = TF_TensorData(out.get());
-  const uint64_t a = static_cast<uint64_t>(row_bytes) | reinterpret_cast<uintptr_t>(pp) |
-                     reinterpret_cast<uintptr_t>(po);
-  const int64_t unit = (a & 15) == 0 ? 16 : (a & 7) == 0 ? 8 : (a & 3) == 0 ? 4
-                                                          : (a & 1) == 0 ? 2 : 1;
+  const int64_t unit = copy_unit(row_bytes, pp, po);
   const int64_t inner = row_bytes / unit;
   const int64_t n = so.num_elements() * TF_DataTypeSize(dt) / unit;
   AsyncCheck check(c);
@@ -262,13 +270,7 @@ void gather_nd_compute(void*, TF_OpKernelContext* ctx) {
       gather_nd_kernel<U, Idx><<<grid_for(n, c.sm_count()), kThreads, 0, c.stream()>>>(
           static_cast<const U*>(pp), pi, static_cast<U*>(po), n, inner, g, check.record());
     };
-    switch (unit) {
-      case 16: go(Tag<uint4>{}); break;
-      case 8: go(Tag<uint64_t>{}); break;
-      case 4: go(Tag<uint32_t>{}); break;
-      case 2: go(Tag<uint16_t>{}); break;
-      default: go(Tag<uint8_t>{}); break;
-    }
+    by_unit(unit, go);
   });
   if (!handled) {
     c.fail(TF_UNIMPLEMENTED, "%s: indices of dtype %s", op, dtype_name(it));
