@@ -478,6 +478,12 @@ int md_broadcast_shapes(const md_shape* shapes, int n, md_shape* out) {
   return 1;
 }
 
+void md_fail_broadcast(TF_OpKernelContext* ctx, const md_shape* a, const md_shape* b) {
+  char sa[MD_SHAPE_STR_SIZE], sb[MD_SHAPE_STR_SIZE];
+  md_fail(ctx, TF_INVALID_ARGUMENT, "%.*s: incompatible shapes for broadcasting: %s and %s",
+          MD_OP(ctx), md_shape_str(a, sa, sizeof(sa)), md_shape_str(b, sb, sizeof(sb)));
+}
+
 void md_bcast_plan(const md_shape* shapes, int n, const md_shape* out,
                    md_bcast* b) {
   int64_t strides[MD_BCAST_MAX_INPUTS][TF_MAX_DIMS];

@@ -210,6 +210,9 @@ int md_window_dim(md_padding padding, int64_t in, int64_t ksize,
 
 /* numpy broadcasting of `n` shapes into *out; returns 0 if they conflict. */
 int md_broadcast_shapes(const md_shape* shapes, int n, md_shape* out);
+/* Fails the kernel: the two shapes do not broadcast ("Op: incompatible
+ * shapes for broadcasting: [2, 3] and [4]"). */
+void md_fail_broadcast(TF_OpKernelContext* ctx, const md_shape* a, const md_shape* b);
 
 /* The iteration space of a broadcast: the output dims and each input's
  * stride per output dim (elements; 0 where it is broadcast), after dropping

@@ -219,11 +219,7 @@ static void md_binary_compute(TF_OpKernelContext* ctx, md_binary_op op) {
     goto done;
   }
   if (!md_broadcast_shapes(shapes, 2, &zs)) {
-    char a[MD_SHAPE_STR_SIZE], b[MD_SHAPE_STR_SIZE];
-    md_fail(ctx, TF_INVALID_ARGUMENT,
-            "%.*s: incompatible shapes for broadcasting: %s and %s", MD_OP(ctx),
-            md_shape_str(&shapes[0], a, sizeof(a)),
-            md_shape_str(&shapes[1], b, sizeof(b)));
+    md_fail_broadcast(ctx, &shapes[0], &shapes[1]);
     goto done;
   }
   z = md_allocate_output(ctx, 0, dtype, &zs);

@@ -169,11 +169,7 @@ static void md_compare_compute(TF_OpKernelContext* ctx, md_compare_op op,
       md_enqueue(ctx, md_bool_run, task);
       goto done;
     }
-    char a[MD_SHAPE_STR_SIZE], b[MD_SHAPE_STR_SIZE];
-    md_fail(ctx, TF_INVALID_ARGUMENT,
-            "%.*s: incompatible shapes for broadcasting: %s and %s", MD_OP(ctx),
-            md_shape_str(&shapes[0], a, sizeof(a)),
-            md_shape_str(&shapes[1], b, sizeof(b)));
+    md_fail_broadcast(ctx, &shapes[0], &shapes[1]);
     goto done;
   }
   z = md_allocate_output(ctx, 0, TF_BOOL, &zs);
